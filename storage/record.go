@@ -1,0 +1,176 @@
+package storage
+
+// This file holds the records Chime persists. They are encoded with msgpack
+// (explicit field tags; append new fields, never renumber or reuse a tag's
+// meaning). All instants are Unix nanoseconds (int64, UTC); 0 means "none".
+
+// Status is the lifecycle state of a task.
+type Status uint8
+
+// Task statuses. The zero value is invalid on purpose.
+const (
+	StatusScheduled Status = 1 + iota // waiting for its next fire
+	StatusPaused                      // schedule suspended by the user
+	StatusDone                        // one-shot task fired successfully
+	StatusFailed                      // one-shot task whose fire failed, or got 404/410
+	StatusInactive                    // periodic task stopped by max_fails or 404/410
+)
+
+// String returns the API name of the status.
+func (s Status) String() string {
+	switch s {
+	case StatusScheduled:
+		return "scheduled"
+	case StatusPaused:
+		return "paused"
+	case StatusDone:
+		return "done"
+	case StatusFailed:
+		return "failed"
+	case StatusInactive:
+		return "inactive"
+	}
+	return "unknown"
+}
+
+// ParseStatus is the inverse of Status.String. It returns 0, false for an
+// unknown name.
+func ParseStatus(name string) (Status, bool) {
+	for s := StatusScheduled; s <= StatusInactive; s++ {
+		if s.String() == name {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// Kind is the kind of schedule a task has.
+type Kind uint8
+
+// Schedule kinds.
+const (
+	KindOnce  Kind = 1 + iota // delay_ms or due_at
+	KindEvery                 // every_ms, fixed rate
+	KindCron                  // cron expression in a timezone
+)
+
+// Misfire is what a periodic task does with fires missed while the cluster
+// could not fire.
+type Misfire uint8
+
+// Misfire policies.
+const (
+	MisfireFireOnce Misfire = 1 + iota // one fire for all missed occurrences
+	MisfireSkip                        // drop missed occurrences
+	MisfireFireAll                     // fire every missed occurrence
+)
+
+// String returns the API name of the policy.
+func (m Misfire) String() string {
+	switch m {
+	case MisfireFireOnce:
+		return "fire_once"
+	case MisfireSkip:
+		return "skip"
+	case MisfireFireAll:
+		return "fire_all"
+	}
+	return "unknown"
+}
+
+// Spec is what the user asked for: the request fields of a task, normalized.
+// It does not change when the task fires.
+type Spec struct {
+	CallbackURL string            `msgpack:"u"`
+	Kind        Kind              `msgpack:"k"`
+	DelayMs     int64             `msgpack:"dm,omitempty"`  // as given, for echoing back
+	DueAt       int64             `msgpack:"da,omitempty"`  // one-shot due instant (from delay_ms or due_at)
+	EveryMs     int64             `msgpack:"em,omitempty"`  // KindEvery period
+	Cron        string            `msgpack:"cr,omitempty"`  // KindCron expression
+	Timezone    string            `msgpack:"tz,omitempty"`  // KindCron IANA zone, "" = UTC
+	StartAt     int64             `msgpack:"sa,omitempty"`  // periodic: no fire before it
+	Payload     []byte            `msgpack:"p,omitempty"`   // raw JSON body of the callback
+	Headers     map[string]string `msgpack:"h,omitempty"`   // extra callback headers
+	TimeoutMs   int64             `msgpack:"to"`            // one attempt's timeout
+	MaxRetries  int               `msgpack:"mr"`            // retries after the first attempt
+	Misfire     Misfire           `msgpack:"mf"`            // periodic misfire policy
+	MaxFails    int               `msgpack:"mx,omitempty"`  // periodic: consecutive failures before inactive
+	Labels      map[string]string `msgpack:"l,omitempty"`   // user labels for filtering
+}
+
+// Inflight is the persisted intent of a fire that has started and not
+// finished. Its presence makes a restarted node repeat the fire with the same
+// fire id (task id ":" Seq).
+type Inflight struct {
+	Seq           uint64 `msgpack:"s"`  // fire sequence number
+	Due           int64  `msgpack:"d"`  // logical due time of this fire
+	Attempt       int    `msgpack:"a"`  // attempts started so far (1 = first attempt)
+	NextAttemptAt int64  `msgpack:"n"`  // when the next attempt may start (retry backoff)
+	StartedAt     int64  `msgpack:"t"`  // when the current attempt started
+	Trigger       bool   `msgpack:"tr"` // an extra fire from the trigger endpoint
+}
+
+// LastFire summarizes the most recent finished fire.
+type LastFire struct {
+	FireID     string `msgpack:"f"`
+	DueAt      int64  `msgpack:"d"`
+	FinishedAt int64  `msgpack:"e"`
+	Attempts   int    `msgpack:"a"`
+	StatusCode int    `msgpack:"c"`
+	Error      string `msgpack:"x,omitempty"`
+	Result     []byte `msgpack:"r,omitempty"` // first 512 bytes of the response body
+}
+
+// Task is the stored record of one task: its spec plus its firing state.
+type Task struct {
+	ID      string `msgpack:"i"`
+	Slot    uint16 `msgpack:"sl"`
+	Spec    Spec   `msgpack:"sp"`
+	Status  Status `msgpack:"st"`
+	NextDue int64  `msgpack:"nd"` // logical due time of the next scheduled fire, 0 = none
+
+	FireSeq  uint64    `msgpack:"fs"`           // sequence of the last fire started
+	Inflight *Inflight `msgpack:"if,omitempty"` // the fire in progress, if any
+	Triggers []int64   `msgpack:"tg,omitempty"` // pending trigger requests (request times)
+
+	CreatedAt int64     `msgpack:"ca"`
+	UpdatedAt int64     `msgpack:"ua"`
+	FireCount uint64    `msgpack:"fc"` // successful fires
+	FailCount uint64    `msgpack:"fl"` // consecutive failed fires
+	LastFire  *LastFire `msgpack:"lf,omitempty"`
+	HistSeq   uint64    `msgpack:"hs"` // sequence of the last execution record written
+	Version   uint64    `msgpack:"v"`  // bumped on every write
+}
+
+// Wake returns when the task next needs the firing machinery, or 0 if never:
+// the next attempt of an in-flight fire, else the earliest of a pending
+// trigger and (while scheduled) the next due time. The due index is keyed by
+// this value.
+func (t *Task) Wake() int64 {
+	if t.Inflight != nil {
+		if t.Inflight.NextAttemptAt != 0 {
+			return t.Inflight.NextAttemptAt
+		}
+		return t.Inflight.Due
+	}
+	var w int64
+	if len(t.Triggers) > 0 {
+		w = t.Triggers[0]
+	}
+	if t.Status == StatusScheduled && t.NextDue != 0 && (w == 0 || t.NextDue < w) {
+		w = t.NextDue
+	}
+	return w
+}
+
+// Execution is one attempt of one fire, kept in the task's bounded history.
+type Execution struct {
+	FireID     string `msgpack:"f"`
+	DueAt      int64  `msgpack:"d"`
+	StartedAt  int64  `msgpack:"s"`
+	FinishedAt int64  `msgpack:"e"`
+	Attempt    int    `msgpack:"a"`
+	StatusCode int    `msgpack:"c"`
+	Error      string `msgpack:"x,omitempty"`
+	Result     []byte `msgpack:"r,omitempty"`
+}
