@@ -1,0 +1,6 @@
+//go:build invariants
+
+package ring
+
+// invariants makes Assign check the table it built (see checkInvariants).
+const invariants = true
