@@ -83,19 +83,19 @@ func (m Misfire) String() string {
 type Spec struct {
 	CallbackURL string            `msgpack:"u"`
 	Kind        Kind              `msgpack:"k"`
-	DelayMs     int64             `msgpack:"dm,omitempty"`  // as given, for echoing back
-	DueAt       int64             `msgpack:"da,omitempty"`  // one-shot due instant (from delay_ms or due_at)
-	EveryMs     int64             `msgpack:"em,omitempty"`  // KindEvery period
-	Cron        string            `msgpack:"cr,omitempty"`  // KindCron expression
-	Timezone    string            `msgpack:"tz,omitempty"`  // KindCron IANA zone, "" = UTC
-	StartAt     int64             `msgpack:"sa,omitempty"`  // periodic: no fire before it
-	Payload     []byte            `msgpack:"p,omitempty"`   // raw JSON body of the callback
-	Headers     map[string]string `msgpack:"h,omitempty"`   // extra callback headers
-	TimeoutMs   int64             `msgpack:"to"`            // one attempt's timeout
-	MaxRetries  int               `msgpack:"mr"`            // retries after the first attempt
-	Misfire     Misfire           `msgpack:"mf"`            // periodic misfire policy
-	MaxFails    int               `msgpack:"mx,omitempty"`  // periodic: consecutive failures before inactive
-	Labels      map[string]string `msgpack:"l,omitempty"`   // user labels for filtering
+	DelayMs     int64             `msgpack:"dm,omitempty"` // as given, for echoing back
+	DueAt       int64             `msgpack:"da,omitempty"` // one-shot due instant (from delay_ms or due_at)
+	EveryMs     int64             `msgpack:"em,omitempty"` // KindEvery period
+	Cron        string            `msgpack:"cr,omitempty"` // KindCron expression
+	Timezone    string            `msgpack:"tz,omitempty"` // KindCron IANA zone, "" = UTC
+	StartAt     int64             `msgpack:"sa,omitempty"` // periodic: no fire before it
+	Payload     []byte            `msgpack:"p,omitempty"`  // raw JSON body of the callback
+	Headers     map[string]string `msgpack:"h,omitempty"`  // extra callback headers
+	TimeoutMs   int64             `msgpack:"to"`           // one attempt's timeout
+	MaxRetries  int               `msgpack:"mr"`           // retries after the first attempt
+	Misfire     Misfire           `msgpack:"mf"`           // periodic misfire policy
+	MaxFails    int               `msgpack:"mx,omitempty"` // periodic: consecutive failures before inactive
+	Labels      map[string]string `msgpack:"l,omitempty"`  // user labels for filtering
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -108,6 +108,7 @@ type Inflight struct {
 	NextAttemptAt int64  `msgpack:"n"`  // when the next attempt may start (retry backoff)
 	StartedAt     int64  `msgpack:"t"`  // when the current attempt started
 	Trigger       bool   `msgpack:"tr"` // an extra fire from the trigger endpoint
+	Misfired      bool   `msgpack:"m"`  // started late enough to count as missed (misfire policy applies on completion)
 }
 
 // LastFire summarizes the most recent finished fire.

@@ -1,0 +1,219 @@
+package storage
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Batch collects writes that commit atomically. A Batch is not safe for
+// concurrent use. Writes are invisible until Commit; after Commit or Close
+// the Batch must not be used again (except Close, which is idempotent).
+type Batch struct {
+	s   *Store
+	pb  *pebble.Batch // nil once committed or closed
+	c   *codec        // reused encoder and key buffers, owned while pb != nil
+	err error         // first error met while building, returned by Commit
+}
+
+// NewBatch returns an empty batch. Release it with Commit or Close.
+func (s *Store) NewBatch() *Batch {
+	return &Batch{s: s, pb: s.db.NewBatch(), c: getCodec()}
+}
+
+func (b *Batch) mustOpen() {
+	if b.pb == nil {
+		panic("storage: use of a Batch after Commit or Close")
+	}
+}
+
+func mustValidID(id string) {
+	if !ValidID(id) {
+		panic(fmt.Sprintf("storage: invalid task id %q (callers must check ValidID)", id))
+	}
+}
+
+func mustWake(w int64) {
+	if w < 0 {
+		panic(fmt.Sprintf("storage: negative wake %d (wake instants are >= 0 by invariant)", w))
+	}
+}
+
+// PutTask sets the task record of t (under t.Slot, t.ID) and keeps the due
+// index in step with t.Wake(). prevWake is the wake of the record being
+// replaced as it is stored (0 for a new task or one not in the index): its
+// index entry is deleted when the wake moves. PutTask panics if t.ID is not
+// a ValidID or a wake is negative.
+func (b *Batch) PutTask(t *Task, prevWake int64) {
+	b.mustOpen()
+	mustValidID(t.ID)
+	wake := t.Wake()
+	mustWake(wake)
+	mustWake(prevWake)
+	v, err := b.c.encode(t)
+	if err != nil {
+		b.setErr(fmt.Errorf("storage: encode task %q: %w", t.ID, err))
+		return
+	}
+	c := b.c
+	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
+	_ = b.pb.Set(c.key, v, nil) // pebble batch writes only fail on a closed batch
+	if prevWake != wake && prevWake != 0 {
+		c.key = appendDueKey(c.key[:0], t.Slot, prevWake, t.ID)
+		_ = b.pb.Delete(c.key, nil)
+	}
+	if wake != 0 {
+		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
+		_ = b.pb.Set(c.key, nil, nil)
+	}
+}
+
+// DeleteTask deletes t's task record, its due index entry (at t.Wake(), so
+// pass the task as stored) and its whole execution history: every history
+// key stored for the id, plus the ones AppendExecution added to this batch
+// (seqs above the stored ones, up to t.HistSeq).
+//
+// History goes with point deletions found by a short bounded scan, not one
+// range deletion: pebble re-fragments a memtable's range tombstones on every
+// read after a write, and with thousands of them (one per deleted task) a
+// delete+Get cycle was measured at ~10 ms instead of ~5 µs.
+func (b *Batch) DeleteTask(t *Task) {
+	b.mustOpen()
+	mustValidID(t.ID)
+	wake := t.Wake()
+	mustWake(wake)
+	c := b.c
+	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
+	_ = b.pb.Delete(c.key, nil)
+	if wake != 0 {
+		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
+		_ = b.pb.Delete(c.key, nil)
+	}
+	stored, err := b.deleteStoredHistory(t.Slot, t.ID)
+	if err != nil {
+		b.setErr(err)
+		return
+	}
+	// Records appended in this batch are not in the store yet.
+	from := max(stored, t.HistSeq-min(t.HistSeq, b.s.historyLimit)) + 1
+	for seq := from; seq <= t.HistSeq; seq++ {
+		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, seq)
+		_ = b.pb.Delete(c.key, nil)
+	}
+}
+
+// deleteStoredHistory adds a point deletion for every stored history key of
+// (slot, id) and returns the highest seq it found (0 if none).
+func (b *Batch) deleteStoredHistory(slot uint16, id string) (maxSeq uint64, err error) {
+	if !b.s.enter() {
+		return 0, ErrClosed
+	}
+	defer b.s.leave()
+	c := b.c
+	c.key = appendHistPrefix(c.key[:0], slot, id)
+	c.end = appendHistEnd(c.end[:0], slot, id)
+	it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: c.key, UpperBound: c.end})
+	if err != nil {
+		return 0, fmt.Errorf("storage: delete history of %q: %w", id, err)
+	}
+	defer closeIter(it, &err)
+	for valid := it.First(); valid; valid = it.Next() {
+		_ = b.pb.Delete(it.Key(), nil) // the batch copies the key
+		if _, _, seq, ok := decodeHistKey(it.Key()); ok {
+			maxSeq = max(maxSeq, seq)
+		}
+	}
+	return maxSeq, it.Error()
+}
+
+// AppendExecution increments t.HistSeq and writes e as history record
+// t.HistSeq. Once more than Options.HistoryLimit records exist, the one that
+// falls out of the window is deleted in the same batch (no scan). The caller
+// must then PutTask(t, …) in the same batch to persist HistSeq.
+func (b *Batch) AppendExecution(t *Task, e *Execution) {
+	b.mustOpen()
+	mustValidID(t.ID)
+	v, err := b.c.encode(e)
+	if err != nil {
+		b.setErr(fmt.Errorf("storage: encode execution of %q: %w", t.ID, err))
+		return
+	}
+	t.HistSeq++
+	c := b.c
+	c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq)
+	_ = b.pb.Set(c.key, v, nil)
+	if limit := b.s.historyLimit; t.HistSeq > limit {
+		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq-limit)
+		_ = b.pb.Delete(c.key, nil)
+	}
+}
+
+func (b *Batch) setErr(err error) {
+	if b.err == nil {
+		b.err = err
+	}
+}
+
+// Count returns the number of operations (sets, deletes, range deletes) in
+// the batch, or 0 after Commit or Close.
+func (b *Batch) Count() int {
+	if b.pb == nil {
+		return 0
+	}
+	return int(b.pb.Count())
+}
+
+// Size returns the encoded size of the batch in bytes, or 0 after Commit or
+// Close; callers can use it to bound batches.
+func (b *Batch) Size() int {
+	if b.pb == nil {
+		return 0
+	}
+	return b.pb.Len()
+}
+
+// Commit applies the batch atomically and releases it. With sync=false the
+// writes are visible at once and durable after a later Store.Sync (or any
+// later sync commit); with sync=true Commit returns after the WAL fsync,
+// which also covers every commit before it (an empty batch still syncs).
+// Commit returns ErrClosed after Store.Close, or the first error met while
+// building the batch (encoding, DeleteTask's history read); then nothing is
+// written. Commit panics if called twice.
+func (b *Batch) Commit(sync bool) error {
+	b.mustOpen()
+	defer b.Close()
+	if b.err != nil {
+		return b.err
+	}
+	if !b.s.enter() {
+		return ErrClosed
+	}
+	defer b.s.leave()
+	wo := pebble.NoSync
+	if sync {
+		wo = pebble.Sync
+	}
+	var err error
+	if b.pb.Empty() {
+		if sync {
+			err = b.s.db.LogData(nil, wo)
+		}
+	} else {
+		err = b.pb.Commit(wo)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: commit: %w", err)
+	}
+	return nil
+}
+
+// Close releases the batch without committing it. It is idempotent and a
+// no-op after Commit.
+func (b *Batch) Close() {
+	if b.pb == nil {
+		return
+	}
+	_ = b.pb.Close() // only fails on a double close, which b.pb = nil prevents
+	putCodec(b.c)
+	b.pb, b.c = nil, nil
+}

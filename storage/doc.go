@@ -1,0 +1,85 @@
+// Package storage is Chime's durable state on one node: task records, the
+// due index that says when each task next needs attention, and a bounded
+// execution history per task, kept in one Pebble database.
+//
+// It is the only package that imports Pebble, and its surface is
+// Pebble-free: a *Store, a *Batch of writes, the records in record.go and two
+// sentinel errors (ErrNotFound, ErrClosed).
+//
+// It is not a scheduler and not a replication log: it does not hash ids to
+// slots (callers pass Task.Slot), compute due times, decide ownership or
+// talk to other nodes. The slot meta key is reserved for the replication
+// work and has no API yet.
+//
+// # Key layout
+//
+// Integers are big-endian so byte order is numeric order; slot is a uint16.
+// Prefix and section bytes are written to disk: ONLY APPEND new ones, never
+// change or reuse a value.
+//
+//	purpose    key                                         value
+//	---------  ------------------------------------------  ------------------------
+//	task       's' slot 'T' id                              msgpack Task
+//	due index  's' slot 'D' wake(uint64, unix ns) id        empty; wake = Task.Wake()
+//	history    's' slot 'H' id 0x00 seq(uint64)             msgpack Execution
+//	slot meta  's' slot 'M'                                 reserved (epoch, applied seq, checksum)
+//	node meta  'n' ...                                      node-local, reserved
+//
+// Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
+// streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.
+// Ids are 1-128 characters of A-Z a-z 0-9 . _ ~ : - (ValidID), so they never
+// contain 0x00 and the history of one id is exactly ['s' slot 'H' id 0x00,
+// 's' slot 'H' id 0x01).
+//
+// # Invariants
+//
+//   - A task with Wake() == w > 0 has exactly one due index entry, at w; a
+//     task with Wake() == 0 has none. Batch.PutTask keeps this given the
+//     wake of the record it replaces; wakes are never negative (PutTask
+//     panics otherwise).
+//   - History records of a task are numbered 1..Task.HistSeq; at most
+//     HistoryLimit of the newest exist (while HistoryLimit is not lowered). AppendExecution trims the record
+//     that falls out of the window in the same batch.
+//   - Range deletions are used only for whole slots (DropSlot). Pebble
+//     re-fragments all range tombstones of a memtable on the first read after
+//     each write, so one per deleted task made reads quadratic; DeleteTask
+//     deletes history key by key instead.
+//   - Records are msgpack with explicit field tags, compact integers and
+//     sorted map keys: the same record always encodes to the same bytes.
+//
+// # Durability contract
+//
+// Batch.Commit(false) makes the writes visible to readers at once, but they
+// are durable only after a later Store.Sync (or a later Commit(true)) has
+// returned; a crash before that may lose them. Commit(true) returns after
+// the write-ahead log fsync. The API acknowledges a write (2xx) only after
+// one of these syncs covers it, and the node must not fire a task whose
+// create is not yet acknowledged. Concurrent Commit(true) and Sync calls
+// share fsyncs (group commit), so many small writers cost few fsyncs.
+//
+// # Memory
+//
+// The block cache holds Options.CacheSize bytes of blocks; memtables come on
+// top (pebble charges them to the cache, so the store sizes the cache for
+// both). Expect about CacheSize + 3*MemTableSize: 80 MiB with the defaults.
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use by any number of goroutines. Scans read
+// a consistent snapshot; their callbacks may call other Store methods but
+// must not call Close. Close waits for operations in flight, after which
+// every method returns ErrClosed. A Batch belongs to one goroutine.
+//
+// # Usage
+//
+//	st, err := storage.Open(storage.Options{Dir: dir})
+//	...
+//	b := st.NewBatch()
+//	b.PutTask(t, 0) // new task: no previous wake
+//	if err := b.Commit(false); err != nil { ... }
+//	if err := st.Sync(); err != nil { ... } // now acknowledge
+//	err = st.ScanDue(owned, now, now+window, func(slot uint16, id string, wake int64) bool {
+//		... // load into the wheel
+//		return true
+//	})
+package storage

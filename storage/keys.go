@@ -1,0 +1,138 @@
+package storage
+
+import "encoding/binary"
+
+// Key prefix bytes. The layout table is in doc.go. These values are written
+// to disk: ONLY APPEND to this list, never change or reuse a value.
+const (
+	prefixSlot byte = 's' // per-slot keys: 's' slot(u16 BE) section ...
+	prefixNode byte = 'n' // node-local keys, reserved
+
+	sectionDue     byte = 'D' // due index: wake(u64 BE) id -> empty
+	sectionHistory byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
+	sectionMeta    byte = 'M' // slot meta, reserved for replication
+	sectionTask    byte = 'T' // task: id -> Task
+)
+
+// histSep ends the id inside a history key. IDs never contain it, so the
+// history of one id is exactly [H id 0x00, H id 0x01).
+const histSep byte = 0x00
+
+// MaxIDLen is the longest task id ValidID accepts.
+const MaxIDLen = 128
+
+// slotPrefixLen is the length of 's' slot.
+const slotPrefixLen = 3
+
+// dueIDOffset is where the id starts in a due key: 's' slot 'D' wake.
+const dueIDOffset = slotPrefixLen + 1 + 8
+
+// ValidID reports whether id can be stored: 1 to MaxIDLen characters of
+// A-Z a-z 0-9 . _ ~ : -. Storage keys rely on this (an id never contains
+// 0x00); Batch methods panic on an invalid id, so callers validate first.
+func ValidID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == '~', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// appendSlotPrefix appends 's' slot.
+func appendSlotPrefix(dst []byte, slot uint16) []byte {
+	return binary.BigEndian.AppendUint16(append(dst, prefixSlot), slot)
+}
+
+// appendSection appends 's' slot section.
+func appendSection(dst []byte, slot uint16, section byte) []byte {
+	return append(appendSlotPrefix(dst, slot), section)
+}
+
+// appendTaskKey appends 's' slot 'T' id.
+func appendTaskKey(dst []byte, slot uint16, id string) []byte {
+	return append(appendSection(dst, slot, sectionTask), id...)
+}
+
+// appendDueKey appends 's' slot 'D' wake(u64 BE) id. wake must be >= 0.
+func appendDueKey(dst []byte, slot uint16, wake int64, id string) []byte {
+	dst = binary.BigEndian.AppendUint64(appendSection(dst, slot, sectionDue), uint64(wake))
+	return append(dst, id...)
+}
+
+// appendHistPrefix appends 's' slot 'H' id 0x00, the start of id's history.
+func appendHistPrefix(dst []byte, slot uint16, id string) []byte {
+	return append(append(appendSection(dst, slot, sectionHistory), id...), histSep)
+}
+
+// appendHistEnd appends 's' slot 'H' id 0x01, the exclusive end of id's history.
+func appendHistEnd(dst []byte, slot uint16, id string) []byte {
+	return append(append(appendSection(dst, slot, sectionHistory), id...), histSep+1)
+}
+
+// appendHistKey appends 's' slot 'H' id 0x00 seq(u64 BE).
+func appendHistKey(dst []byte, slot uint16, id string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(appendHistPrefix(dst, slot, id), seq)
+}
+
+// appendSlotEnd appends the exclusive end of slot's key range: the prefix of
+// slot+1, or 't' after the last slot.
+func appendSlotEnd(dst []byte, slot uint16) []byte {
+	if slot == ^uint16(0) {
+		return append(dst, prefixSlot+1)
+	}
+	return appendSlotPrefix(dst, slot+1)
+}
+
+// decodeSlotKey splits a per-slot key into its slot, section and the rest.
+func decodeSlotKey(k []byte) (slot uint16, section byte, rest []byte, ok bool) {
+	if len(k) < slotPrefixLen+1 || k[0] != prefixSlot {
+		return 0, 0, nil, false
+	}
+	return binary.BigEndian.Uint16(k[1:3]), k[3], k[4:], true
+}
+
+// decodeTaskKey is the inverse of appendTaskKey.
+func decodeTaskKey(k []byte) (slot uint16, id string, ok bool) {
+	slot, section, rest, ok := decodeSlotKey(k)
+	if !ok || section != sectionTask || len(rest) == 0 {
+		return 0, "", false
+	}
+	return slot, string(rest), true
+}
+
+// decodeDueKey is the inverse of appendDueKey.
+func decodeDueKey(k []byte) (slot uint16, wake int64, id string, ok bool) {
+	slot, section, rest, ok := decodeSlotKey(k)
+	if !ok || section != sectionDue || len(rest) <= 8 {
+		return 0, 0, "", false
+	}
+	w := binary.BigEndian.Uint64(rest)
+	if w > 1<<63-1 {
+		return 0, 0, "", false
+	}
+	return slot, int64(w), string(rest[8:]), true
+}
+
+// decodeHistKey is the inverse of appendHistKey.
+func decodeHistKey(k []byte) (slot uint16, id string, seq uint64, ok bool) {
+	slot, section, rest, ok := decodeSlotKey(k)
+	// rest = id 0x00 seq(8), with a non-empty id.
+	if !ok || section != sectionHistory || len(rest) < 1+1+8 || rest[len(rest)-9] != histSep {
+		return 0, "", 0, false
+	}
+	idb := rest[:len(rest)-9]
+	for _, c := range idb {
+		if c == histSep {
+			return 0, "", 0, false
+		}
+	}
+	return slot, string(idb), binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+}

@@ -1,0 +1,120 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+)
+
+// Options configures a Store. The zero value of every field except Dir means
+// "use the default"; Open copies the Options and never modifies the caller's.
+type Options struct {
+	// Dir is the data directory, created if missing. Required unless InMemory.
+	Dir string
+
+	// InMemory keeps everything in memory (pebble's in-memory filesystem):
+	// nothing survives Close. For tests and dev; Dir is ignored.
+	InMemory bool
+
+	// CacheSize is the block cache in bytes. Default DefaultCacheSize.
+	// Larger caches keep more task records hot for Get on the fire path;
+	// smaller ones leave memory for the node's in-memory wheel window.
+	// Memtables come on top: the store's memory is bounded by about
+	// CacheSize + 3*MemTableSize (80 MiB with the defaults).
+	CacheSize int64
+
+	// MemTableSize is the size of one memtable in bytes. Default
+	// DefaultMemTableSize. Larger memtables mean fewer flushes and L0 files
+	// under sustained writes, at the cost of memory (up to two memtables
+	// exist at once) and a longer WAL replay after a crash.
+	MemTableSize uint64
+
+	// HistoryLimit is how many execution records are kept per task; older
+	// ones are deleted by AppendExecution. Default DefaultHistoryLimit.
+	// Lowering it later does not delete records written beyond the new
+	// limit before the change; Executions still returns at most the limit
+	// the caller asks for.
+	HistoryLimit int
+
+	// Logger receives pebble's errors (level Error) and, when the handler
+	// enables level Debug, pebble's informational events. Nil discards.
+	Logger *slog.Logger
+}
+
+// Defaults applied by Open for zero Options fields.
+const (
+	// DefaultCacheSize is 32 MiB. The cache holds index and bloom filter
+	// blocks as well as data: with 10 bits per key and two keys per task
+	// (task + due index) filters cost ~2.5 B per task, so 32 MiB keeps the
+	// filters and indexes of several million tasks resident and a Get of a
+	// missing id costs no disk read. It is the top of the 16-32 MB range
+	// DESIGN §6 sets for small nodes.
+	DefaultCacheSize int64 = 32 << 20
+
+	// DefaultMemTableSize is 16 MiB. Pebble treats a batch larger than half
+	// a memtable as a "large batch" that forces a memtable rotation and
+	// flush; an API batch of 10000 tasks (~4 MB with due keys) stays well
+	// below 8 MiB and takes the normal path. At 60k creates/s (~20 MB/s of
+	// WAL) it flushes about once a second, and WAL replay after a crash is
+	// bounded by a few tens of MB.
+	DefaultMemTableSize uint64 = 16 << 20
+
+	// DefaultHistoryLimit is 100 executions per task, the bound the API
+	// documents for /v1/tasks/{id}/executions.
+	DefaultHistoryLimit = 100
+
+	// memTableStopWrites is how many memtables (mutable plus queued for
+	// flush) may exist before pebble stops writes: pebble's default, stated
+	// here because the block cache is sized from it.
+	memTableStopWrites = 2
+
+	// maxOpenFiles bounds pebble's table cache. Enough for a small node's
+	// LSM (a few GB of 2-64 MB tables) without exhausting ulimit -n, which
+	// the node also needs for HTTP connections.
+	maxOpenFiles = 256
+
+	// bloomBitsPerKey gives a ~1% false positive rate on point Gets.
+	bloomBitsPerKey = 10
+
+	// memDir is the directory name used on the in-memory filesystem.
+	memDir = "chime"
+)
+
+// Validate reports every problem with o, joined. Zero values are valid
+// (they select defaults).
+func (o Options) Validate() error {
+	var errs []error
+	if o.Dir == "" && !o.InMemory {
+		errs = append(errs, errors.New("storage: Dir is required unless InMemory"))
+	}
+	if o.CacheSize < 0 {
+		errs = append(errs, fmt.Errorf("storage: CacheSize %d < 0", o.CacheSize))
+	}
+	if o.MemTableSize != 0 && o.MemTableSize < 1<<20 {
+		errs = append(errs, fmt.Errorf("storage: MemTableSize %d < 1 MiB", o.MemTableSize))
+	}
+	if o.MemTableSize >= 4<<30 {
+		errs = append(errs, fmt.Errorf("storage: MemTableSize %d >= 4 GiB", o.MemTableSize))
+	}
+	if o.HistoryLimit < 0 {
+		errs = append(errs, fmt.Errorf("storage: HistoryLimit %d < 0", o.HistoryLimit))
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
+	if o.HistoryLimit == 0 {
+		o.HistoryLimit = DefaultHistoryLimit
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

@@ -1,0 +1,195 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Iterator bounds covering every per-slot key. Pebble only reads bounds.
+var (
+	slotKeysLower = []byte{prefixSlot}
+	slotKeysUpper = []byte{prefixSlot + 1}
+)
+
+func (s *Store) newSlotIter() (*pebble.Iterator, error) {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: slotKeysLower, UpperBound: slotKeysUpper})
+	if err != nil {
+		return nil, fmt.Errorf("storage: new iterator: %w", err)
+	}
+	return it, nil
+}
+
+func closeIter(it *pebble.Iterator, err *error) {
+	if cerr := it.Close(); cerr != nil && *err == nil {
+		*err = fmt.Errorf("storage: iterate: %w", cerr)
+	}
+}
+
+// ScanDue calls fn for every due index entry with from <= wake < to in the
+// slots for which owned returns true (nil owned means every slot): slot by
+// slot in ascending order, within a slot in (wake, id) order. fn returns
+// false to stop. It reads a consistent snapshot through one iterator, one
+// SeekGE per owned slot that has keys; slots without any key are skipped
+// without a seek, and no key beyond a slot's [from, to) window is read
+// except the one that ends it. A from below 0 counts as 0. fn may call other
+// Store methods but not Close.
+func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(slot uint16, id string, wake int64) bool) (err error) {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	from = max(from, 0)
+	if to <= from {
+		return nil
+	}
+	it, err := s.newSlotIter()
+	if err != nil {
+		return err
+	}
+	defer closeIter(it, &err)
+	var key [slotPrefixLen + 1 + 8]byte
+	for slot := 0; slot <= int(^uint16(0)); {
+		if owned != nil && !owned(uint16(slot)) {
+			slot++
+			continue
+		}
+		if !it.SeekGE(appendDueKey(key[:0], uint16(slot), from, "")) {
+			break // no key at or after this position in any slot
+		}
+		ks, section, _, ok := decodeSlotKey(it.Key())
+		if !ok {
+			return fmt.Errorf("storage: malformed key %q", it.Key())
+		}
+		if int(ks) > slot {
+			slot = int(ks) // slots in between hold no key at all
+			continue
+		}
+		for ok && ks == uint16(slot) && section == sectionDue {
+			k := it.Key()
+			// Check the wake before decoding the id: the key that ends the
+			// window costs no allocation.
+			if len(k) > dueIDOffset && int64(binary.BigEndian.Uint64(k[slotPrefixLen+1:])) >= to {
+				break
+			}
+			_, wake, id, dok := decodeDueKey(k)
+			if !dok {
+				return fmt.Errorf("storage: malformed due key %q", k)
+			}
+			if !fn(uint16(slot), id, wake) {
+				return nil
+			}
+			if !it.Next() {
+				return it.Error()
+			}
+			ks, section, _, ok = decodeSlotKey(it.Key())
+		}
+		slot++
+	}
+	return it.Error()
+}
+
+// Position is a place in the (slot, id) order of task records, for paging
+// through ScanTasks. The zero Position is the very beginning.
+type Position struct {
+	Slot uint16
+	ID   string
+	// Exclusive starts strictly after (Slot, ID) instead of at it. To resume
+	// after the last task t a page returned, pass
+	// Position{Slot: t.Slot, ID: t.ID, Exclusive: true}.
+	Exclusive bool
+}
+
+// ScanTasks calls fn for each task record from start on, in (slot, id)
+// order, until fn returns false or the records end. Each *Task passed to fn
+// is freshly decoded and belongs to fn. It reads a consistent snapshot; the
+// due index and history keys between task records are skipped with one seek
+// per slot.
+func (s *Store) ScanTasks(start Position, fn func(t *Task) bool) (err error) {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	it, err := s.newSlotIter()
+	if err != nil {
+		return err
+	}
+	defer closeIter(it, &err)
+	c := getCodec()
+	defer putCodec(c)
+
+	c.key = appendTaskKey(c.key[:0], start.Slot, start.ID)
+	valid := it.SeekGE(c.key)
+	if valid && start.Exclusive && string(it.Key()) == string(c.key) {
+		valid = it.Next()
+	}
+	for valid {
+		slot, section, _, ok := decodeSlotKey(it.Key())
+		if !ok {
+			return fmt.Errorf("storage: malformed key %q", it.Key())
+		}
+		switch {
+		case section < sectionTask:
+			valid = it.SeekGE(appendTaskKey(c.key[:0], slot, ""))
+		case section > sectionTask:
+			if slot == ^uint16(0) {
+				return it.Error()
+			}
+			valid = it.SeekGE(appendTaskKey(c.key[:0], slot+1, ""))
+		default:
+			v, verr := it.ValueAndErr()
+			if verr != nil {
+				return fmt.Errorf("storage: scan tasks: %w", verr)
+			}
+			t := new(Task)
+			if err := c.decodeTask(v, t); err != nil {
+				return fmt.Errorf("storage: scan tasks at %q: %w", it.Key(), err)
+			}
+			if !fn(t) {
+				return nil
+			}
+			valid = it.Next()
+		}
+	}
+	return it.Error()
+}
+
+// Executions returns up to limit execution records of the task (slot, id),
+// newest first; limit <= 0 means all stored. A task without history (or
+// without a record) yields an empty slice and no error.
+func (s *Store) Executions(slot uint16, id string, limit int) (out []Execution, err error) {
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.leave()
+	c := getCodec()
+	defer putCodec(c)
+	c.key = appendHistPrefix(c.key[:0], slot, id)
+	c.end = appendHistEnd(c.end[:0], slot, id)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: c.key, UpperBound: c.end})
+	if err != nil {
+		return nil, fmt.Errorf("storage: new iterator: %w", err)
+	}
+	defer closeIter(it, &err)
+	n := int(s.historyLimit)
+	if limit > 0 {
+		n = min(limit, n)
+	}
+	out = make([]Execution, 0, n)
+	for valid := it.Last(); valid && (limit <= 0 || len(out) < limit); valid = it.Prev() {
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			return nil, fmt.Errorf("storage: executions of %q: %w", id, verr)
+		}
+		var e Execution
+		if err := c.decodeExecution(v, &e); err != nil {
+			return nil, fmt.Errorf("storage: executions of %q at %q: %w", id, it.Key(), err)
+		}
+		out = append(out, e)
+	}
+	if err := it.Error(); err != nil {
+		return nil, fmt.Errorf("storage: executions of %q: %w", id, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// ErrNotFound is returned by Get when the task does not exist.
+var ErrNotFound = errors.New("storage: not found")
+
+// ErrClosed is returned by every Store method that returns an error, and by
+// Batch.Commit, once Store.Close has begun.
+var ErrClosed = errors.New("storage: closed")
+
+// Store is Chime's durable state on one node: task records, the due index
+// and execution history, in one Pebble database. It is safe for concurrent
+// use; see doc.go for the durability contract.
+type Store struct {
+	db           *pebble.DB
+	historyLimit uint64
+
+	// state counts operations in flight in its low bits and carries
+	// closedBit once Close has begun. Operations enter with Add(1) and back
+	// out if closedBit is set, so Close can wait for the count to drain
+	// without a lock on the hot path.
+	state     atomic.Int64
+	drained   chan struct{} // closed when closing and no operation is in flight
+	drainOnce sync.Once
+	closeOnce sync.Once
+	closeErr  error
+}
+
+const closedBit int64 = 1 << 62
+
+// Open opens (creating if needed) the store described by opts.
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.InMemory {
+		return open(opts, vfs.NewMem(), memDir)
+	}
+	return open(opts, vfs.Default, opts.Dir)
+}
+
+// open opens the store on a given filesystem: Open uses the OS or a fresh
+// in-memory one; crash tests pass a vfs.NewCrashableMem and its clones.
+func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
+	opts = opts.withDefaults()
+	log := opts.Logger
+	po := &pebble.Options{
+		FS: fs,
+		// Pebble charges memtables against the block cache (a reservation of
+		// each memtable's size, including one recycled memtable). Without
+		// adding them, two 16 MiB memtables would leave a 32 MiB cache with
+		// no room for blocks at all. So the cache is sized for CacheSize of
+		// blocks plus the most memtables that can exist at once.
+		CacheSize:                   opts.CacheSize + int64((memTableStopWrites+1)*opts.MemTableSize),
+		MemTableSize:                opts.MemTableSize,
+		MemTableStopWritesThreshold: memTableStopWrites,
+		MaxOpenFiles:                maxOpenFiles,
+		FormatMajorVersion:          pebble.FormatNewest,
+		Logger:                      pebbleLogger{log: log},
+		EventListener: &pebble.EventListener{
+			DiskSlow: func(info pebble.DiskSlowInfo) {
+				log.Warn("pebble: disk slow", "component", "pebble", "info", info.String())
+			},
+			WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+				log.Warn("pebble: write stall", "component", "pebble", "reason", info.Reason)
+			},
+		},
+	}
+	// Bloom filters on every level (L1+ inherit L0's policy): a Get of a
+	// missing id usually touches no data block.
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		return nil, fmt.Errorf("storage: open %q: %w", dir, err)
+	}
+	return &Store{
+		db:           db,
+		historyLimit: uint64(opts.HistoryLimit),
+		drained:      make(chan struct{}),
+	}, nil
+}
+
+// enter registers an operation. It returns false (and registers nothing)
+// once Close has begun.
+func (s *Store) enter() bool {
+	if s.state.Add(1)&closedBit != 0 {
+		s.leave()
+		return false
+	}
+	return true
+}
+
+// leave ends an operation started by enter.
+func (s *Store) leave() {
+	if s.state.Add(-1) == closedBit {
+		s.drainOnce.Do(func() { close(s.drained) })
+	}
+}
+
+// Close waits for operations in flight (including running scans, so do not
+// call it from a scan callback), then closes the database. Committed batches
+// not yet covered by a Sync may be lost; call Sync first to keep them.
+// Close is idempotent: later calls return the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		if s.state.Or(closedBit) == 0 {
+			s.drainOnce.Do(func() { close(s.drained) })
+		}
+		<-s.drained
+		if err := s.db.Close(); err != nil {
+			s.closeErr = fmt.Errorf("storage: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// Get returns the task stored under (slot, id), or ErrNotFound. Callers pass
+// the task's slot; the store does not hash ids. The returned task is the
+// caller's.
+func (s *Store) Get(slot uint16, id string) (*Task, error) {
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.leave()
+	c := getCodec()
+	defer putCodec(c)
+	c.key = appendTaskKey(c.key[:0], slot, id)
+	v, closer, err := s.db.Get(c.key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storage: get %d/%s: %w", slot, id, err)
+	}
+	t := new(Task)
+	err = c.decodeTask(v, t)
+	_ = closer.Close() // never fails for Get's closer
+	if err != nil {
+		return nil, fmt.Errorf("storage: get %d/%s: %w", slot, id, err)
+	}
+	return t, nil
+}
+
+// Sync makes every batch committed before the call durable by syncing the
+// write-ahead log. Concurrent callers (and concurrent Commit(true) calls)
+// share fsyncs through pebble's commit pipeline.
+func (s *Store) Sync() error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	// An empty WAL record written with Sync: the WAL is sequential, so its
+	// fsync covers every record written before it.
+	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: sync: %w", err)
+	}
+	return nil
+}
+
+// DropSlot deletes every key of slot (tasks, due index, history, meta) with
+// one range deletion, committed with Sync.
+func (s *Store) DropSlot(slot uint16) error {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	var start, end [slotPrefixLen]byte
+	if err := s.db.DeleteRange(appendSlotPrefix(start[:0], slot), appendSlotEnd(end[:0], slot), pebble.Sync); err != nil {
+		return fmt.Errorf("storage: drop slot %d: %w", slot, err)
+	}
+	return nil
+}
+
+// Stats is a snapshot of storage gauges for metrics and the dashboard.
+type Stats struct {
+	DiskBytes     uint64 // WAL, tables and manifest on disk
+	WALBytes      uint64 // live write-ahead log on disk
+	MemTableBytes uint64 // memory allocated by memtables
+	CacheBytes    int64  // block cache in use
+	CacheHits     int64  // block cache hits since Open
+	CacheMisses   int64  // block cache misses since Open
+	L0Files       int64  // level-0 tables; a growing count means compaction lags writes
+}
+
+// Stats returns current gauges, or the zero Stats after Close. It costs one
+// short lock inside pebble and no I/O.
+func (s *Store) Stats() Stats {
+	if !s.enter() {
+		return Stats{}
+	}
+	defer s.leave()
+	m := s.db.Metrics()
+	return Stats{
+		DiskBytes:     m.DiskSpaceUsage(),
+		WALBytes:      m.WAL.PhysicalSize,
+		MemTableBytes: m.MemTable.Size,
+		CacheBytes:    m.BlockCache.Size,
+		CacheHits:     m.BlockCache.Hits,
+		CacheMisses:   m.BlockCache.Misses,
+		L0Files:       m.Levels[0].TablesCount,
+	}
+}

@@ -1,0 +1,168 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// benchTask is a realistic task: ~200 B payload, a header and two labels.
+func benchTask(i int) *Task {
+	tk := newTask(uint16(i%16384), "task-"+strconv.Itoa(i), int64(1_700_000_000_000_000_000+i*1_000_000))
+	tk.Spec.Payload = []byte(`{"order":"` + strconv.Itoa(i) + `","action":"remind","body":"` +
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx" + `"}`)
+	tk.Spec.Headers = map[string]string{"X-Tenant": "acme"}
+	tk.Spec.Labels = map[string]string{"env": "prod", "team": "billing"}
+	tk.CreatedAt, tk.UpdatedAt, tk.Version = 1_700_000_000_000_000_000, 1_700_000_000_000_000_000, 1
+	return tk
+}
+
+// fill writes tasks 0..n-1 in batches and flushes them to sstables, so reads
+// go through the LSM (bloom filters, block cache) rather than the memtable.
+func fill(b *testing.B, s *Store, n int) {
+	b.Helper()
+	for i := 0; i < n; {
+		bt := s.NewBatch()
+		for j := 0; j < 1000 && i < n; j, i = j+1, i+1 {
+			bt.PutTask(benchTask(i), 0)
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatalf("Commit: %v", err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		b.Fatalf("Flush: %v", err)
+	}
+}
+
+func openBenchDisk(b *testing.B) *Store {
+	b.Helper()
+	s, err := Open(Options{Dir: b.TempDir(), Logger: testLogger(b)})
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// BenchmarkBatchPutSync commits batches of n new tasks (task + due key) with
+// an fsync, on the real filesystem.
+func BenchmarkBatchPutSync(b *testing.B) {
+	for _, n := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			s := openBenchDisk(b)
+			tasks := make([]*Task, n)
+			for i := range tasks {
+				tasks[i] = benchTask(i)
+			}
+			b.ReportAllocs()
+			round := 0
+			for b.Loop() {
+				bt := s.NewBatch()
+				for _, tk := range tasks {
+					tk.Slot = uint16(round) // new keys every round
+					bt.PutTask(tk, 0)
+				}
+				if err := bt.Commit(true); err != nil {
+					b.Fatalf("Commit: %v", err)
+				}
+				round++
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}
+
+// BenchmarkPutTask measures encoding one task into a batch (no commit).
+func BenchmarkPutTask(b *testing.B) {
+	s := openMem(b, Options{})
+	tk := benchTask(1)
+	b.ReportAllocs()
+	bt := s.NewBatch()
+	for b.Loop() {
+		if bt.Count() >= 2000 {
+			bt.Close()
+			bt = s.NewBatch()
+		}
+		bt.PutTask(tk, 0)
+	}
+	bt.Close()
+}
+
+func BenchmarkGet(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		s := openMem(b, Options{})
+		fill(b, s, n)
+		for _, hit := range []bool{true, false} {
+			b.Run(fmt.Sprintf("n=%d/hit=%v", n, hit), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				b.ReportAllocs()
+				for b.Loop() {
+					i := rng.IntN(n)
+					id := "task-" + strconv.Itoa(i)
+					if !hit {
+						id = "miss-" + strconv.Itoa(i)
+					}
+					_, err := s.Get(uint16(i%16384), id)
+					if hit && err != nil || !hit && err != ErrNotFound {
+						b.Fatalf("Get(%s) = %v", id, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkScanDue scans the due index of n tasks with every slot owned,
+// over the whole index (window=all) or the earliest 1% of wakes
+// (window=1pct, the loader's usual shape: one seek per slot dominates).
+func BenchmarkScanDue(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		s := openMem(b, Options{})
+		fill(b, s, n)
+		base := benchTask(0).Wake()
+		for _, w := range []struct {
+			name string
+			want int
+		}{{"all", n}, {"1pct", n / 100}} {
+			b.Run(fmt.Sprintf("n=%d/window=%s", n, w.name), func(b *testing.B) {
+				to := base + int64(w.want)*1_000_000
+				b.ReportAllocs()
+				for b.Loop() {
+					got := 0
+					err := s.ScanDue(nil, base, to, func(uint16, string, int64) bool { got++; return true })
+					if err != nil || got != w.want {
+						b.Fatalf("ScanDue = %d entries, %v; want %d", got, err, w.want)
+					}
+				}
+				b.ReportMetric(float64(w.want*b.N)/b.Elapsed().Seconds(), "keys/s")
+			})
+		}
+	}
+}
+
+func BenchmarkEncodeTask(b *testing.B) {
+	tk := benchTask(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := EncodeTask(tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeTask(b *testing.B) {
+	enc, err := EncodeTask(benchTask(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(enc)))
+	b.ReportAllocs()
+	var tk Task
+	for b.Loop() {
+		if err := DecodeTask(enc, &tk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
