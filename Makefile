@@ -1,0 +1,52 @@
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := check
+
+GO      ?= go
+PKGS    := ./...
+BIN     := bin/chime
+
+.PHONY: help check fmt-check vet deps test test-race build run fuzz bench cover tidy-check
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
+
+check: fmt-check vet deps test-race ## everything CI runs: gofmt, vet, import boundaries, tests with -race
+
+fmt-check: ## fail if gofmt would change a file
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+deps: ## enforce the package dependency rules (STYLE.md R1)
+	scripts/check-deps.sh
+
+test: ## tests without the race detector
+	$(GO) test -count=1 -timeout=15m $(PKGS)
+
+test-race: ## tests with the race detector
+	$(GO) test -race -count=1 -timeout=15m $(PKGS)
+
+build: ## build bin/chime
+	$(GO) build -o $(BIN) ./cmd/chime
+
+run: build ## run one node with ./chime-data
+	$(BIN) serve
+
+fuzz: ## run each fuzz target for 30s
+	$(GO) test -run='^$$' -fuzz=FuzzWheel -fuzztime=30s ./wheel
+	$(GO) test -run='^$$' -fuzz=FuzzKeyCodec -fuzztime=30s ./storage
+
+bench: ## micro-benchmarks
+	mkdir -p bench/out
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./wheel ./ring ./storage ./node | tee bench/out/micro.txt
+
+cover: ## coverage report
+	$(GO) test -coverprofile=cover.out $(PKGS) && $(GO) tool cover -func=cover.out | tail -1
+
+tidy-check: ## fail if go mod tidy changes go.mod/go.sum
+	cp go.mod /tmp/go.mod.bak; cp go.sum /tmp/go.sum.bak
+	$(GO) mod tidy
+	diff -q go.mod /tmp/go.mod.bak && diff -q go.sum /tmp/go.sum.bak

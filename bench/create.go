@@ -1,0 +1,164 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Create modes.
+const (
+	ModeSingle = "single" // one task per POST /v1/tasks
+	ModeBatch  = "batch"  // Batch tasks per POST /v1/tasks:batch
+)
+
+// CreateConfig configures the create workload: N tasks due in an hour
+// (so nothing fires during the run), created by Concurrency clients, one
+// per request or in batches. Its ceiling is baseline-pebble writing the
+// same records with the same batch size and concurrency.
+type CreateConfig struct {
+	Target TargetConfig `json:"target"`
+	// Mode is ModeSingle or ModeBatch. Default batch.
+	Mode string `json:"mode"`
+	// N is the number of tasks. Default 100,000: a few seconds batched,
+	// tens of seconds single, on a 2-core box.
+	N int `json:"n"`
+	// Concurrency is the number of requests in flight. Default 64: enough
+	// for the node's group commit to share fsyncs among single creates.
+	Concurrency int `json:"concurrency"`
+	// Batch is tasks per batch request (batch mode). Default 1,000; the
+	// API allows up to 10,000.
+	Batch int `json:"batch"`
+	// SkipBaseline skips baseline-pebble (no ratios then).
+	SkipBaseline bool `json:"skip_baseline"`
+	// BaselineN is the number of records baseline-pebble writes. Default
+	// min(N, 100,000).
+	BaselineN int `json:"baseline_n"`
+	// Progress reports the phases.
+	Progress Progress `json:"-"`
+}
+
+// DefaultCreateConfig returns the defaults described on each field. The
+// target is left unset.
+func DefaultCreateConfig() CreateConfig {
+	return CreateConfig{Mode: ModeBatch, N: 100_000, Concurrency: 64, Batch: 1000}
+}
+
+// Validate reports every problem with c.
+func (c CreateConfig) Validate() error {
+	errs := []error{c.Target.validate()}
+	if c.Mode != ModeSingle && c.Mode != ModeBatch {
+		errs = append(errs, fmt.Errorf("bench: mode %q is not %q or %q", c.Mode, ModeSingle, ModeBatch))
+	}
+	errs = append(errs, validateLoad(c.N, c.Concurrency, c.Batch), validateBaselineN(c.BaselineN))
+	return errors.Join(errs...)
+}
+
+// validateLoad checks the fields every creating workload has.
+func validateLoad(n, concurrency, batch int) error {
+	var errs []error
+	if n < 1 {
+		errs = append(errs, fmt.Errorf("bench: n %d < 1", n))
+	}
+	if concurrency < 1 {
+		errs = append(errs, fmt.Errorf("bench: concurrency %d < 1", concurrency))
+	}
+	if batch < 1 || batch > 10_000 {
+		errs = append(errs, fmt.Errorf("bench: batch %d not in [1, 10000]", batch))
+	}
+	return errors.Join(errs...)
+}
+
+func validateBaselineN(n int) error {
+	if n < 0 {
+		return fmt.Errorf("bench: baseline n %d < 0", n)
+	}
+	return nil
+}
+
+// RunCreate runs the create workload. Problems stopping a spawned node
+// after the measurement are reported as warnings, not errors.
+func RunCreate(ctx context.Context, cfg CreateConfig) (res Result, err error) {
+	cfg.Target.setDefaults()
+	if cfg.BaselineN == 0 {
+		cfg.BaselineN = min(cfg.N, 100_000)
+	}
+	res = Result{Workload: "create", Started: time.Now(), Env: currentEnv(), Config: cfg}
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	single := cfg.Mode == ModeSingle
+	batch := cfg.Batch
+	if single {
+		batch = 1
+	}
+	if !cfg.SkipBaseline {
+		pb, err := MeasurePebble(ctx, PebbleBaselineConfig{Tasks: cfg.BaselineN, Batch: batch,
+			Concurrency: cfg.Concurrency, Progress: cfg.Progress})
+		if err != nil {
+			return res, err
+		}
+		res.PebbleBaseline = &pb
+	}
+
+	tg, err := openTarget(ctx, cfg.Target, cfg.Concurrency, cfg.Progress)
+	if err != nil {
+		return res, err
+	}
+	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
+
+	run := runID(time.Now())
+	tt := newTaskTemplate("bc-"+run+"-", "http://127.0.0.1:9/bench-never", run)
+	plan := createPlan{n: cfg.N, batch: batch, concurrency: cfg.Concurrency, single: single,
+		task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
+	cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("create "+cfg.Mode, int64(cfg.N)))
+	if err != nil {
+		return res, err
+	}
+	res.Create = &cs
+	res.Node = tg.stats()
+	res.Summary = createRows(cs, res.PebbleBaseline, fmt.Sprintf("create %s (c=%d, batch=%d)", cfg.Mode, cfg.Concurrency, batch))
+	res.Warnings = append(res.Warnings, createWarnings(cs)...)
+	res.Seconds = time.Since(res.Started).Seconds()
+	return res, nil
+}
+
+// createRows is the summary of a creation phase next to its ceiling.
+func createRows(cs CreateStats, pb *PebbleBaselineResult, label string) []Row {
+	var ceil, ceilCPU float64
+	name := ""
+	if pb != nil {
+		ceil, ceilCPU = pb.PerSecond, pb.CPUPerTask
+		name = fmt.Sprintf("baseline-pebble batch=%d c=%d", pb.Batch, pb.Concurrency)
+	}
+	rows := []Row{
+		row(label+" tasks/s", cs.TasksPerSecond, "tasks/s", ceil, name),
+		row("create request latency p50", float64(cs.Latency.P50)/1e3, "ms", 0, ""),
+		row("create request latency p99", float64(cs.Latency.P99)/1e3, "ms", 0, ""),
+	}
+	if cs.NodeCPUPerTask > 0 {
+		rows = append(rows, row("node CPU per task", cs.NodeCPUPerTask, "µs", ceilCPU, name))
+	}
+	return rows
+}
+
+// createWarnings flags a creation phase whose numbers are not clean.
+func createWarnings(cs CreateStats) []string {
+	var w []string
+	if cs.Rejected > 0 {
+		w = append(w, fmt.Sprintf("%d of %d tasks rejected; first error: %s", cs.Rejected, cs.Tasks, cs.FirstError))
+	}
+	if cs.Retries > 0 {
+		w = append(w, fmt.Sprintf("%d requests were answered 429/503 and retried", cs.Retries))
+	}
+	return w
+}
+
+// appendErr appends err's text to warnings when err is not nil.
+func appendErr(warnings []string, err error) []string {
+	if err != nil {
+		return append(warnings, err.Error())
+	}
+	return warnings
+}

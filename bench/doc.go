@@ -1,0 +1,69 @@
+// Package bench is Chime's benchmark harness: a library of workloads that
+// drive a real node over its HTTP API (/work/shared/API.md) and measure it
+// against ceilings taken in the same run. `chime bench <workload>` exposes
+// it; docs/BENCHMARKS.md explains each workload and how to run it.
+//
+// Each workload is a Config (with a Default…Config constructor and a
+// Validate method) plus a function Run…(ctx, cfg) (Result, error):
+//
+//   - RunCreate: N tasks due in an hour, single or batched creates;
+//     tasks/s, request latency, node CPU per task; ceiling baseline-pebble.
+//   - RunFire: N one-shot tasks due over N/Rate seconds, fired into the
+//     built-in Receiver; fire rate, lateness percentiles, earliest fire,
+//     completion, duplicates, node CPU per fire, RSS; ceiling baseline-http.
+//   - RunScale: N tasks stored; node RSS, data dir size, create time and,
+//     for a spawned node, stop and restart-to-ready time.
+//   - RunHTTPBaseline, RunPebbleBaseline: the ceilings on their own
+//     (MeasureHTTP and MeasurePebble are the building blocks workloads use).
+//
+// The node under test is either running (TargetConfig.URL) or spawned
+// (TargetConfig.Spawn): `chime serve` on a free 127.0.0.1 port with a
+// temporary data directory, stopped with SIGTERM at the end, its CPU time
+// and memory read from /proc/<pid>.
+//
+// Ceilings are measured in the same run because absolute numbers on a
+// shared 2-core machine swing by 2-5× with the neighbours' load
+// (research/limits.md); the ratio Chime/ceiling is what stays comparable.
+// baseline-http is a bare net/http client (keep-alive, 64 in flight)
+// posting callback-shaped ~100-byte bodies to the same Receiver: the most
+// callbacks/s the box can carry, and the Receiver's own capacity, so a run
+// can tell when the receiver rather than the node was the limit.
+// baseline-pebble writes the same task records through storage.Batch with
+// Commit(true): the most durable creates/s the disk and CPU allow.
+//
+// What it is not: not a load generator for remote clusters at scale (one
+// process, one machine), not a correctness test suite (it reports early
+// and duplicate fires but asserts nothing), and not the micro-benchmarks,
+// which live next to the code they measure as *_test.go Benchmark
+// functions. The multi-node workloads (periodic, failover, join) come with
+// the cluster.
+//
+// Invariants:
+//   - Nothing binds anything but loopback: the Receiver refuses other
+//     addresses, a spawned node gets --http-addr 127.0.0.1:<free port>.
+//   - Lateness is measured against the due time the harness scheduled, not
+//     only the X-Chime-Due-At header, so a node reporting a wrong due time
+//     shows up in DueMismatch instead of hiding lateness.
+//   - A request arriving before its due time is always counted as early,
+//     whatever its attempt or duplicate status.
+//   - No package-level mutable state: any number of workloads may run in
+//     one process (each has its own Receiver, clients and target).
+//
+// Concurrency: Receiver and Histogram are the only types meant to be shared.
+// Receiver's methods are safe for concurrent use (one mutex guards its
+// recording; handlers hold it for a few map and histogram updates and never
+// across I/O). Histogram is not safe for concurrent use; owners serialize
+// access. Run… functions block until the workload is done or ctx ends;
+// they start goroutines (clients, the receiver's server, a waiter per
+// spawned process) and wait for all of them before returning.
+//
+// Usage:
+//
+//	cfg := bench.DefaultFireConfig()
+//	cfg.Target = bench.TargetConfig{Spawn: true}
+//	cfg.N, cfg.Rate = 100_000, 5_000
+//	res, err := bench.RunFire(ctx, cfg)
+//	if err != nil { … }
+//	paths, err := bench.Save("bench/out", &res) // JSON, markdown, SVG
+//	res.WriteMarkdown(os.Stdout)
+package bench

@@ -1,0 +1,67 @@
+// Command chime runs a Chime node and talks to one.
+//
+//	chime serve [flags]          run a node (flags also from CHIME_* variables)
+//	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, executions
+//	chime bench <workload>       benchmark workloads (see docs/BENCHMARKS.md)
+//	chime version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	_ "time/tzdata" // cron timezones work on machines without a zoneinfo database
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "chime:", err)
+		}
+		stop()
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: chime <command> [flags]
+
+commands:
+  serve       run a node (chime serve -h for flags)
+  task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
+  bench       run a benchmark workload
+  version     print the version
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stdout, stderr, env)
+	case "task", "tasks":
+		return runTask(ctx, args[1:], stdout, stderr, env)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr, env)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "chime", version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}

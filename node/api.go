@@ -1,0 +1,563 @@
+package node
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// routes builds the HTTP API of API.md.
+func (n *Node) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tasks", n.handleCreate)
+	mux.HandleFunc("GET /v1/tasks", n.handleList)
+	mux.HandleFunc("POST /v1/tasks:batch", n.handleBatch)
+	mux.HandleFunc("PUT /v1/tasks/{id}", n.handlePut)
+	mux.HandleFunc("GET /v1/tasks/{id}", n.handleGet)
+	mux.HandleFunc("DELETE /v1/tasks/{id}", n.handleDelete)
+	mux.HandleFunc("POST /v1/tasks/{id}/pause", n.handleOne(opPause, http.StatusOK))
+	mux.HandleFunc("POST /v1/tasks/{id}/resume", n.handleOne(opResume, http.StatusOK))
+	mux.HandleFunc("POST /v1/tasks/{id}/trigger", n.handleOne(opTrigger, http.StatusAccepted))
+	mux.HandleFunc("GET /v1/tasks/{id}/executions", n.handleExecutions)
+	mux.HandleFunc("GET /v1/cluster", n.handleCluster)
+	mux.HandleFunc("GET /v1/stats", n.handleStats)
+	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)
+	mux.HandleFunc("GET /healthz", n.handleHealth)
+	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.HandleFunc("GET /metrics", n.handleMetrics)
+	// Anything else under /v1/ (an unknown path, or a known path with the
+	// wrong method) gets a JSON error rather than the mux's plain text.
+	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
+		mux.HandleFunc(p, handleNoRoute)
+	}
+	return n.withCommon(mux)
+}
+
+// withCommon names the node on every answer and checks the API token.
+func (n *Node) withCommon(next http.Handler) http.Handler {
+	token := []byte(n.cfg.APIToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Chime-Node", n.cfg.Name)
+		if len(token) > 0 && (strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/metrics") {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="chime"`)
+				writeError(w, &Error{Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
+				return
+			}
+		}
+		if !n.running.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
+			writeError(w, errStopping)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func handleNoRoute(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/tasks") && r.URL.Path != "/v1/tasks/" {
+		writeError(w, &Error{Code: CodeInvalidArgument, Status: http.StatusMethodNotAllowed,
+			Message: "method " + r.Method + " is not allowed on " + r.URL.Path})
+		return
+	}
+	writeError(w, &Error{Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *Error) {
+	switch e.Code {
+	case CodeOverloaded, CodeUnavailable:
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.HTTPStatus(), struct {
+		Error *Error `json:"error"`
+	}{e})
+}
+
+// readBody reads a request body of at most MaxBodyBytes.
+func (n *Node) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.Limits.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, &Error{Code: CodeTooLarge, Message: "request body is over " + strconv.FormatInt(n.cfg.Limits.MaxBodyBytes, 10) + " bytes"}
+		}
+		return nil, &Error{Code: CodeInvalidArgument, Message: "reading the body: " + err.Error()}
+	}
+	return body, nil
+}
+
+// overloaded reports whether new work should be refused: the dispatcher's
+// backlog is full, so more fires could only wait in memory.
+func (n *Node) overloaded() *Error {
+	if n.disp.queued() >= n.cfg.Dispatch.MaxQueued {
+		return &Error{Code: CodeOverloaded, Message: "callback backlog is full; retry later"}
+	}
+	return nil
+}
+
+// newTask builds the record of a validated task.
+func newTask(id string, spec storage.Spec, now time.Time) (*storage.Task, *Error) {
+	due, err := firstDue(&spec, now)
+	if err != nil {
+		return nil, invalid(scheduleField(&spec), "%v", err)
+	}
+	if due == 0 {
+		return nil, invalid(scheduleField(&spec), "the schedule has no future occurrence")
+	}
+	ns := now.UnixNano()
+	return &storage.Task{
+		ID: id, Slot: slots.Of(id), Spec: spec, Status: storage.StatusScheduled,
+		NextDue: due, CreatedAt: ns, UpdatedAt: ns,
+	}, nil
+}
+
+// scheduleField names the request field that carries spec's schedule.
+func scheduleField(spec *storage.Spec) string {
+	switch spec.Kind {
+	case storage.KindEvery:
+		return "every_ms"
+	case storage.KindCron:
+		return "cron"
+	}
+	if spec.DelayMs != 0 {
+		return "delay_ms"
+	}
+	return "due_at"
+}
+
+// parseTask decodes and validates one task body. pathID, when set, is the
+// id from the URL, which a body id must match.
+func (n *Node) parseTask(body []byte, pathID string, now time.Time) (*storage.Task, *Error) {
+	req, e := decodeTaskRequest(body)
+	if e != nil {
+		return nil, e
+	}
+	if pathID != "" {
+		if req.ID != "" && req.ID != pathID {
+			return nil, invalid("id", "the body's id %q differs from the path's %q", req.ID, pathID)
+		}
+		req.ID = pathID
+	}
+	id, spec, e := req.validate(now, n.cfg.Limits)
+	if e != nil {
+		return nil, e
+	}
+	return newTask(id, spec, now)
+}
+
+func (n *Node) handleCreate(w http.ResponseWriter, r *http.Request) {
+	n.writeTask(w, r, opCreate, "")
+}
+
+func (n *Node) handlePut(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := validateID(id); e != nil {
+		writeError(w, e)
+		return
+	}
+	n.writeTask(w, r, opPut, id)
+}
+
+func (n *Node) writeTask(w http.ResponseWriter, r *http.Request, kind opKind, pathID string) {
+	body, e := n.readBody(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	now := n.now()
+	t, e := n.parseTask(body, pathID, now)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := n.overloaded(); e != nil {
+		writeError(w, e)
+		return
+	}
+	op := &writeOp{kind: kind, now: now.UnixNano(), tasks: []*storage.Task{t}}
+	if err := n.writer.submit(r.Context().Done(), op); err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	if op.errs[0] != nil {
+		writeError(w, op.errs[0])
+		return
+	}
+	status := http.StatusOK
+	if op.created[0] {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, taskResponse(op.out[0], n.cfg.Name))
+}
+
+// batchResult is one entry of the batch answer, in request order.
+type batchResult struct {
+	Index  int    `json:"index"`
+	ID     string `json:"id,omitempty"`
+	Status int    `json:"status"`
+	Error  *Error `json:"error,omitempty"`
+}
+
+func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
+	body, e := n.readBody(w, r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var req struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, invalid("tasks", "body must be {\"tasks\":[…]}: %v", err))
+		return
+	}
+	if len(req.Tasks) == 0 {
+		writeError(w, invalid("tasks", "no tasks given"))
+		return
+	}
+	if len(req.Tasks) > n.cfg.Limits.MaxBatchTasks {
+		writeError(w, &Error{Code: CodeTooLarge, Status: http.StatusBadRequest, Field: "tasks",
+			Message: "at most " + strconv.Itoa(n.cfg.Limits.MaxBatchTasks) + " tasks per batch"})
+		return
+	}
+	if e := n.overloaded(); e != nil {
+		writeError(w, e)
+		return
+	}
+	now := n.now()
+	results := make([]batchResult, len(req.Tasks))
+	tasks := make([]*storage.Task, len(req.Tasks))
+	for i, raw := range req.Tasks {
+		results[i].Index = i
+		t, e := n.parseTask(raw, "", now)
+		if e != nil {
+			results[i].Status = e.HTTPStatus()
+			results[i].Error = e
+			continue
+		}
+		tasks[i] = t
+		results[i].ID = t.ID
+	}
+	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks}
+	if err := n.writer.submit(r.Context().Done(), op); err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	for i := range results {
+		if results[i].Error != nil {
+			continue
+		}
+		if e := op.errs[i]; e != nil {
+			results[i].Status = e.HTTPStatus()
+			results[i].Error = e
+			continue
+		}
+		results[i].Status = http.StatusCreated
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Results []batchResult `json:"results"`
+	}{results})
+}
+
+func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := validateID(id); e != nil {
+		writeError(w, e)
+		return
+	}
+	t, err := n.store.Get(slots.Of(id), id)
+	if err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(w, errNotFound)
+			return
+		}
+		writeError(w, asError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, taskResponse(t, n.cfg.Name))
+}
+
+func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := validateID(id); e != nil {
+		writeError(w, e)
+		return
+	}
+	op := &writeOp{kind: opDelete, id: id}
+	if err := n.writer.submit(r.Context().Done(), op); err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	if op.errs != nil && op.errs[0] != nil {
+		writeError(w, op.errs[0])
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// handleOne serves pause, resume and trigger.
+func (n *Node) handleOne(kind opKind, status int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("id")
+		if e := validateID(id); e != nil {
+			writeError(w, e)
+			return
+		}
+		op := &writeOp{kind: kind, id: id, now: n.now().UnixNano()}
+		if err := n.writer.submit(r.Context().Done(), op); err != nil {
+			writeError(w, asError(err))
+			return
+		}
+		if op.errs != nil && op.errs[0] != nil {
+			writeError(w, op.errs[0])
+			return
+		}
+		writeJSON(w, status, taskResponse(op.out[0], n.cfg.Name))
+	}
+}
+
+// Listing limits: a page has at most maxListLimit tasks, and one request
+// reads at most listScanBudget records, so a selective filter over a large
+// store answers a short page with a cursor instead of scanning everything.
+const (
+	defaultListLimit = 100
+	maxListLimit     = 1000
+	listScanBudget   = 20000
+)
+
+func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit := defaultListLimit
+	if s := q.Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > maxListLimit {
+			writeError(w, invalid("limit", "limit must be an integer in 1..%d", maxListLimit))
+			return
+		}
+		limit = v
+	}
+	var status storage.Status
+	if s := q.Get("status"); s != "" {
+		st, ok := storage.ParseStatus(s)
+		if !ok {
+			writeError(w, invalid("status", "unknown status %q", s))
+			return
+		}
+		status = st
+	}
+	var labelKey, labelVal string
+	hasLabel := false
+	if s := q.Get("label"); s != "" {
+		k, v, ok := strings.Cut(s, ":")
+		if !ok || k == "" {
+			writeError(w, invalid("label", "label filter must be key:value"))
+			return
+		}
+		labelKey, labelVal, hasLabel = k, v, true
+	}
+	start := storage.Position{}
+	if c := q.Get("cursor"); c != "" {
+		p, ok := decodeCursor(c)
+		if !ok {
+			writeError(w, invalid("cursor", "malformed cursor"))
+			return
+		}
+		start = p
+	}
+	tasks := make([]TaskResponse, 0, min(limit, 64))
+	var last *storage.Task
+	scanned := 0
+	more := false
+	err := n.store.ScanTasks(start, func(t *storage.Task) bool {
+		if len(tasks) == limit || scanned == listScanBudget {
+			more = true
+			return false
+		}
+		scanned++
+		last = t
+		if status != 0 && t.Status != status {
+			return true
+		}
+		if hasLabel {
+			if v, ok := t.Spec.Labels[labelKey]; !ok || v != labelVal {
+				return true
+			}
+		}
+		tasks = append(tasks, taskResponse(t, n.cfg.Name))
+		return true
+	})
+	if err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	next := ""
+	if more && last != nil {
+		next = encodeCursor(storage.Position{Slot: last.Slot, ID: last.ID, Exclusive: true})
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Tasks      []TaskResponse `json:"tasks"`
+		NextCursor string         `json:"next_cursor"`
+	}{tasks, next})
+}
+
+// A cursor is the (slot, id) position of the last task a page looked at,
+// base64url encoded: two bytes of slot, then the id.
+func encodeCursor(p storage.Position) string {
+	b := binary.BigEndian.AppendUint16(nil, p.Slot)
+	return base64.RawURLEncoding.EncodeToString(append(b, p.ID...))
+}
+
+func decodeCursor(s string) (storage.Position, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 3 || len(b) > 2+maxIDLen {
+		return storage.Position{}, false
+	}
+	p := storage.Position{Slot: binary.BigEndian.Uint16(b), ID: string(b[2:]), Exclusive: true}
+	if p.Slot >= slots.Count || validateID(p.ID) != nil {
+		return storage.Position{}, false
+	}
+	return p, true
+}
+
+func (n *Node) handleExecutions(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if e := validateID(id); e != nil {
+		writeError(w, e)
+		return
+	}
+	limit := n.cfg.HistoryLimit
+	if s := r.URL.Query().Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > n.cfg.HistoryLimit {
+			writeError(w, invalid("limit", "limit must be an integer in 1..%d", n.cfg.HistoryLimit))
+			return
+		}
+		limit = v
+	}
+	slot := slots.Of(id)
+	if _, err := n.store.Get(slot, id); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			writeError(w, errNotFound)
+			return
+		}
+		writeError(w, asError(err))
+		return
+	}
+	exs, err := n.store.Executions(slot, id, limit)
+	if err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	out := make([]ExecutionResponse, len(exs))
+	for i := range exs {
+		out[i] = executionResponse(&exs[i])
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Executions []ExecutionResponse `json:"executions"`
+	}{out})
+}
+
+// memberJSON is one member in GET /v1/cluster.
+type memberJSON struct {
+	Name           string `json:"name"`
+	GossipAddr     string `json:"gossip_addr"`
+	HTTPAddr       string `json:"http_addr"`
+	State          string `json:"state"`
+	SlotsOwned     int    `json:"slots_owned"`
+	SlotsFollowing int    `json:"slots_following"`
+}
+
+// handleCluster describes the cluster; a single node owns every slot.
+func (n *Node) handleCluster(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, struct {
+		Self         string       `json:"self"`
+		Members      []memberJSON `json:"members"`
+		TableVersion uint64       `json:"table_version"`
+	}{
+		Self:         n.cfg.Name,
+		Members:      []memberJSON{{Name: n.cfg.Name, HTTPAddr: n.cfg.HTTPAddr, State: "active", SlotsOwned: slots.Count}},
+		TableVersion: 1,
+	})
+}
+
+func (n *Node) handleStats(w http.ResponseWriter, _ *http.Request) {
+	st, err := n.stats()
+	if err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (n *Node) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
+	if !n.Ready() {
+		writeError(w, &Error{Code: CodeUnavailable, Message: "loading due tasks"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (n *Node) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if n.metrics == nil {
+		writeError(w, errStopping)
+		return
+	}
+	n.metrics.handler.ServeHTTP(w, r)
+}
+
+// handleTestCallback is a built-in callback receiver for trying Chime
+// without writing one: it answers ?status= (default 200) after ?delay_ms=
+// (default 0, at most 60000) and echoes the fire's headers.
+func handleTestCallback(w http.ResponseWriter, r *http.Request) {
+	status := http.StatusOK
+	if s := r.URL.Query().Get("status"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 200 || v > 599 {
+			writeError(w, invalid("status", "status must be an HTTP status code 200..599"))
+			return
+		}
+		status = v
+	}
+	if s := r.URL.Query().Get("delay_ms"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > 60000 {
+			writeError(w, invalid("delay_ms", "delay_ms must be 0..60000"))
+			return
+		}
+		select {
+		case <-time.After(time.Duration(v) * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	writeJSON(w, status, map[string]string{
+		"task_id": r.Header.Get("X-Chime-Task-Id"),
+		"fire_id": r.Header.Get("X-Chime-Fire-Id"),
+		"due_at":  r.Header.Get("X-Chime-Due-At"),
+		"attempt": r.Header.Get("X-Chime-Attempt"),
+	})
+}

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures a Node. Start from DefaultConfig; New copies it.
+type Config struct {
+	// Name identifies the node in answers (X-Chime-Node, the task's owner).
+	// Default "chime".
+	Name string
+
+	// HTTPAddr is where the API is served, as other nodes and clients reach
+	// it (reported in /v1/cluster). The node does not listen itself.
+	HTTPAddr string
+
+	// DataDir is the Pebble directory. Default "./chime-data".
+	DataDir string
+	// InMemory keeps the store in memory (tests only: nothing survives Close).
+	InMemory bool
+
+	// Tick is the timing wheel's resolution. 10 ms bounds lateness to about a
+	// tick in steady state while costing at most 100 wakeups a second.
+	Tick time.Duration
+	// Window is how far ahead tasks are loaded from the due index into the
+	// wheel. 60 s keeps memory bounded by the fire rate, not the task count,
+	// and leaves ample time to load a window's tasks.
+	Window time.Duration
+	// LoadInterval is how often the loader extends the loaded window. 1 s: a
+	// scan of every slot's due index costs ~20 ms, so 2 % of a core at most.
+	LoadInterval time.Duration
+	// MisfireGrace is how late a periodic fire may start before it counts as
+	// missed and the task's misfire policy applies. 5 s tolerates a restart or
+	// a burst without skipping, yet catches real downtime.
+	MisfireGrace time.Duration
+
+	// APIToken, when set, is required as "Authorization: Bearer <token>" on
+	// /v1/ and /metrics.
+	APIToken string
+	// Limits bounds request sizes.
+	Limits Limits
+	// Dispatch configures the callback dispatcher.
+	Dispatch DispatchConfig
+
+	// WriteQueue is how many API write requests may wait for the writer.
+	// Beyond it the API answers 429 instead of queueing without bound.
+	WriteQueue int
+	// MaxGroupTasks caps how many task writes share one commit and fsync.
+	// Larger groups amortize the fsync further but delay every write in them.
+	MaxGroupTasks int
+	// IdleSync bounds how long fire intents and results stay unsynced when
+	// no API write forces an fsync. Firing then costs at most one fsync per
+	// IdleSync rather than one per callback; a crash within it repeats the
+	// fires finished in it, with their fire ids (at least once). 10 ms, a
+	// tick, keeps that window smaller than a callback round trip.
+	IdleSync time.Duration
+	// HistoryLimit is how many execution records are kept per task.
+	HistoryLimit int
+	// CacheSize and MemTableSize size the Pebble store (0 = storage defaults).
+	CacheSize    int64
+	MemTableSize uint64
+
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now. The run loop is its only reader.
+	Now func() time.Time
+	// Seed seeds retry jitter; 0 picks one from the clock.
+	Seed uint64
+}
+
+// DefaultConfig returns the production defaults.
+func DefaultConfig() Config {
+	return Config{
+		Name:          "chime",
+		DataDir:       "./chime-data",
+		Tick:          10 * time.Millisecond,
+		Window:        60 * time.Second,
+		LoadInterval:  time.Second,
+		MisfireGrace:  5 * time.Second,
+		Limits:        DefaultLimits(),
+		Dispatch:      DefaultDispatchConfig(),
+		WriteQueue:    1024,
+		MaxGroupTasks: 16384,
+		IdleSync:      10 * time.Millisecond,
+		HistoryLimit:  100,
+	}
+}
+
+// Validate reports every problem with c at once.
+func (c *Config) Validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.Name != "", "node: Name is empty")
+	check(c.InMemory || c.DataDir != "", "node: DataDir is empty")
+	check(c.Tick >= time.Millisecond, "node: Tick %v is below 1ms", c.Tick)
+	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)
+	check(c.LoadInterval >= c.Tick, "node: LoadInterval %v is below Tick %v", c.LoadInterval, c.Tick)
+	check(c.MisfireGrace >= 0, "node: MisfireGrace is negative")
+	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
+	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
+	check(c.WriteQueue > 0, "node: WriteQueue must be positive")
+	check(c.MaxGroupTasks > 0, "node: MaxGroupTasks must be positive")
+	check(c.IdleSync > 0, "node: IdleSync must be positive")
+	check(c.HistoryLimit > 0, "node: HistoryLimit must be positive")
+	return errors.Join(errs...)
+}

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// This file holds the firing state machine of one task record: what starts
+// a fire and what a finished attempt does to the record. The functions are
+// pure (the record and now in, the record mutated); the writer persists the
+// result. Reference: API.md "Callback", DESIGN.md §7.
+
+// startDecision is what beginFire decided.
+type startDecision uint8
+
+const (
+	startNothing startDecision = 1 + iota // nothing is due: the caller re-files the task at t.Wake()
+	startFire                             // an attempt starts now: t.Inflight describes it
+	startSkipped                          // missed occurrences were skipped (misfire=skip); record changed, nothing fires
+)
+
+// beginFire decides, at now, whether the task fires. It is called when the
+// task's wheel entry expires; the entry may be stale, so everything is
+// decided from the record. grace is how late a periodic fire may start
+// before it counts as missed and the task's misfire policy applies.
+func beginFire(t *storage.Task, now, grace int64) startDecision {
+	w := t.Wake()
+	if w == 0 || w > now {
+		return startNothing
+	}
+	if inf := t.Inflight; inf != nil {
+		// A retry whose backoff has passed, or a fire that was in flight
+		// when the node stopped: repeat it with the same fire id.
+		inf.Attempt++
+		inf.NextAttemptAt = 0
+		inf.StartedAt = now
+		return startFire
+	}
+	if len(t.Triggers) > 0 && t.Triggers[0] <= now &&
+		(t.Status != storage.StatusScheduled || t.NextDue == 0 || t.Triggers[0] <= t.NextDue) {
+		due := t.Triggers[0]
+		t.Triggers = t.Triggers[1:]
+		if len(t.Triggers) == 0 {
+			t.Triggers = nil
+		}
+		t.FireSeq++
+		t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Trigger: true}
+		return startFire
+	}
+	// A scheduled fire (Wake guarantees status scheduled and NextDue <= now).
+	due := t.NextDue
+	missed := t.Spec.Kind != storage.KindOnce && now-due > grace
+	if missed && t.Spec.Misfire == storage.MisfireSkip {
+		t.NextDue = firstAfter(&t.Spec, due, now)
+		if t.NextDue == 0 {
+			t.Status = storage.StatusDone
+		}
+		return startSkipped
+	}
+	t.FireSeq++
+	t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Misfired: missed}
+	return startFire
+}
+
+// fireID is the receiver's dedupe key of one fire: task id ":" sequence.
+func fireID(id string, seq uint64) string {
+	return id + ":" + strconv.FormatUint(seq, 10)
+}
+
+// finishResult is what one finished attempt did to the record.
+type finishResult uint8
+
+const (
+	finishStale   finishResult = 1 + iota // the record no longer has this fire in flight (replaced or deleted): ignore
+	finishRetry                           // the attempt failed and will be retried at Inflight.NextAttemptAt
+	finishSuccess                         // the fire succeeded
+	finishFailed                          // the fire failed for good (retries exhausted, or the endpoint is gone)
+)
+
+// maxResultBytes is how much of a callback's response body is kept.
+const maxResultBytes = 512
+
+// finishFire applies the result of one attempt to the record and returns
+// the execution record to append (nil when stale). Periodic schedules
+// advance from the fire's logical due time, never from now, so they do not
+// drift; a fire that started late enough to be "missed" under misfire
+// fire_once resumes at the first occurrence after now.
+func finishFire(t *storage.Task, r *fireResult, now int64, rnd *rand.Rand) (*storage.Execution, finishResult) {
+	inf := t.Inflight
+	if inf == nil || inf.Seq != r.Job.Seq || inf.Attempt != r.Job.Attempt {
+		return nil, finishStale
+	}
+	body := r.Body
+	if len(body) > maxResultBytes {
+		body = body[:maxResultBytes]
+	}
+	ex := &storage.Execution{
+		FireID:     fireID(t.ID, inf.Seq),
+		DueAt:      inf.Due,
+		StartedAt:  r.StartedAt.UnixNano(),
+		FinishedAt: r.FinishedAt.UnixNano(),
+		Attempt:    inf.Attempt,
+		StatusCode: r.StatusCode,
+		Error:      r.Err,
+		Result:     body,
+	}
+	if r.Outcome == outcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
+		inf.NextAttemptAt = now + int64(backoff(inf.Attempt, r.RetryAfter, rnd))
+		return ex, finishRetry
+	}
+	t.LastFire = &storage.LastFire{
+		FireID:     ex.FireID,
+		DueAt:      inf.Due,
+		FinishedAt: ex.FinishedAt,
+		Attempts:   inf.Attempt,
+		StatusCode: r.StatusCode,
+		Error:      r.Err,
+		Result:     body,
+	}
+	t.Inflight = nil
+	periodic := t.Spec.Kind != storage.KindOnce
+	switch r.Outcome {
+	case outcomeSuccess:
+		t.FireCount++
+		t.FailCount = 0
+		if !inf.Trigger {
+			advance(t, inf, now)
+		}
+		return ex, finishSuccess
+	case outcomeGone:
+		// The endpoint is gone: the task stops, whatever kind of fire this was.
+		t.FailCount++
+		t.NextDue = 0
+		if periodic {
+			t.Status = storage.StatusInactive
+		} else {
+			t.Status = storage.StatusFailed
+		}
+		return ex, finishFailed
+	}
+	t.FailCount++
+	if inf.Trigger {
+		return ex, finishFailed // an extra fire does not move the schedule
+	}
+	if !periodic {
+		t.Status = storage.StatusFailed
+		t.NextDue = 0
+		return ex, finishFailed
+	}
+	if t.Spec.MaxFails > 0 && t.FailCount >= uint64(t.Spec.MaxFails) {
+		t.Status = storage.StatusInactive
+		t.NextDue = 0
+		return ex, finishFailed
+	}
+	advance(t, inf, now)
+	return ex, finishFailed
+}
+
+// advance moves the schedule past the fire inf: a one-shot task is done, a
+// periodic one is due at its next occurrence.
+func advance(t *storage.Task, inf *storage.Inflight, now int64) {
+	if t.Spec.Kind == storage.KindOnce {
+		t.Status = storage.StatusDone // even if paused while its fire was in flight
+		t.NextDue = 0
+		return
+	}
+	if inf.Misfired && t.Spec.Misfire == storage.MisfireFireOnce {
+		t.NextDue = firstAfter(&t.Spec, inf.Due, now)
+	} else {
+		t.NextDue = nextDue(&t.Spec, inf.Due)
+	}
+	if t.NextDue == 0 && t.Status == storage.StatusScheduled {
+		t.Status = storage.StatusDone // a cron expression with no further occurrence
+	}
+}
+
+// jobFor builds the dispatcher job for the attempt described by t.Inflight.
+func jobFor(t *storage.Task) *fireJob {
+	inf := t.Inflight
+	return &fireJob{
+		TaskID:  t.ID,
+		Slot:    t.Slot,
+		Seq:     inf.Seq,
+		Due:     inf.Due,
+		Attempt: inf.Attempt,
+		URL:     t.Spec.CallbackURL,
+		Payload: t.Spec.Payload,
+		Headers: t.Spec.Headers,
+		Timeout: time.Duration(t.Spec.TimeoutMs) * time.Millisecond,
+	}
+}

@@ -1,0 +1,114 @@
+package node
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics holds the node's Prometheus collectors, registered on a registry
+// of the node's own (no global state, so several nodes share a process).
+type metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler // /metrics
+
+	created        prometheus.Counter
+	fires          *prometheus.CounterVec // by result: success, failure, gone
+	firesSuccess   prometheus.Counter
+	firesFailure   prometheus.Counter
+	firesGone      prometheus.Counter
+	retries        prometheus.Counter
+	fireDeferred   prometheus.Counter
+	misfireSkipped prometheus.Counter
+	lateness       prometheus.Histogram
+	callback       prometheus.Histogram
+	wheelSize      prometheus.Gauge
+	loaded         prometheus.Counter
+	groupTasks     prometheus.Histogram
+}
+
+// gauges are read on scrape from the parts that own them.
+type gauges struct {
+	storeBytes    func() float64
+	dispatchQueue func() float64
+	dispatchRun   func() float64
+	writeQueue    func() float64
+}
+
+func newMetrics(g gauges) *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		created: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_tasks_created_total", Help: "Tasks created (acknowledged)."}),
+		fires: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "chime_fires_total", Help: "Callback attempts finished, by result (success, failure, gone)."}, []string{"result"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_retries_total", Help: "Failed attempts that will be retried."}),
+		fireDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_fires_deferred_total", Help: "Fire starts postponed because the dispatcher backlog was full."}),
+		misfireSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
+		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chime_fire_lateness_seconds",
+			Help:    "Time from a fire's due time to the start of its first attempt.",
+			Buckets: []float64{.001, .002, .005, .01, .015, .02, .03, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		callback: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chime_callback_duration_seconds",
+			Help:    "Duration of one callback attempt.",
+			Buckets: prometheus.ExponentialBuckets(.0005, 2, 16),
+		}),
+		wheelSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chime_wheel_tasks", Help: "Tasks in the in-memory timing wheel."}),
+		loaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_loader_tasks_total", Help: "Tasks moved from the due index into the wheel."}),
+		groupTasks: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chime_write_group_tasks",
+			Help:    "Task writes per group commit (one fsync).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
+		}),
+	}
+	m.firesSuccess = m.fires.WithLabelValues("success")
+	m.firesFailure = m.fires.WithLabelValues("failure")
+	m.firesGone = m.fires.WithLabelValues("gone")
+	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped,
+		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_dispatch_queued", Help: "Callback attempts waiting for a worker."}, g.dispatchQueue),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_dispatch_running", Help: "Callback attempts in flight."}, g.dispatchRun),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_write_queue", Help: "API writes waiting for the writer."}, g.writeQueue),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return m
+}
+
+func (m *metrics) writeGroup(tasks int) {
+	if tasks > 0 {
+		m.groupTasks.Observe(float64(tasks))
+	}
+}
+
+// observeResult counts one finished attempt.
+func (m *metrics) observeResult(r *fireResult) {
+	switch r.Outcome {
+	case outcomeSuccess:
+		m.firesSuccess.Inc()
+	case outcomeGone:
+		m.firesGone.Inc()
+	default:
+		m.firesFailure.Inc()
+	}
+	m.callback.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	if r.Job.Attempt == 1 {
+		m.lateness.Observe(float64(r.StartedAt.UnixNano()-r.Job.Due) / 1e9)
+	}
+}

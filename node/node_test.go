@@ -1,0 +1,304 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// End-to-end tests: an in-process node with a real Pebble store on disk and
+// a real HTTP receiver. They assert behaviour (who fired, how often, never
+// early) and only lower bounds on time, so a slow machine cannot fail them.
+
+func TestOneShotTasksFireExactlyOnceNeverEarly(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	const n = 2000
+	base := time.Now().Add(500 * time.Millisecond)
+	tasks := make([]map[string]any, n)
+	dues := make(map[string]time.Time, n)
+	for i := range tasks {
+		id := fmt.Sprintf("once-%04d", i)
+		due := base.Add(time.Duration(i) * time.Millisecond) // 2,000 tasks over 2 s
+		dues[id] = due
+		tasks[i] = map[string]any{"id": id, "callback_url": rcv.url("/cb"), "due_at": due.UTC().Format(time.RFC3339Nano)}
+	}
+	var res struct {
+		Results []batchResult `json:"results"`
+	}
+	for i := 0; i < n; i += 1000 {
+		if code := tn.do(t, "POST", "/v1/tasks:batch", map[string]any{"tasks": tasks[i : i+1000]}, &res); code != 200 {
+			t.Fatalf("batch: status %d", code)
+		}
+		for _, r := range res.Results {
+			if r.Status != 201 {
+				t.Fatalf("batch result %+v, want status 201", r)
+			}
+		}
+	}
+	hits := rcv.waitHits(t, 60*time.Second, func(hs []hit) bool { return len(hs) >= n })
+	time.Sleep(300 * time.Millisecond) // any duplicate would arrive now
+	hits = rcv.hits()
+	seen := make(map[string]int)
+	for _, h := range hits {
+		seen[h.FireID]++
+		due, ok := dues[h.TaskID]
+		if !ok {
+			t.Fatalf("callback for unknown task %q", h.TaskID)
+		}
+		if h.At.Before(due) {
+			t.Errorf("task %s fired at %v, %v before its due time", h.TaskID, h.At, due.Sub(h.At))
+		}
+		if !h.Due.Equal(due) {
+			t.Errorf("task %s: X-Chime-Due-At %v, want %v", h.TaskID, h.Due, due)
+		}
+		if h.FireID != h.TaskID+":1" || h.Attempt != 1 {
+			t.Errorf("task %s: fire id %q attempt %d, want %s:1 attempt 1", h.TaskID, h.FireID, h.Attempt, h.TaskID)
+		}
+	}
+	if len(hits) != n || len(seen) != n {
+		t.Fatalf("got %d callbacks for %d distinct fires, want %d exactly once each", len(hits), len(seen), n)
+	}
+	var task map[string]any
+	tn.do(t, "GET", "/v1/tasks/once-0000", nil, &task)
+	if task["status"] != "done" || task["fire_count"] != float64(1) {
+		t.Errorf("after its fire the task is %v with fire_count %v, want done and 1", task["status"], task["fire_count"])
+	}
+}
+
+func TestPeriodicTaskDoesNotDrift(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	// The callback takes 120 ms of a 200 ms period: a scheduler that computed
+	// the next due from completion would drift by 120 ms a fire.
+	rcv.setRespond(func(hit, int) int { time.Sleep(120 * time.Millisecond); return 200 })
+	start := time.Now().Add(300 * time.Millisecond).UTC().Truncate(time.Millisecond)
+	code := tn.do(t, "POST", "/v1/tasks", map[string]any{
+		"id": "tick", "callback_url": rcv.url("/p"), "every_ms": 200, "start_at": start.Format(time.RFC3339Nano),
+	}, nil)
+	if code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	hits := rcv.waitHits(t, 30*time.Second, func(hs []hit) bool { return len(hs) >= 6 })
+	for i, h := range hits[:6] {
+		wantDue := start.Add(time.Duration(i) * 200 * time.Millisecond)
+		if !h.Due.Equal(wantDue) {
+			t.Errorf("fire %d: due %v, want %v (drift %v)", i+1, h.Due, wantDue, h.Due.Sub(wantDue))
+		}
+		if want := fmt.Sprintf("tick:%d", i+1); h.FireID != want {
+			t.Errorf("fire %d: id %q, want %q", i+1, h.FireID, want)
+		}
+		if h.At.Before(h.Due) {
+			t.Errorf("fire %d arrived %v before due", i+1, h.Due.Sub(h.At))
+		}
+	}
+}
+
+func TestRetriesFollowBackoff(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	rcv.setRespond(func(h hit, n int) int {
+		if n < 3 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "flaky", "callback_url": rcv.url("/f"), "delay_ms": 0, "max_retries": 3}, nil)
+	hits := rcv.waitHits(t, 30*time.Second, func(hs []hit) bool { return len(hs) >= 3 })
+	for i, h := range hits {
+		if h.FireID != "flaky:1" || h.Attempt != i+1 {
+			t.Errorf("hit %d: fire %q attempt %d, want flaky:1 attempt %d", i, h.FireID, h.Attempt, i+1)
+		}
+	}
+	// Backoff 1 s then 2 s, each with at most 20 % jitter below.
+	for i, min := range []time.Duration{800 * time.Millisecond, 1600 * time.Millisecond} {
+		if gap := hits[i+1].At.Sub(hits[i].At); gap < min {
+			t.Errorf("gap before attempt %d = %v, want >= %v", i+2, gap, min)
+		}
+	}
+	waitTask(t, tn, "flaky", func(task map[string]any) bool { return task["status"] == "done" })
+	var ex struct {
+		Executions []map[string]any `json:"executions"`
+	}
+	tn.do(t, "GET", "/v1/tasks/flaky/executions", nil, &ex)
+	if len(ex.Executions) != 3 {
+		t.Fatalf("executions = %d, want 3", len(ex.Executions))
+	}
+	if ex.Executions[0]["attempt"] != float64(3) || ex.Executions[0]["status_code"] != float64(200) {
+		t.Errorf("newest execution %v, want attempt 3 with 200", ex.Executions[0])
+	}
+	if ex.Executions[2]["status_code"] != float64(500) || !strings.Contains(fmt.Sprint(ex.Executions[2]["result"]), "ok") {
+		t.Errorf("oldest execution %v, want 500 with the response body kept", ex.Executions[2])
+	}
+}
+
+func TestRetryAfterIsRespected(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	rcv.setRespond(func(_ hit, n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	rcv.setRetryAfter("3")
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "ra", "callback_url": rcv.url("/ra"), "delay_ms": 0}, nil)
+	hits := rcv.waitHits(t, 30*time.Second, func(hs []hit) bool { return len(hs) >= 2 })
+	if gap := hits[1].At.Sub(hits[0].At); gap < 3*time.Second {
+		t.Errorf("retry came %v after a Retry-After: 3, want >= 3s", gap)
+	}
+}
+
+func TestGoneEndpointDeactivatesPeriodicTask(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	rcv.setRespond(func(hit, int) int { return http.StatusNotFound })
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "gone", "callback_url": rcv.url("/g"), "every_ms": 100, "max_retries": 5}, nil)
+	task := waitTask(t, tn, "gone", func(task map[string]any) bool { return task["status"] == "inactive" })
+	time.Sleep(500 * time.Millisecond)
+	if hs := rcv.hits(); len(hs) != 1 {
+		t.Errorf("a 404 periodic task was called %d times, want once (no retry, no further fire)", len(hs))
+	}
+	if lf, _ := task["last_fire"].(map[string]any); lf == nil || lf["status_code"] != float64(404) {
+		t.Errorf("last_fire = %v, want status_code 404", task["last_fire"])
+	}
+	// A one-shot task whose endpoint is gone fails.
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "gone-once", "callback_url": rcv.url("/g"), "delay_ms": 0}, nil)
+	waitTask(t, tn, "gone-once", func(task map[string]any) bool { return task["status"] == "failed" })
+}
+
+func TestMaxFailsDeactivates(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	rcv.setRespond(func(hit, int) int { return http.StatusInternalServerError })
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "mf", "callback_url": rcv.url("/m"), "every_ms": 100, "max_retries": 0, "max_fails": 3}, nil)
+	task := waitTask(t, tn, "mf", func(task map[string]any) bool { return task["status"] == "inactive" })
+	if task["fail_count"] != float64(3) {
+		t.Errorf("fail_count = %v, want 3", task["fail_count"])
+	}
+	if hs := rcv.hits(); len(hs) != 3 {
+		t.Errorf("callbacks = %d, want 3", len(hs))
+	}
+}
+
+func TestPauseResumeTriggerDelete(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "p", "callback_url": rcv.url("/p"), "delay_ms": 600}, nil)
+	var task map[string]any
+	if code := tn.do(t, "POST", "/v1/tasks/p/pause", nil, &task); code != 200 || task["status"] != "paused" {
+		t.Fatalf("pause: %d %v", code, task["status"])
+	}
+	time.Sleep(time.Second)
+	if hs := rcv.hits(); len(hs) != 0 {
+		t.Fatalf("a paused task fired %d times", len(hs))
+	}
+	// Trigger fires once now, even while paused, and leaves the schedule alone.
+	if code := tn.do(t, "POST", "/v1/tasks/p/trigger", nil, nil); code != 202 {
+		t.Fatalf("trigger: %d", code)
+	}
+	rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) == 1 })
+	waitTask(t, tn, "p", func(task map[string]any) bool { return task["fire_count"] == float64(1) })
+	if code := tn.do(t, "POST", "/v1/tasks/p/resume", nil, &task); code != 200 || task["status"] != "scheduled" {
+		t.Fatalf("resume: %d %v", code, task["status"])
+	}
+	// Its due time passed while paused: it fires now (one-shots always fire).
+	hs := rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) == 2 })
+	if hs[0].FireID != "p:1" || hs[1].FireID != "p:2" {
+		t.Errorf("fire ids %q, %q, want p:1, p:2", hs[0].FireID, hs[1].FireID)
+	}
+	waitTask(t, tn, "p", func(task map[string]any) bool { return task["status"] == "done" })
+	if code := tn.do(t, "DELETE", "/v1/tasks/p", nil, nil); code != 204 {
+		t.Fatalf("delete: %d", code)
+	}
+	if code := tn.do(t, "GET", "/v1/tasks/p", nil, nil); code != 404 {
+		t.Fatalf("get after delete: %d, want 404", code)
+	}
+	if code := tn.do(t, "GET", "/v1/tasks/p/executions", nil, nil); code != 404 {
+		t.Fatalf("executions after delete: %d, want 404", code)
+	}
+	// A deleted task does not fire.
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "d", "callback_url": rcv.url("/d"), "delay_ms": 300}, nil)
+	tn.do(t, "DELETE", "/v1/tasks/d", nil, nil)
+	time.Sleep(800 * time.Millisecond)
+	for _, h := range rcv.hits() {
+		if h.TaskID == "d" {
+			t.Fatal("a deleted task fired")
+		}
+	}
+}
+
+func TestRestartKeepsTasksAndFiresOverdue(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "later", "callback_url": rcv.url("/l"), "delay_ms": 700}, nil)
+	cfg := tn.cfg
+	tn.stop(t)
+	time.Sleep(time.Second) // due while the node is down
+	tn2 := restartNode(t, cfg)
+	hs := rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 1 })
+	if hs[0].FireID != "later:1" {
+		t.Errorf("fire id %q, want later:1", hs[0].FireID)
+	}
+	waitTask(t, tn2, "later", func(task map[string]any) bool { return task["status"] == "done" })
+}
+
+func TestCallbackContract(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	tn.do(t, "POST", "/v1/tasks", map[string]any{
+		"id": "c", "callback_url": rcv.url("/c?x=1"), "delay_ms": 0,
+		"payload": map[string]any{"hello": "world"}, "headers": map[string]string{"X-Custom": "yes"},
+	}, nil)
+	h := rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) == 1 })[0]
+	if string(h.Body) != `{"hello":"world"}` {
+		t.Errorf("body %q, want the payload", h.Body)
+	}
+	for k, want := range map[string]string{
+		"Content-Type": "application/json", "X-Chime-Task-Id": "c", "X-Chime-Fire-Id": "c:1",
+		"X-Chime-Attempt": "1", "X-Custom": "yes",
+	} {
+		if got := h.Header.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	if _, err := time.Parse(time.RFC3339Nano, h.Header.Get("X-Chime-Due-At")); err != nil {
+		t.Errorf("X-Chime-Due-At %q: %v", h.Header.Get("X-Chime-Due-At"), err)
+	}
+}
+
+// waitTask polls GET /v1/tasks/{id} until cond holds.
+func waitTask(t *testing.T, tn *testNode, id string, cond func(map[string]any) bool) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var task map[string]any
+		tn.do(t, "GET", "/v1/tasks/"+id, nil, &task)
+		if cond(task) {
+			return task
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task %s never reached the condition; last %v", id, task)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestBuiltInTestCallback(t *testing.T) {
+	tn := startNode(t, nil)
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "self", "callback_url": tn.srv.URL + "/v1/test/callback?status=200", "delay_ms": 0}, nil)
+	task := waitTask(t, tn, "self", func(task map[string]any) bool { return task["status"] == "done" })
+	lf, _ := task["last_fire"].(map[string]any)
+	if lf == nil || lf["status_code"] != float64(200) || !strings.Contains(fmt.Sprint(lf["result"]), `"fire_id":"self:1"`) {
+		t.Errorf("last_fire = %v, want 200 with the echoed fire id", lf)
+	}
+	var eb errorBody
+	if code := tn.do(t, "POST", "/v1/test/callback?status=42", nil, &eb); code != 400 || eb.Error.Field != "status" {
+		t.Errorf("bad status: %d %+v", code, eb.Error)
+	}
+	if code := tn.do(t, "POST", "/v1/test/callback?status=503", nil, nil); code != 503 {
+		t.Errorf("chosen status: %d, want 503", code)
+	}
+}

@@ -1,0 +1,93 @@
+package node
+
+import (
+	"math"
+	"sort"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Stats is the answer of GET /v1/stats: this node's counters and gauges,
+// read from the same collectors /metrics exposes, keyed by metric name
+// (with labels as name{label="value"}), plus lateness quantiles.
+type Stats struct {
+	Node          string             `json:"node"`
+	UptimeSeconds float64            `json:"uptime_seconds"`
+	Ready         bool               `json:"ready"`
+	Metrics       map[string]float64 `json:"metrics"`
+	LatenessP50   float64            `json:"fire_lateness_p50_seconds"`
+	LatenessP99   float64            `json:"fire_lateness_p99_seconds"`
+}
+
+func (n *Node) stats() (*Stats, error) {
+	mfs, err := n.metrics.reg.Gather()
+	if err != nil {
+		return nil, err
+	}
+	st := &Stats{
+		Node:          n.cfg.Name,
+		UptimeSeconds: n.now().Sub(n.started).Seconds(),
+		Ready:         n.Ready(),
+		Metrics:       make(map[string]float64),
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName() + labelString(m.GetLabel())
+			switch {
+			case m.Counter != nil:
+				st.Metrics[name] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				st.Metrics[name] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				h := m.Histogram
+				st.Metrics[name+"_count"] = float64(h.GetSampleCount())
+				st.Metrics[name+"_sum"] = h.GetSampleSum()
+				if mf.GetName() == "chime_fire_lateness_seconds" {
+					st.LatenessP50 = bucketQuantile(h, 0.50)
+					st.LatenessP99 = bucketQuantile(h, 0.99)
+				}
+			}
+		}
+	}
+	return st, nil
+}
+
+func labelString(ls []*dto.LabelPair) string {
+	if len(ls) == 0 {
+		return ""
+	}
+	s := "{"
+	for i, l := range ls {
+		if i > 0 {
+			s += ","
+		}
+		s += l.GetName() + `="` + l.GetValue() + `"`
+	}
+	return s + "}"
+}
+
+// bucketQuantile estimates quantile q of a histogram by linear
+// interpolation inside the bucket that holds it, as Prometheus's
+// histogram_quantile does. It returns 0 for an empty histogram.
+func bucketQuantile(h *dto.Histogram, q float64) float64 {
+	total := float64(h.GetSampleCount())
+	if total == 0 {
+		return 0
+	}
+	bs := h.GetBucket()
+	sort.Slice(bs, func(i, j int) bool { return bs[i].GetUpperBound() < bs[j].GetUpperBound() })
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for _, b := range bs {
+		c := float64(b.GetCumulativeCount())
+		if c >= rank {
+			ub := b.GetUpperBound()
+			if math.IsInf(ub, 1) || c == prevCount {
+				return prevBound
+			}
+			return prevBound + (ub-prevBound)*(rank-prevCount)/(c-prevCount)
+		}
+		prevBound, prevCount = b.GetUpperBound(), c
+	}
+	return prevBound
+}

@@ -1,0 +1,170 @@
+package node
+
+// This file renders stored records as the API's response bodies (API.md
+// "Task (response body)" and the executions listing).
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// TaskResponse is the JSON body that describes one task: the request fields
+// echoed back as given, plus the task's state. Instants are RFC 3339 in UTC
+// with as many fractional digits as needed (up to nanoseconds); absent
+// instants are omitted.
+//
+// Echo rules: exactly one of delay_ms, due_at, every_ms, cron is present.
+// delay_ms is echoed when it was given and non-zero; a one-shot task created
+// with delay_ms 0 shows its due_at instead (the stored spec cannot tell the
+// two apart). timezone and start_at appear only when given; misfire and
+// max_fails only for periodic tasks, where they always appear with their
+// effective value.
+type TaskResponse struct {
+	ID          string            `json:"id"`
+	CallbackURL string            `json:"callback_url"`
+	DelayMs     int64             `json:"delay_ms,omitempty"`
+	DueAt       string            `json:"due_at,omitempty"`
+	EveryMs     int64             `json:"every_ms,omitempty"`
+	Cron        string            `json:"cron,omitempty"`
+	Timezone    string            `json:"timezone,omitempty"`
+	StartAt     string            `json:"start_at,omitempty"`
+	Payload     json.RawMessage   `json:"payload,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	TimeoutMs   int64             `json:"timeout_ms"`
+	MaxRetries  int               `json:"max_retries"`
+	Misfire     string            `json:"misfire,omitempty"`
+	MaxFails    *int              `json:"max_fails,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+
+	Slot      uint16            `json:"slot"`
+	Status    string            `json:"status"`
+	NextDueAt string            `json:"next_due_at,omitempty"`
+	CreatedAt string            `json:"created_at,omitempty"`
+	UpdatedAt string            `json:"updated_at,omitempty"`
+	FireCount uint64            `json:"fire_count"`
+	FailCount uint64            `json:"fail_count"`
+	Owner     string            `json:"owner,omitempty"`
+	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
+}
+
+// LastFireResponse summarizes a task's most recent finished fire.
+// StatusCode is 0 when no HTTP response arrived (timeout, connection error);
+// Result is the start of the callback's response body as text.
+type LastFireResponse struct {
+	FireID     string `json:"fire_id"`
+	DueAt      string `json:"due_at,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
+	Attempts   int    `json:"attempts"`
+	StatusCode int    `json:"status_code"`
+	Error      string `json:"error,omitempty"`
+	Result     string `json:"result,omitempty"`
+}
+
+// ExecutionResponse is one attempt of one fire in GET
+// /v1/tasks/{id}/executions. Field meanings as in LastFireResponse.
+type ExecutionResponse struct {
+	FireID     string `json:"fire_id"`
+	DueAt      string `json:"due_at,omitempty"`
+	StartedAt  string `json:"started_at,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
+	Attempt    int    `json:"attempt"`
+	StatusCode int    `json:"status_code"`
+	Error      string `json:"error,omitempty"`
+	Result     string `json:"result,omitempty"`
+}
+
+// taskResponse renders t, served by the node named owner. The response
+// shares Payload, Headers and Labels with t, so t must not be modified until
+// the response has been encoded. t.Spec.Payload must be valid JSON (validate
+// guarantees it), or encoding the response fails.
+func taskResponse(t *storage.Task, owner string) TaskResponse {
+	s := &t.Spec
+	r := TaskResponse{
+		ID:          t.ID,
+		CallbackURL: s.CallbackURL,
+		Timezone:    s.Timezone,
+		StartAt:     formatInstant(s.StartAt),
+		Headers:     s.Headers,
+		TimeoutMs:   s.TimeoutMs,
+		MaxRetries:  s.MaxRetries,
+		Labels:      s.Labels,
+
+		Slot:      t.Slot,
+		Status:    t.Status.String(),
+		NextDueAt: formatInstant(t.NextDue),
+		CreatedAt: formatInstant(t.CreatedAt),
+		UpdatedAt: formatInstant(t.UpdatedAt),
+		FireCount: t.FireCount,
+		FailCount: t.FailCount,
+		Owner:     owner,
+	}
+	if len(s.Payload) > 0 {
+		r.Payload = s.Payload
+	}
+	switch s.Kind {
+	case storage.KindOnce:
+		if s.DelayMs != 0 {
+			r.DelayMs = s.DelayMs
+		} else {
+			r.DueAt = formatInstant(s.DueAt)
+		}
+	case storage.KindEvery:
+		r.EveryMs = s.EveryMs
+	case storage.KindCron:
+		r.Cron = s.Cron
+	}
+	if s.Kind == storage.KindEvery || s.Kind == storage.KindCron {
+		r.Misfire = s.Misfire.String()
+		maxFails := s.MaxFails
+		r.MaxFails = &maxFails
+	}
+	if lf := t.LastFire; lf != nil {
+		r.LastFire = &LastFireResponse{
+			FireID:     lf.FireID,
+			DueAt:      formatInstant(lf.DueAt),
+			FinishedAt: formatInstant(lf.FinishedAt),
+			Attempts:   lf.Attempts,
+			StatusCode: lf.StatusCode,
+			Error:      lf.Error,
+			Result:     resultText(lf.Result),
+		}
+	}
+	return r
+}
+
+// executionResponse renders one execution record.
+func executionResponse(e *storage.Execution) ExecutionResponse {
+	return ExecutionResponse{
+		FireID:     e.FireID,
+		DueAt:      formatInstant(e.DueAt),
+		StartedAt:  formatInstant(e.StartedAt),
+		FinishedAt: formatInstant(e.FinishedAt),
+		Attempt:    e.Attempt,
+		StatusCode: e.StatusCode,
+		Error:      e.Error,
+		Result:     resultText(e.Result),
+	}
+}
+
+// formatInstant renders Unix nanoseconds as RFC 3339 in UTC with up to nine
+// fractional digits (trailing zeros dropped), or "" for 0 ("none").
+func formatInstant(ns int64) string {
+	if ns == 0 {
+		return ""
+	}
+	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
+}
+
+// resultText returns a stored callback response prefix as a string. The
+// prefix is cut at 512 bytes and may end inside a UTF-8 sequence, and the
+// body need not be text at all: invalid bytes become U+FFFD.
+func resultText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

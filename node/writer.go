@@ -1,0 +1,554 @@
+package node
+
+import (
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+	"github.com/chime-scheduler/chime/wheel"
+)
+
+// The writer is the single goroutine that mutates task records. Every
+// create, update, fire start and fire result is an op sent to it; it applies
+// a group of ops to one Pebble batch, commits it without waiting for the
+// disk (the writes are visible at once, so the next group reads them), and
+// hands the group to the syncer. The syncer makes all committed groups
+// durable with one shared fsync and only then answers the API, dispatches
+// the group's callbacks and tells the loop about changed wake times. One
+// writer means no locks around read-modify-write; the pipeline means the
+// fsync of one group overlaps the building of the next (group commit).
+
+// opKind names what a writeOp does.
+type opKind uint8
+
+const (
+	opCreate  opKind = 1 + iota // store new tasks; conflict if an id exists
+	opPut                       // create or replace tasks
+	opDelete                    // delete one task
+	opPause                     // pause one task
+	opResume                    // resume one task
+	opTrigger                   // queue one extra fire of one task
+	opFire                      // start fires of expired wheel entries (internal)
+	opDone                      // apply one attempt's result (internal)
+)
+
+// writeOp is one request to the writer. The writer fills the result fields
+// and the syncer closes reply once the op's writes are durable.
+type writeOp struct {
+	kind  opKind
+	now   int64
+	tasks []*storage.Task // opCreate, opPut: the new records
+	id    string          // single-task ops
+	fires []wheel.Entry   // opFire
+	res   *fireResult     // opDone
+
+	// Results, one per task for opCreate/opPut, one for single-task ops.
+	out     []*storage.Task
+	errs    []*Error
+	created []bool
+	err     error // the commit or sync failed: nothing of the op is acknowledged
+
+	reply chan struct{} // closed when durable (nil for internal ops)
+}
+
+// wakeChange tells the loop that a task's wake time is now wake (0 = none).
+type wakeChange struct {
+	id   string
+	wake int64
+}
+
+// syncGroup is one committed batch on its way to durability.
+type syncGroup struct {
+	acked bool // some op is an API write waiting for its fsync
+	ops   []*writeOp
+	wakes []wakeChange
+	jobs  []*fireJob
+	err   error
+}
+
+// writerDeps is what the writer calls outside itself.
+type writerDeps struct {
+	store    *storage.Store
+	notify   func([]wakeChange)  // the loop's inbox; never blocks
+	dispatch func(*fireJob) bool // the dispatcher's submit; never blocks
+	queued   func() int          // dispatcher backlog
+	metrics  *metrics
+	log      *slog.Logger
+	now      func() time.Time
+}
+
+type writer struct {
+	writerDeps
+	cfg *Config
+
+	api      chan *writeOp // API ops; full = 429
+	internal chan *writeOp // fire starts and results; sized so results never wait long
+	syncq    chan *syncGroup
+	stop     chan struct{}
+	done     chan struct{} // closed when the syncer has answered everything
+
+	rnd     *rand.Rand
+	pending map[string]*storage.Task // records written by the current group; nil = deleted
+	running map[string]uint64        // task id -> seq of the attempt at the dispatcher
+}
+
+func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
+	return &writer{
+		writerDeps: deps,
+		cfg:        cfg,
+		api:        make(chan *writeOp, cfg.WriteQueue),
+		internal:   make(chan *writeOp, cfg.Dispatch.MaxQueued+cfg.Dispatch.Concurrency+1024),
+		syncq:      make(chan *syncGroup, 4),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		rnd:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		pending:    make(map[string]*storage.Task),
+		running:    make(map[string]uint64),
+	}
+}
+
+// submit hands an API op to the writer without blocking and waits until it
+// is durable. It answers 429 when the queue is full and 503 when stopping.
+func (w *writer) submit(done <-chan struct{}, op *writeOp) error {
+	op.reply = make(chan struct{})
+	select {
+	case <-w.stop:
+		return errStopping
+	default:
+	}
+	select {
+	case w.api <- op:
+	default:
+		return errOverloaded
+	}
+	select {
+	case <-op.reply:
+		return op.err
+	case <-w.done:
+		// The writer exited; the op may or may not have been applied but it
+		// was not acknowledged.
+		select {
+		case <-op.reply:
+			return op.err
+		default:
+			return errStopping
+		}
+	case <-done:
+		return &Error{Code: CodeUnavailable, Message: "request cancelled before the write was acknowledged"}
+	}
+}
+
+// send hands an internal op to the writer, blocking until there is room or
+// the writer stops.
+func (w *writer) send(op *writeOp) bool {
+	select {
+	case w.internal <- op:
+		return true
+	case <-w.stop:
+		return false
+	}
+}
+
+// run is the writer goroutine.
+func (w *writer) run() {
+	go w.syncLoop()
+	defer close(w.syncq)
+	for {
+		var op *writeOp
+		select {
+		case op = <-w.api:
+		case op = <-w.internal:
+		case <-w.stop:
+			w.drain()
+			return
+		}
+		w.group(op)
+	}
+}
+
+// drain applies whatever is still queued when the writer stops.
+func (w *writer) drain() {
+	for {
+		select {
+		case op := <-w.api:
+			w.group(op)
+		case op := <-w.internal:
+			w.group(op)
+		default:
+			return
+		}
+	}
+}
+
+// group applies first and every op queued behind it (up to MaxGroupTasks
+// task writes) as one batch.
+func (w *writer) group(first *writeOp) {
+	b := w.store.NewBatch()
+	defer b.Close()
+	g := &syncGroup{}
+	n := w.apply(b, g, first)
+	for n < w.cfg.MaxGroupTasks {
+		var op *writeOp
+		select {
+		case op = <-w.api:
+		case op = <-w.internal:
+		default:
+		}
+		if op == nil {
+			break
+		}
+		n += w.apply(b, g, op)
+	}
+	clear(w.pending)
+	if b.Count() > 0 {
+		if err := b.Commit(false); err != nil {
+			g.err = err
+		}
+	}
+	w.metrics.writeGroup(n)
+	if !g.acked {
+		// Only fire intents and results: nobody waits for their fsync, so
+		// dispatch and re-file now (see syncLoop).
+		w.finish(g)
+	}
+	w.syncq <- g
+}
+
+// syncLoop makes committed groups durable and then acknowledges them. A
+// group with API writes is synced at once (with every group that queued up
+// meanwhile: group commit). A group of only fire intents and results was
+// finished by the writer already; it is synced with the next API group or
+// after IdleSync, whichever comes first, so firing costs at most one fsync
+// per IdleSync instead of one per callback. A crash in that window repeats
+// the affected fires with the same fire ids, as at-least-once allows.
+func (w *writer) syncLoop() {
+	defer close(w.done)
+	groups := make([]*syncGroup, 0, 8)
+	dirty := false
+	idle := time.NewTimer(time.Hour)
+	idle.Stop()
+	defer idle.Stop()
+	for {
+		var g *syncGroup
+		var ok bool
+		select {
+		case g, ok = <-w.syncq:
+			if !ok {
+				if dirty {
+					w.sync()
+				}
+				return
+			}
+		case <-idle.C:
+			if dirty {
+				w.sync()
+				dirty = false
+			}
+			continue
+		}
+		if !g.acked {
+			if !dirty {
+				dirty = true
+				idle.Reset(w.cfg.IdleSync)
+			}
+			continue
+		}
+		groups = append(groups[:0], g)
+	more:
+		for {
+			select {
+			case g2, ok := <-w.syncq:
+				if !ok {
+					break more
+				}
+				if g2.acked {
+					groups = append(groups, g2)
+				}
+			default:
+				break more
+			}
+		}
+		err := w.sync()
+		dirty = false
+		idle.Stop()
+		for _, g := range groups {
+			if g.err == nil {
+				g.err = err
+			}
+			w.finish(g)
+		}
+	}
+}
+
+func (w *writer) sync() error {
+	err := w.store.Sync()
+	if err != nil {
+		w.log.Error("sync failed: writes are not acknowledged", "err", err)
+	}
+	return err
+}
+
+// finish acknowledges a durable (or failed) group.
+func (w *writer) finish(g *syncGroup) {
+	for _, op := range g.ops {
+		if g.err != nil {
+			op.err = &Error{Code: CodeInternal, Message: "write failed: " + g.err.Error()}
+		}
+		if op.reply != nil {
+			close(op.reply)
+		}
+	}
+	if g.err != nil {
+		// Nothing of the group is known to be durable: fire nothing. The
+		// records keep their previous state on disk and the loader finds them.
+		return
+	}
+	if len(g.wakes) > 0 {
+		w.notify(g.wakes)
+	}
+	for _, j := range g.jobs {
+		if !w.dispatch(j) {
+			// Stopping: the fire stays persisted as in flight and is repeated
+			// with the same fire id after the restart.
+			w.metrics.fireDeferred.Inc()
+		}
+	}
+}
+
+// get returns the current record of id: the group's own write if any, else
+// the stored one. nil means absent.
+func (w *writer) get(id string) (*storage.Task, error) {
+	if t, ok := w.pending[id]; ok {
+		return t, nil
+	}
+	t, err := w.store.Get(slots.Of(id), id)
+	if err == storage.ErrNotFound {
+		return nil, nil
+	}
+	return t, err
+}
+
+// wakeOf is the wake time the loop should file t under: none while an
+// attempt of it is at the dispatcher (its result re-files it).
+func (w *writer) wakeOf(t *storage.Task) int64 {
+	if t.Inflight != nil {
+		if seq, ok := w.running[t.ID]; ok && seq == t.Inflight.Seq {
+			return 0
+		}
+	}
+	return t.Wake()
+}
+
+// put writes t (whose stored wake was prev) and files its new wake.
+func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64, now int64) {
+	t.Version++
+	t.UpdatedAt = now
+	b.PutTask(t, prev)
+	w.pending[t.ID] = t
+	g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+}
+
+// apply applies one op to the batch and returns how many task writes it made.
+func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
+	g.ops = append(g.ops, op)
+	if op.reply != nil {
+		g.acked = true
+	}
+	if op.now == 0 {
+		op.now = w.now().UnixNano()
+	}
+	switch op.kind {
+	case opCreate, opPut:
+		return w.applyTasks(b, g, op)
+	case opFire:
+		return w.applyFire(b, g, op)
+	case opDone:
+		return w.applyDone(b, g, op)
+	}
+	w.applyOne(b, g, op)
+	return 1
+}
+
+func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
+	op.out = make([]*storage.Task, len(op.tasks))
+	op.errs = make([]*Error, len(op.tasks))
+	op.created = make([]bool, len(op.tasks))
+	n := 0
+	for i, t := range op.tasks {
+		if t == nil {
+			continue // rejected by validation
+		}
+		old, err := w.get(t.ID)
+		if err != nil {
+			op.errs[i] = asError(err)
+			continue
+		}
+		var prev int64
+		if old != nil {
+			if op.kind == opCreate {
+				op.errs[i] = errExists
+				continue
+			}
+			// Replace: a new definition, but fire ids and history keys go on
+			// from the old ones so a receiver never sees a fire id twice.
+			prev = old.Wake()
+			t.CreatedAt = old.CreatedAt
+			t.FireSeq = old.FireSeq
+			t.HistSeq = old.HistSeq
+			t.FireCount = old.FireCount
+			t.LastFire = old.LastFire
+			t.Version = old.Version
+		} else {
+			op.created[i] = true
+		}
+		w.put(b, g, t, prev, op.now)
+		op.out[i] = t
+		n++
+	}
+	if op.kind == opCreate || op.kind == opPut {
+		for i := range op.out {
+			if op.out[i] != nil && op.created[i] {
+				w.metrics.created.Inc()
+			}
+		}
+	}
+	return n
+}
+
+func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
+	t, err := w.get(op.id)
+	if err != nil {
+		op.errs = []*Error{asError(err)}
+		return
+	}
+	if t == nil {
+		op.errs = []*Error{errNotFound}
+		return
+	}
+	prev := t.Wake()
+	switch op.kind {
+	case opDelete:
+		b.DeleteTask(t)
+		w.pending[t.ID] = nil
+		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
+		op.out = []*storage.Task{t}
+		return
+	case opPause:
+		switch t.Status {
+		case storage.StatusScheduled:
+			t.Status = storage.StatusPaused
+		case storage.StatusPaused:
+		default:
+			op.errs = []*Error{{Code: CodeConflict, Message: "a " + t.Status.String() + " task cannot be paused"}}
+			return
+		}
+	case opResume:
+		switch t.Status {
+		case storage.StatusPaused:
+			t.Status = storage.StatusScheduled
+		case storage.StatusScheduled:
+		case storage.StatusInactive:
+			// A periodic task stopped by failures or a gone endpoint starts
+			// again at its next occurrence.
+			t.Status = storage.StatusScheduled
+			t.FailCount = 0
+			var last int64
+			if t.LastFire != nil {
+				last = t.LastFire.DueAt // stay on the fixed-rate grid
+			}
+			t.NextDue = firstAfter(&t.Spec, last, op.now)
+		default:
+			op.errs = []*Error{{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}}
+			return
+		}
+	case opTrigger:
+		if len(t.Triggers) >= maxPendingTriggers {
+			op.errs = []*Error{{Code: CodeOverloaded, Message: "too many triggers pending for this task"}}
+			return
+		}
+		t.Triggers = append(t.Triggers, op.now)
+	}
+	w.put(b, g, t, prev, op.now)
+	op.out = []*storage.Task{t}
+}
+
+// maxPendingTriggers bounds the extra fires queued on one task.
+const maxPendingTriggers = 16
+
+// fireRetryDelay is how long an expired entry waits when the dispatcher's
+// backlog is full: the fire is not started (no intent written) until there
+// is room, so overload delays fires but never loses one.
+const fireRetryDelay = 50 * time.Millisecond
+
+func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
+	n := 0
+	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
+	for _, e := range op.fires {
+		t, err := w.get(e.ID)
+		if err != nil {
+			w.log.Error("read task to fire", "task", e.ID, "err", err)
+			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+			continue
+		}
+		if t == nil {
+			continue // deleted since it was filed
+		}
+		if seq, ok := w.running[t.ID]; ok && t.Inflight != nil && seq == t.Inflight.Seq {
+			continue // an attempt is at the dispatcher; its result re-files the task
+		}
+		if len(w.running) >= limit {
+			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(fireRetryDelay)})
+			w.metrics.fireDeferred.Inc()
+			continue
+		}
+		prev := t.Wake()
+		switch beginFire(t, op.now, int64(w.cfg.MisfireGrace)) {
+		case startNothing:
+			g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+			continue
+		case startSkipped:
+			w.metrics.misfireSkipped.Inc()
+			w.put(b, g, t, prev, op.now)
+			n++
+			continue
+		}
+		w.running[t.ID] = t.Inflight.Seq
+		w.put(b, g, t, prev, op.now)
+		g.jobs = append(g.jobs, jobFor(t))
+		n++
+	}
+	return n
+}
+
+func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
+	r := op.res
+	id := r.Job.TaskID
+	if seq, ok := w.running[id]; ok && seq == r.Job.Seq {
+		delete(w.running, id)
+	}
+	w.metrics.observeResult(r)
+	t, err := w.get(id)
+	if err != nil {
+		w.log.Error("read task to finish fire", "task", id, "err", err)
+		return 0
+	}
+	if t == nil {
+		return 0 // deleted while its callback ran
+	}
+	prev := t.Wake()
+	ex, fr := finishFire(t, r, op.now, w.rnd)
+	switch fr {
+	case finishStale:
+		// Replaced while its callback ran: the new definition is filed
+		// already, unless it was waiting for this attempt.
+		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+		return 0
+	case finishRetry:
+		w.metrics.retries.Inc()
+	}
+	b.AppendExecution(t, ex)
+	w.put(b, g, t, prev, op.now)
+	return 1
+}

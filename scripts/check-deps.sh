@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Enforce the dependency rules of STYLE.md R1: which package may import what.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=$(go list -m)
+fail=0
+
+# deny PKG PATTERN REASON: PKG's dependency closure must not match PATTERN.
+deny() {
+  local pkg=$1 pattern=$2 reason=$3
+  compgen -G "${pkg#./}/*.go" >/dev/null || return 0
+  local bad
+  local self
+  self=$(go list "$pkg")
+  bad=$(go list -deps "$pkg" 2>/dev/null | grep -vxF "$self" | grep -E "$pattern" || true)
+  if [ -n "$bad" ]; then
+    echo "check-deps: $pkg must not import $(echo "$bad" | tr '\n' ' '): $reason"
+    fail=1
+  fi
+}
+
+pure='github.com/hashicorp/memberlist|github.com/cockroachdb/pebble|^net$|^net/http$|^os/exec$'
+deny ./wheel "$pure|^$mod/" "wheel is a pure data structure (stdlib only)"
+deny ./ring "$pure|^$mod/" "ring is a pure function (stdlib and xxhash only)"
+deny ./slots "$pure|^$mod/(node|storage|wheel|ui|bench|cmd)" "slots is pure"
+deny ./storage "github.com/hashicorp/memberlist|^$mod/(node|ui|bench|cmd|ring|wheel)" "storage only stores"
+deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
+
+# Only storage may import pebble directly.
+for p in $(go list ./... | grep -v "^$mod/storage"); do
+  if go list -f '{{join .Imports "\n"}}' "$p" | grep -q '^github.com/cockroachdb/pebble'; then
+    echo "check-deps: $p imports pebble directly; go through storage.Store"
+    fail=1
+  fi
+done
+exit $fail
