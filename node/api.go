@@ -32,6 +32,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", n.handleExecutions)
 	mux.HandleFunc("GET /v1/cluster", n.handleCluster)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
+	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
 	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)
 	mux.HandleFunc("GET /healthz", n.handleHealth)
 	mux.HandleFunc("GET /readyz", n.handleReady)
@@ -506,6 +507,15 @@ func (n *Node) handleStats(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, err := n.Snapshot(r.Context())
+	if err != nil {
+		writeError(w, asError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, snap)
 }
 
 func (n *Node) handleHealth(w http.ResponseWriter, _ *http.Request) {

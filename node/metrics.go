@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics holds the node's Prometheus collectors, registered on a registry
@@ -111,4 +112,21 @@ func (m *metrics) observeResult(r *fireResult) {
 	if r.Job.Attempt == 1 {
 		m.lateness.Observe(float64(r.StartedAt.UnixNano()-r.Job.Due) / 1e9)
 	}
+}
+
+// latenessBuckets returns the lateness histogram's cumulative bucket counts
+// and their upper bounds (seconds), the last bucket being +Inf.
+func (m *metrics) latenessBuckets() ([]uint64, []float64) {
+	var d dto.Metric
+	if err := m.lateness.Write(&d); err != nil || d.Histogram == nil {
+		return nil, nil
+	}
+	bs := d.Histogram.GetBucket()
+	cum := make([]uint64, 0, len(bs)+1)
+	bounds := make([]float64, 0, len(bs))
+	for _, b := range bs {
+		cum = append(cum, b.GetCumulativeCount())
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	return append(cum, d.Histogram.GetSampleCount()), bounds
 }

@@ -29,7 +29,15 @@ type Node struct {
 	metrics *metrics
 	handler http.Handler
 
+	sampler sampler
+	hosts   *hostStats
+	tasks   struct {
+		base  atomic.Int64 // tasks counted at start, -1 until the count is done
+		delta atomic.Int64 // created minus deleted since the start
+	}
+
 	running   atomic.Bool
+	bg        sync.WaitGroup // background work that uses the store
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -47,7 +55,8 @@ func New(cfg Config) (*Node, error) {
 	if now == nil {
 		now = time.Now
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now}
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats()}
+	n.tasks.base.Store(-1)
 	n.handler = n.routes()
 	return n, nil
 }
@@ -86,6 +95,8 @@ func (n *Node) Start() error {
 		dispatch: func(j *fireJob) bool { return n.disp.submit(j) },
 		queued:   func() int { return n.disp.queued() },
 		metrics:  n.metrics,
+		hosts:    n.hosts,
+		counted:  func(d int64) { n.tasks.delta.Add(d) },
 		log:      n.log,
 		now:      n.now,
 	}, seed)
@@ -102,8 +113,37 @@ func (n *Node) Start() error {
 	go wr.run()
 	go lp.run()
 	n.running.Store(true)
+	n.countTasks()
+	n.event("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
 	return nil
+}
+
+// countTasks counts the stored tasks in the background; from then on the
+// writer keeps the count (creates minus deletes). Tasks created while the
+// count runs may be counted twice: the figure is an estimate for the
+// dashboard, never used for decisions.
+func (n *Node) countTasks() {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		before := n.tasks.delta.Load()
+		c, err := n.store.CountTasks(nil)
+		if err != nil {
+			n.log.Warn("count tasks", "err", err)
+			return
+		}
+		n.tasks.base.Store(c - before)
+	}()
+}
+
+// taskCount returns the estimated number of stored tasks, once known.
+func (n *Node) taskCount() (int64, bool) {
+	b := n.tasks.base.Load()
+	if b < 0 {
+		return 0, false
+	}
+	return b + n.tasks.delta.Load(), true
 }
 
 // Ready reports whether the node has loaded its due tasks and is firing.
@@ -136,6 +176,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.disp.close(ctx)
 		close(n.writer.stop)
 		<-n.writer.done
+		n.bg.Wait()
 		n.closeErr = n.store.Close()
 		n.log.Info("node stopped")
 	})

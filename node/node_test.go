@@ -302,3 +302,59 @@ func TestBuiltInTestCallback(t *testing.T) {
 		t.Errorf("chosen status: %d, want 503", code)
 	}
 }
+
+func TestSnapshot(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	for i := range 20 {
+		tn.do(t, "POST", "/v1/tasks", map[string]any{"id": fmt.Sprintf("s%d", i), "callback_url": rcv.url("/s"), "delay_ms": 0}, nil)
+	}
+	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "later", "callback_url": rcv.url("/s"), "delay_ms": 600000}, nil)
+	rcv.waitHits(t, 20*time.Second, func(hs []hit) bool { return len(hs) == 20 })
+	var snap Snapshot
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if code := tn.do(t, "GET", "/v1/snapshot", nil, &snap); code != 200 {
+			t.Fatalf("snapshot: %d", code)
+		}
+		if len(snap.Members) == 1 && snap.Members[0].TasksStored == 21 && len(snap.Hosts) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot never showed 21 tasks and one callback host: %+v", snap)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if h := snap.Hosts[0]; h.Host != rcv.srv.URL || h.Count != 20 || h.P50Ms <= 0 {
+		t.Errorf("host latency %+v, want %s with 20 callbacks", h, rcv.srv.URL)
+	}
+	total := 0
+	for _, c := range snap.Wheel.Counts {
+		total += c
+	}
+	if total != 1 || snap.Wheel.Counts[10] != 1 {
+		t.Errorf("heatmap %v, want the one task due in 10 minutes", snap.Wheel.Counts)
+	}
+	if len(snap.SlotMap) != 1 || snap.SlotMap[0].To != 16383 || len(snap.Events) == 0 {
+		t.Errorf("slot map %v events %v", snap.SlotMap, snap.Events)
+	}
+	tn.do(t, "DELETE", "/v1/tasks/s0", nil, nil)
+	tn.do(t, "GET", "/v1/snapshot", nil, &snap)
+	if snap.Members[0].TasksStored != 20 {
+		t.Errorf("after a delete tasks_stored = %d, want 20", snap.Members[0].TasksStored)
+	}
+}
+
+func TestCallbackHost(t *testing.T) {
+	tests := map[string]string{
+		"http://a.example:8080/x?y": "http://a.example:8080",
+		"https://b/":                "https://b",
+		"http://c?q":                "http://c",
+		"http://d":                  "http://d",
+	}
+	for in, want := range tests {
+		if got := callbackHost(in); got != want {
+			t.Errorf("callbackHost(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

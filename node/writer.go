@@ -75,6 +75,8 @@ type writerDeps struct {
 	dispatch func(*fireJob) bool // the dispatcher's submit; never blocks
 	queued   func() int          // dispatcher backlog
 	metrics  *metrics
+	hosts    *hostStats
+	counted  func(delta int64) // tasks created (+) and deleted (-)
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -407,13 +409,14 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		op.out[i] = t
 		n++
 	}
-	if op.kind == opCreate || op.kind == opPut {
-		for i := range op.out {
-			if op.out[i] != nil && op.created[i] {
-				w.metrics.created.Inc()
-			}
+	created := 0
+	for i := range op.out {
+		if op.out[i] != nil && op.created[i] {
+			created++
 		}
 	}
+	w.metrics.created.Add(float64(created))
+	w.counted(int64(created))
 	return n
 }
 
@@ -431,6 +434,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 	switch op.kind {
 	case opDelete:
 		b.DeleteTask(t)
+		w.counted(-1)
 		w.pending[t.ID] = nil
 		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
 		op.out = []*storage.Task{t}
@@ -529,6 +533,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		delete(w.running, id)
 	}
 	w.metrics.observeResult(r)
+	w.hosts.observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	t, err := w.get(id)
 	if err != nil {
 		w.log.Error("read task to finish fire", "task", id, "err", err)
