@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -39,6 +40,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.IntVar(&cfg.WriteQueue, "write-queue", cfg.WriteQueue, "API writes waiting for the writer before 429")
 	fs.IntVar(&cfg.HistoryLimit, "history", cfg.HistoryLimit, "execution records kept per task")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
 		return err
 	}
@@ -75,6 +77,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if *debugAddr != "" {
+		stopDebug, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -116,4 +125,22 @@ func parseWithEnv(fs *flag.FlagSet, args []string, env func(string) string) erro
 		return err
 	}
 	return fs.Parse(args)
+}
+
+// serveDebug serves net/http/pprof on addr until the returned func is called.
+func serveDebug(addr string, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: --debug-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("debug server", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
 }
