@@ -358,3 +358,59 @@ func TestCallbackHost(t *testing.T) {
 		}
 	}
 }
+
+func TestOverloadAnswers429AndLosesNothing(t *testing.T) {
+	tn := startNode(t, func(c *Config) {
+		c.Dispatch.Concurrency = 1
+		c.Dispatch.PerHost = 1
+		c.Dispatch.MaxQueued = 4
+	})
+	rcv := newReceiver(t)
+	release := make(chan struct{})
+	rcv.setRespond(func(hit, int) int { <-release; return 200 })
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	// Twenty fires due now against an endpoint that does not answer: one
+	// runs, four wait at the dispatcher, the rest wait on disk.
+	accepted := 0
+	for i := range 20 {
+		code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": fmt.Sprintf("o%d", i), "callback_url": rcv.url("/o"), "delay_ms": 0}, nil)
+		if code == 201 {
+			accepted++
+		}
+	}
+	var eb errorBody
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code := tn.do(t, "POST", "/v1/tasks", map[string]any{"callback_url": rcv.url("/o"), "delay_ms": 0}, &eb)
+		if code == 429 {
+			break
+		}
+		if code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		accepted++
+		if time.Now().After(deadline) {
+			t.Fatal("the dispatcher backlog never filled up to a 429")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if eb.Error.Code != CodeOverloaded {
+		t.Errorf("429 body %+v, want code overloaded", eb.Error)
+	}
+	close(release)
+	// Every acknowledged task fires once the endpoint answers again.
+	hs := rcv.waitHits(t, 60*time.Second, func(hs []hit) bool { return len(hs) >= accepted })
+	seen := map[string]bool{}
+	for _, h := range hs {
+		seen[h.TaskID] = true
+	}
+	if len(seen) != accepted {
+		t.Errorf("%d distinct tasks fired, want all %d acknowledged", len(seen), accepted)
+	}
+}

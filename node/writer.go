@@ -532,6 +532,12 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	if seq, ok := w.running[id]; ok && seq == r.Job.Seq {
 		delete(w.running, id)
 	}
+	if r.StatusCode == 0 && r.Err == dispatchShutdown {
+		// Cut off by a shutdown, not answered by the endpoint: leave the fire
+		// in flight so the next start repeats it with the same fire id and
+		// attempt, instead of spending one of its retries.
+		return 0
+	}
 	w.metrics.observeResult(r)
 	w.hosts.observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	t, err := w.get(id)

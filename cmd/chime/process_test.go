@@ -348,3 +348,75 @@ func TestSIGTERMIsGraceful(t *testing.T) {
 		t.Errorf("callback ran %d times, want 1", calls)
 	}
 }
+
+// TestCrashMidFireRepeatsTheSameFire kills the node while a callback is in
+// flight: after the restart the fire is repeated with the same fire id,
+// and once it succeeds it is never repeated again.
+func TestCrashMidFireRepeatsTheSameFire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dataDir := t.TempDir()
+	var mu sync.Mutex
+	var fireIDs []string
+	inFlight := make(chan struct{}, 1)
+	release := make(chan struct{})
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		fireIDs = append(fireIDs, r.Header.Get("X-Chime-Fire-Id"))
+		first := len(fireIDs) == 1
+		mu.Unlock()
+		if first {
+			inFlight <- struct{}{}
+			<-release // hold the first attempt until the node is dead
+		}
+	}))
+	t.Cleanup(func() { close(release); rcv.Close() })
+	p := startChime(t, dataDir)
+	if code := postJSON(t, p.url+"/v1/tasks", map[string]any{"id": "mid", "callback_url": rcv.URL, "delay_ms": 0, "timeout_ms": 60000}, nil); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	select {
+	case <-inFlight:
+	case <-time.After(10 * time.Second):
+		t.Fatal("callback never started")
+	}
+	p.signal(t, syscall.SIGKILL)
+	p2 := startChime(t, dataDir)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(fireIDs)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the in-flight fire was not repeated after the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var task map[string]any
+	for range 200 {
+		resp, err := http.Get(p2.url + "/v1/tasks/mid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		task = nil
+		_ = json.NewDecoder(resp.Body).Decode(&task)
+		resp.Body.Close()
+		if task["status"] == "done" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if task["status"] != "done" || task["fire_count"] != float64(1) {
+		t.Errorf("task %v, want done with one successful fire", task)
+	}
+	time.Sleep(500 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fireIDs) != 2 || fireIDs[0] != "mid:1" || fireIDs[1] != "mid:1" {
+		t.Errorf("fire ids %v, want [mid:1 mid:1]: the repeat carries the same id and nothing fires a third time", fireIDs)
+	}
+}
