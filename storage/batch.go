@@ -12,7 +12,7 @@ import (
 type Batch struct {
 	s   *Store
 	pb  *pebble.Batch // nil once committed or closed
-	c   *codec        // reused encoder and key buffers, owned while pb != nil
+	c   *codec        // reused value and key buffers, owned while pb != nil
 	err error         // first error met while building, returned by Commit
 }
 
@@ -50,14 +50,10 @@ func (b *Batch) PutTask(t *Task, prevWake int64) {
 	wake := t.Wake()
 	mustWake(wake)
 	mustWake(prevWake)
-	v, err := b.c.encode(t)
-	if err != nil {
-		b.setErr(fmt.Errorf("storage: encode task %q: %w", t.ID, err))
-		return
-	}
 	c := b.c
+	c.val = appendTask(c.val[:0], t)
 	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
-	_ = b.pb.Set(c.key, v, nil) // pebble batch writes only fail on a closed batch
+	_ = b.pb.Set(c.key, c.val, nil) // pebble copies key and value; batch writes only fail on a closed batch
 	if prevWake != wake && prevWake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, prevWake, t.ID)
 		_ = b.pb.Delete(c.key, nil)
@@ -133,15 +129,11 @@ func (b *Batch) deleteStoredHistory(slot uint16, id string) (maxSeq uint64, err 
 func (b *Batch) AppendExecution(t *Task, e *Execution) {
 	b.mustOpen()
 	mustValidID(t.ID)
-	v, err := b.c.encode(e)
-	if err != nil {
-		b.setErr(fmt.Errorf("storage: encode execution of %q: %w", t.ID, err))
-		return
-	}
 	t.HistSeq++
 	c := b.c
+	c.val = appendExecution(c.val[:0], e)
 	c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq)
-	_ = b.pb.Set(c.key, v, nil)
+	_ = b.pb.Set(c.key, c.val, nil)
 	if limit := b.s.historyLimit; t.HistSeq > limit {
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq-limit)
 		_ = b.pb.Delete(c.key, nil)
@@ -177,7 +169,7 @@ func (b *Batch) Size() int {
 // later sync commit); with sync=true Commit returns after the WAL fsync,
 // which also covers every commit before it (an empty batch still syncs).
 // Commit returns ErrClosed after Store.Close, or the first error met while
-// building the batch (encoding, DeleteTask's history read); then nothing is
+// building the batch (DeleteTask's history read); then nothing is
 // written. Commit panics if called twice.
 func (b *Batch) Commit(sync bool) error {
 	b.mustOpen()

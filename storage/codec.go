@@ -3,39 +3,391 @@ package storage
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"sync"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
+
+// Record format. Each stored record is one msgpack array, written and read
+// by the hand-written codec below (the msgpack tags in record.go are not
+// used for storage). Positions, in struct declaration order:
+//
+//	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
+//	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
+//	           LastFire|nil, HistSeq, Version]
+//	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
+//	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
+//	           Misfire, MaxFails, Labels|nil]
+//	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
+//	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
+//	           Result|nil]
+//	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
+//	           Error, Result|nil]
+//
+// The leading 1 is the record's format version (taskFormat,
+// executionFormat); nested structs have none and follow their record's.
+//
+// These positions are on disk: APPEND ONLY (R27). A new field goes at the
+// end of its array; never reorder, remove, retype or reuse a position. A
+// change that appending cannot express bumps the format version, and the
+// decoder then rejects records of a version it does not know.
+//
+// Encoding is canonical, so equal records give equal bytes (the slot
+// checksum relies on it): integers in their shortest form (unsigned forms
+// for values >= 0), strings as str, Payload and Result as bin, the shortest
+// length headers, map keys in ascending byte order, and nil for a nil
+// pointer, map or slice (an empty non-nil map or slice encodes as empty, so
+// it round-trips as empty).
+//
+// Decoding is lenient where forward compatibility needs it and strict
+// elsewhere: a shorter array leaves the missing trailing fields zero (an
+// older writer), extra trailing elements of any type are skipped (a newer
+// writer), nil reads as the zero value, any integer form is accepted if the
+// value fits the field, and str and bin are interchangeable. Anything else
+// (a wrong type, a value out of range, a length beyond the input, bytes
+// after the record) is an error. No input panics, and allocation is bounded
+// by a small multiple of the input's size: every length is checked against
+// the bytes left before anything is allocated.
+
+// Format versions of the stored records.
+const (
+	taskFormat      = 1
+	executionFormat = 1
+)
+
+// Array lengths written for each struct (fields plus the version where
+// there is one). Appending a field means bumping its count.
+const (
+	taskFields      = 16
+	specFields      = 15
+	inflightFields  = 7
+	lastFireFields  = 7
+	executionFields = 9
+)
+
+func appendTask(b []byte, t *Task) []byte {
+	b = appendArrayHeader(b, taskFields)
+	b = appendUint(b, taskFormat)
+	b = appendStr(b, t.ID)
+	b = appendUint(b, uint64(t.Slot))
+	b = appendSpec(b, &t.Spec)
+	b = appendUint(b, uint64(t.Status))
+	b = appendInt(b, t.NextDue)
+	b = appendUint(b, t.FireSeq)
+	b = appendInflight(b, t.Inflight)
+	b = appendInts(b, t.Triggers)
+	b = appendInt(b, t.CreatedAt)
+	b = appendInt(b, t.UpdatedAt)
+	b = appendUint(b, t.FireCount)
+	b = appendUint(b, t.FailCount)
+	b = appendLastFire(b, t.LastFire)
+	b = appendUint(b, t.HistSeq)
+	b = appendUint(b, t.Version)
+	return b
+}
+
+func appendSpec(b []byte, s *Spec) []byte {
+	b = appendArrayHeader(b, specFields)
+	b = appendStr(b, s.CallbackURL)
+	b = appendUint(b, uint64(s.Kind))
+	b = appendInt(b, s.DelayMs)
+	b = appendInt(b, s.DueAt)
+	b = appendInt(b, s.EveryMs)
+	b = appendStr(b, s.Cron)
+	b = appendStr(b, s.Timezone)
+	b = appendInt(b, s.StartAt)
+	b = appendBin(b, s.Payload)
+	b = appendStrMap(b, s.Headers)
+	b = appendInt(b, s.TimeoutMs)
+	b = appendInt(b, int64(s.MaxRetries))
+	b = appendUint(b, uint64(s.Misfire))
+	b = appendInt(b, int64(s.MaxFails))
+	b = appendStrMap(b, s.Labels)
+	return b
+}
+
+func appendInflight(b []byte, f *Inflight) []byte {
+	if f == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, inflightFields)
+	b = appendUint(b, f.Seq)
+	b = appendInt(b, f.Due)
+	b = appendInt(b, int64(f.Attempt))
+	b = appendInt(b, f.NextAttemptAt)
+	b = appendInt(b, f.StartedAt)
+	b = appendBool(b, f.Trigger)
+	b = appendBool(b, f.Misfired)
+	return b
+}
+
+func appendLastFire(b []byte, l *LastFire) []byte {
+	if l == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, lastFireFields)
+	b = appendStr(b, l.FireID)
+	b = appendInt(b, l.DueAt)
+	b = appendInt(b, l.FinishedAt)
+	b = appendInt(b, int64(l.Attempts))
+	b = appendInt(b, int64(l.StatusCode))
+	b = appendStr(b, l.Error)
+	b = appendBin(b, l.Result)
+	return b
+}
+
+func appendExecution(b []byte, e *Execution) []byte {
+	b = appendArrayHeader(b, executionFields)
+	b = appendUint(b, executionFormat)
+	b = appendStr(b, e.FireID)
+	b = appendInt(b, e.DueAt)
+	b = appendInt(b, e.StartedAt)
+	b = appendInt(b, e.FinishedAt)
+	b = appendInt(b, int64(e.Attempt))
+	b = appendInt(b, int64(e.StatusCode))
+	b = appendStr(b, e.Error)
+	b = appendBin(b, e.Result)
+	return b
+}
+
+// field consumes one of the n array elements left, reporting whether there
+// was one: fields past the end of a shorter array keep their zero value.
+func field(n *int) bool {
+	if *n <= 0 {
+		return false
+	}
+	*n--
+	return true
+}
+
+// record reads the header and format version of a top-level record and
+// returns the number of elements left.
+func (r *reader) record(what string, version uint64) int {
+	n, isNil := r.arrayLen()
+	if r.err != nil {
+		return 0
+	}
+	if isNil || !field(&n) {
+		r.fail(fmt.Errorf("%s record without a format version", what))
+		return 0
+	}
+	if v := r.uint(math.MaxUint64); r.err == nil && v != version {
+		r.fail(fmt.Errorf("unknown %s format version %d (want %d)", what, v, version))
+	}
+	return n
+}
+
+// end checks that the record consumed its whole input.
+func (r *reader) end() {
+	if r.err == nil && len(r.b) > 0 {
+		r.fail(fmt.Errorf("%d bytes after the record", len(r.b)))
+	}
+}
+
+func (r *reader) task(t *Task) {
+	n := r.record("task", taskFormat)
+	if field(&n) {
+		t.ID = r.ownStr()
+	}
+	if field(&n) {
+		t.Slot = uint16(r.uint(math.MaxUint16))
+	}
+	if field(&n) {
+		r.spec(&t.Spec)
+	}
+	if field(&n) {
+		t.Status = Status(r.uint(math.MaxUint8))
+	}
+	if field(&n) {
+		t.NextDue = r.int64()
+	}
+	if field(&n) {
+		t.FireSeq = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		t.Inflight = r.inflight()
+	}
+	if field(&n) {
+		t.Triggers = r.ints()
+	}
+	if field(&n) {
+		t.CreatedAt = r.int64()
+	}
+	if field(&n) {
+		t.UpdatedAt = r.int64()
+	}
+	if field(&n) {
+		t.FireCount = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		t.FailCount = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		t.LastFire = r.lastFire()
+	}
+	if field(&n) {
+		t.HistSeq = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		t.Version = r.uint(math.MaxUint64)
+	}
+	r.skip(n, 0)
+}
+
+func (r *reader) spec(s *Spec) {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return
+	}
+	if field(&n) {
+		s.CallbackURL = r.str()
+	}
+	if field(&n) {
+		s.Kind = Kind(r.uint(math.MaxUint8))
+	}
+	if field(&n) {
+		s.DelayMs = r.int64()
+	}
+	if field(&n) {
+		s.DueAt = r.int64()
+	}
+	if field(&n) {
+		s.EveryMs = r.int64()
+	}
+	if field(&n) {
+		s.Cron = r.str()
+	}
+	if field(&n) {
+		s.Timezone = r.str()
+	}
+	if field(&n) {
+		s.StartAt = r.int64()
+	}
+	if field(&n) {
+		s.Payload = r.bytes()
+	}
+	if field(&n) {
+		s.Headers = r.strMap()
+	}
+	if field(&n) {
+		s.TimeoutMs = r.int64()
+	}
+	if field(&n) {
+		s.MaxRetries = r.int()
+	}
+	if field(&n) {
+		s.Misfire = Misfire(r.uint(math.MaxUint8))
+	}
+	if field(&n) {
+		s.MaxFails = r.int()
+	}
+	if field(&n) {
+		s.Labels = r.strMap()
+	}
+	r.skip(n, 0)
+}
+
+func (r *reader) inflight() *Inflight {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	f := new(Inflight)
+	if field(&n) {
+		f.Seq = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		f.Due = r.int64()
+	}
+	if field(&n) {
+		f.Attempt = r.int()
+	}
+	if field(&n) {
+		f.NextAttemptAt = r.int64()
+	}
+	if field(&n) {
+		f.StartedAt = r.int64()
+	}
+	if field(&n) {
+		f.Trigger = r.bool()
+	}
+	if field(&n) {
+		f.Misfired = r.bool()
+	}
+	r.skip(n, 0)
+	return f
+}
+
+func (r *reader) lastFire() *LastFire {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	l := new(LastFire)
+	if field(&n) {
+		l.FireID = r.str()
+	}
+	if field(&n) {
+		l.DueAt = r.int64()
+	}
+	if field(&n) {
+		l.FinishedAt = r.int64()
+	}
+	if field(&n) {
+		l.Attempts = r.int()
+	}
+	if field(&n) {
+		l.StatusCode = r.int()
+	}
+	if field(&n) {
+		l.Error = r.str()
+	}
+	if field(&n) {
+		l.Result = r.bytes()
+	}
+	r.skip(n, 0)
+	return l
+}
+
+func (r *reader) execution(e *Execution) {
+	n := r.record("execution", executionFormat)
+	if field(&n) {
+		e.FireID = r.str()
+	}
+	if field(&n) {
+		e.DueAt = r.int64()
+	}
+	if field(&n) {
+		e.StartedAt = r.int64()
+	}
+	if field(&n) {
+		e.FinishedAt = r.int64()
+	}
+	if field(&n) {
+		e.Attempt = r.int()
+	}
+	if field(&n) {
+		e.StatusCode = r.int()
+	}
+	if field(&n) {
+		e.Error = r.str()
+	}
+	if field(&n) {
+		e.Result = r.bytes()
+	}
+	r.skip(n, 0)
+}
 
 // codec is reusable scratch space for encoding records and building keys.
 // One codec is used by one goroutine at a time (a Batch holds one for its
 // lifetime; Get and the scans borrow one from codecPool).
 type codec struct {
-	buf bytes.Buffer // encoder output, reset before each record
-	enc *msgpack.Encoder
-	r   bytes.Reader // decoder input
-	dec *msgpack.Decoder
+	val []byte // record scratch; pebble copies values on Set, so it is reused
 	key []byte // key scratch; pebble copies keys on Set, so it is reused
 	end []byte // second key scratch, for range ends
 }
 
-func newCodec() *codec {
-	c := &codec{}
-	c.enc = msgpack.NewEncoder(&c.buf)
-	// Compact ints: most counters and small numbers fit in 1-3 bytes rather
-	// than 9. Sorted map keys: the same record always encodes to the same
-	// bytes (Headers, Labels), which an order-independent checksum over
-	// values needs when owner and follower compare slots.
-	c.enc.UseCompactInts(true)
-	c.enc.SetSortMapKeys(true)
-	c.dec = msgpack.NewDecoder(&c.r)
-	return c
-}
-
-// codecPool holds idle codecs. Encoders and decoders cache per-type
-// metadata internally, so reusing them saves allocations on the hot path.
-var codecPool = sync.Pool{New: func() any { return newCodec() }}
+// codecPool holds idle codecs, so the hot paths reuse their buffers.
+var codecPool = sync.Pool{New: func() any { return new(codec) }}
 
 func getCodec() *codec { return codecPool.Get().(*codec) }
 
@@ -43,64 +395,68 @@ func getCodec() *codec { return codecPool.Get().(*codec) }
 const maxPooledBuf = 64 << 10
 
 func putCodec(c *codec) {
-	if c.buf.Cap() > maxPooledBuf || cap(c.key) > maxPooledBuf {
+	if cap(c.val) > maxPooledBuf || cap(c.key) > maxPooledBuf {
 		return
 	}
-	c.r.Reset(nil)
 	codecPool.Put(c)
 }
 
-// encode encodes v into c.buf and returns the bytes, valid until the next
-// encode on c.
-func (c *codec) encode(v any) ([]byte, error) {
-	c.buf.Reset()
-	if err := c.enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return c.buf.Bytes(), nil
-}
-
-// decode decodes b into v. v must be reset by the caller: msgpack leaves
-// fields absent from b untouched.
-func (c *codec) decode(b []byte, v any) error {
-	c.r.Reset(b)
-	c.dec.ResetReader(&c.r)
-	return c.dec.Decode(v)
-}
-
-// EncodeTask returns the msgpack encoding of t as stored under its task key.
-// The encoding is deterministic (map keys sorted). Exported for benchmarks
-// and tools; the store encodes through its own reused buffers.
+// EncodeTask returns the encoding of t as stored under its task key (see
+// the record format above). The encoding is canonical: equal tasks give
+// equal bytes. The error is always nil (the signature predates the
+// hand-written codec); a string or payload over 4 GiB panics as a misuse.
+// Exported for benchmarks and tools; the store encodes through its own
+// reused buffers.
 func EncodeTask(t *Task) ([]byte, error) {
 	c := getCodec()
-	defer putCodec(c)
-	b, err := c.encode(t)
-	if err != nil {
-		return nil, fmt.Errorf("storage: encode task %q: %w", t.ID, err)
-	}
-	return bytes.Clone(b), nil
+	c.val = appendTask(c.val[:0], t)
+	b := bytes.Clone(c.val)
+	putCodec(c)
+	return b, nil
 }
 
 // DecodeTask decodes b, as produced by EncodeTask, into t. Every field of t
-// is overwritten (t is zeroed first). t does not alias b.
+// is overwritten (t is zeroed first, and zeroed again on error). t does not
+// alias b. Malformed input returns an error and never panics.
 func DecodeTask(b []byte, t *Task) error {
-	c := getCodec()
-	defer putCodec(c)
-	return c.decodeTask(b, t)
-}
-
-func (c *codec) decodeTask(b []byte, t *Task) error {
 	*t = Task{}
-	if err := c.decode(b, t); err != nil {
-		return fmt.Errorf("storage: decode task: %w", err)
+	r := newReader(b)
+	r.task(t)
+	r.end()
+	if r.err != nil {
+		*t = Task{}
+		return fmt.Errorf("storage: decode task: %w", r.err)
 	}
 	return nil
 }
 
-func (c *codec) decodeExecution(b []byte, e *Execution) error {
+// EncodeExecution returns the encoding of e as stored in a task's history.
+// Like EncodeTask it is canonical and its error is always nil.
+func EncodeExecution(e *Execution) ([]byte, error) {
+	c := getCodec()
+	c.val = appendExecution(c.val[:0], e)
+	b := bytes.Clone(c.val)
+	putCodec(c)
+	return b, nil
+}
+
+// DecodeExecution decodes b, as produced by EncodeExecution, into e, with
+// the same contract as DecodeTask.
+func DecodeExecution(b []byte, e *Execution) error {
 	*e = Execution{}
-	if err := c.decode(b, e); err != nil {
-		return fmt.Errorf("storage: decode execution: %w", err)
+	r := newReader(b)
+	r.execution(e)
+	r.end()
+	if r.err != nil {
+		*e = Execution{}
+		return fmt.Errorf("storage: decode execution: %w", r.err)
 	}
 	return nil
 }
+
+// decodeTask is DecodeTask for the store's read paths, which hold a codec
+// for their key scratch anyway.
+func (c *codec) decodeTask(b []byte, t *Task) error { return DecodeTask(b, t) }
+
+// decodeExecution is DecodeExecution for the store's read paths.
+func (c *codec) decodeExecution(b []byte, e *Execution) error { return DecodeExecution(b, e) }

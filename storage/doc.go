@@ -44,8 +44,10 @@
 //     re-fragments all range tombstones of a memtable on the first read after
 //     each write, so one per deleted task made reads quadratic; DeleteTask
 //     deletes history key by key instead.
-//   - Records are msgpack with explicit field tags, compact integers and
-//     sorted map keys: the same record always encodes to the same bytes.
+//   - Records are msgpack arrays: a format version, then the fields in a
+//     fixed, append-only order (codec.go), with the shortest integer and
+//     length forms and sorted map keys: the same record always encodes to
+//     the same bytes.
 //
 // # Durability contract
 //

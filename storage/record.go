@@ -1,8 +1,10 @@
 package storage
 
-// This file holds the records Chime persists. They are encoded with msgpack
-// (explicit field tags; append new fields, never renumber or reuse a tag's
-// meaning). All instants are Unix nanoseconds (int64, UTC); 0 means "none".
+// This file holds the records Chime persists. They are stored as msgpack
+// arrays by the hand-written codec in codec.go, whose field order is the
+// source of truth: add a field at the end of its struct and of its codec
+// array, never in between. The msgpack tags are not used for storage.
+// All instants are Unix nanoseconds (int64, UTC); 0 means "none".
 
 // Status is the lifecycle state of a task.
 type Status uint8

@@ -141,28 +141,3 @@ func BenchmarkScanDue(b *testing.B) {
 		}
 	}
 }
-
-func BenchmarkEncodeTask(b *testing.B) {
-	tk := benchTask(1)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := EncodeTask(tk); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkDecodeTask(b *testing.B) {
-	enc, err := EncodeTask(benchTask(1))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(enc)))
-	b.ReportAllocs()
-	var tk Task
-	for b.Loop() {
-		if err := DecodeTask(enc, &tk); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
