@@ -28,6 +28,8 @@ type metrics struct {
 	wheelSize      prometheus.Gauge
 	loaded         prometheus.Counter
 	groupTasks     prometheus.Histogram
+	commit         prometheus.Histogram
+	startLag       *prometheus.HistogramVec
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -66,6 +68,16 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_wheel_tasks", Help: "Tasks in the in-memory timing wheel."}),
 		loaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_loader_tasks_total", Help: "Tasks moved from the due index into the wheel."}),
+		startLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "chime_fire_start_lag_seconds",
+			Help:    "Where a first attempt's lateness arises before the dispatcher: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written).",
+			Buckets: []float64{.001, .002, .005, .01, .015, .02, .03, .05, .1, .25, .5, 1},
+		}, []string{"stage"}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "chime_write_commit_seconds",
+			Help:    "Time to commit one write group to the store (before its fsync).",
+			Buckets: prometheus.ExponentialBuckets(.0001, 2, 16),
+		}),
 		groupTasks: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chime_write_group_tasks",
 			Help:    "Task writes per group commit (one fsync).",
@@ -76,7 +88,7 @@ func newMetrics(g gauges) *metrics {
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
 	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped,
-		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks,
+		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.startLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -53,6 +53,28 @@ type writeOp struct {
 	reply chan struct{} // closed when durable (nil for internal ops)
 }
 
+// runningFire is an attempt at the dispatcher: its fire sequence and the
+// writer's own copy of the task's record as last written, so the attempt's
+// result does not read the record back from the store. The copy is never
+// handed out (get returns clones), so nothing else can see it change.
+type runningFire struct {
+	seq uint64
+	rec *storage.Task
+}
+
+// cloneTask copies the parts of a record the writer mutates in place.
+func cloneTask(t *storage.Task) *storage.Task {
+	c := *t
+	if t.Inflight != nil {
+		inf := *t.Inflight
+		c.Inflight = &inf
+	}
+	if t.Triggers != nil {
+		c.Triggers = append([]int64(nil), t.Triggers...)
+	}
+	return &c
+}
+
 // wakeChange tells the loop that a task's wake time is now wake (0 = none).
 type wakeChange struct {
 	id   string
@@ -93,7 +115,10 @@ type writer struct {
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
-	running map[string]uint64        // task id -> seq of the attempt at the dispatcher
+	running map[string]runningFire   // tasks with an attempt at the dispatcher
+	dirty   chan struct{}            // cap 1: fire-only groups await an idle sync
+	hot     hotCache                 // encoded records of tasks waking soon
+	linger  *time.Timer              // bounds how long completions wait for company
 }
 
 func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
@@ -107,7 +132,10 @@ func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
 		done:       make(chan struct{}),
 		rnd:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		pending:    make(map[string]*storage.Task),
-		running:    make(map[string]uint64),
+		running:    make(map[string]runningFire),
+		dirty:      make(chan struct{}, 1),
+		hot:        hotCache{m: make(map[string][]byte)},
+		linger:     stoppedTimer(),
 	}
 }
 
@@ -191,6 +219,7 @@ func (w *writer) group(first *writeOp) {
 	defer b.Close()
 	g := &syncGroup{}
 	n := w.apply(b, g, first)
+	onlyDone, lingered := first.kind == opDone, false
 	for n < w.cfg.MaxGroupTasks {
 		var op *writeOp
 		select {
@@ -198,22 +227,43 @@ func (w *writer) group(first *writeOp) {
 		case op = <-w.internal:
 		default:
 		}
+		if op == nil && onlyDone && !lingered {
+			// Only callback results so far: nobody waits on them, so give
+			// their neighbours a moment to join the same commit.
+			lingered = true
+			w.linger.Reset(doneLinger)
+			select {
+			case op = <-w.api:
+			case op = <-w.internal:
+			case <-w.linger.C:
+			}
+			w.linger.Stop()
+		}
 		if op == nil {
 			break
 		}
+		onlyDone = onlyDone && op.kind == opDone
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
 	if b.Count() > 0 {
+		start := time.Now()
 		if err := b.Commit(false); err != nil {
 			g.err = err
 		}
+		w.metrics.commit.Observe(time.Since(start).Seconds())
 	}
 	w.metrics.writeGroup(n)
 	if !g.acked {
 		// Only fire intents and results: nobody waits for their fsync, so
-		// dispatch and re-file now (see syncLoop).
+		// dispatch and re-file now, and let the syncer sync them later
+		// (see syncLoop) without ever blocking on it.
 		w.finish(g)
+		select {
+		case w.dirty <- struct{}{}:
+		default:
+		}
+		return
 	}
 	w.syncq <- g
 }
@@ -233,53 +283,56 @@ func (w *writer) syncLoop() {
 	idle.Stop()
 	defer idle.Stop()
 	for {
-		var g *syncGroup
-		var ok bool
 		select {
-		case g, ok = <-w.syncq:
+		case g, ok := <-w.syncq:
 			if !ok {
+				select {
+				case <-w.dirty:
+					dirty = true
+				default:
+				}
 				if dirty {
 					w.sync()
 				}
 				return
+			}
+			groups = append(groups[:0], g)
+		more:
+			for {
+				select {
+				case g2, ok := <-w.syncq:
+					if !ok {
+						break more
+					}
+					groups = append(groups, g2)
+				default:
+					break more
+				}
+			}
+			// This fsync also covers every fire-only group committed so far.
+			select {
+			case <-w.dirty:
+			default:
+			}
+			err := w.sync()
+			dirty = false
+			idle.Stop()
+			for _, g := range groups {
+				if g.err == nil {
+					g.err = err
+				}
+				w.finish(g)
+			}
+		case <-w.dirty:
+			if !dirty {
+				dirty = true
+				idle.Reset(w.cfg.IdleSync)
 			}
 		case <-idle.C:
 			if dirty {
 				w.sync()
 				dirty = false
 			}
-			continue
-		}
-		if !g.acked {
-			if !dirty {
-				dirty = true
-				idle.Reset(w.cfg.IdleSync)
-			}
-			continue
-		}
-		groups = append(groups[:0], g)
-	more:
-		for {
-			select {
-			case g2, ok := <-w.syncq:
-				if !ok {
-					break more
-				}
-				if g2.acked {
-					groups = append(groups, g2)
-				}
-			default:
-				break more
-			}
-		}
-		err := w.sync()
-		dirty = false
-		idle.Stop()
-		for _, g := range groups {
-			if g.err == nil {
-				g.err = err
-			}
-			w.finish(g)
 		}
 	}
 }
@@ -325,6 +378,12 @@ func (w *writer) get(id string) (*storage.Task, error) {
 	if t, ok := w.pending[id]; ok {
 		return t, nil
 	}
+	if rf, ok := w.running[id]; ok && rf.rec != nil {
+		return cloneTask(rf.rec), nil
+	}
+	if t := w.hot.get(id); t != nil {
+		return t, nil
+	}
 	t, err := w.store.Get(slots.Of(id), id)
 	if err == storage.ErrNotFound {
 		return nil, nil
@@ -335,12 +394,16 @@ func (w *writer) get(id string) (*storage.Task, error) {
 // wakeOf is the wake time the loop should file t under: none while an
 // attempt of it is at the dispatcher (its result re-files it).
 func (w *writer) wakeOf(t *storage.Task) int64 {
-	if t.Inflight != nil {
-		if seq, ok := w.running[t.ID]; ok && seq == t.Inflight.Seq {
-			return 0
-		}
+	if w.isRunning(t) {
+		return 0
 	}
 	return t.Wake()
+}
+
+// isRunning reports whether t's in-flight attempt is at the dispatcher.
+func (w *writer) isRunning(t *storage.Task) bool {
+	rf, ok := w.running[t.ID]
+	return ok && t.Inflight != nil && rf.seq == t.Inflight.Seq
 }
 
 // put writes t (whose stored wake was prev) and files its new wake.
@@ -349,7 +412,17 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	t.UpdatedAt = now
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
-	g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+	wake := w.wakeOf(t)
+	if rf, ok := w.running[t.ID]; ok {
+		rf.rec = cloneTask(t)
+		w.running[t.ID] = rf
+		w.hot.drop(t.ID)
+	} else if wake != 0 && wake < now+int64(hotWindow) {
+		w.hot.put(t)
+	} else {
+		w.hot.drop(t.ID)
+	}
+	g.wakes = append(g.wakes, wakeChange{t.ID, wake})
 }
 
 // apply applies one op to the batch and returns how many task writes it made.
@@ -434,8 +507,13 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 	switch op.kind {
 	case opDelete:
 		b.DeleteTask(t)
+		w.hot.drop(t.ID)
 		w.counted(-1)
 		w.pending[t.ID] = nil
+		if rf, ok := w.running[t.ID]; ok {
+			rf.rec = nil // its result finds the task gone
+			w.running[t.ID] = rf
+		}
 		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
 		op.out = []*storage.Task{t}
 		return
@@ -499,7 +577,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		if t == nil {
 			continue // deleted since it was filed
 		}
-		if seq, ok := w.running[t.ID]; ok && t.Inflight != nil && seq == t.Inflight.Seq {
+		if w.isRunning(t) {
 			continue // an attempt is at the dispatcher; its result re-files the task
 		}
 		if len(w.running) >= limit {
@@ -518,7 +596,11 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			n++
 			continue
 		}
-		w.running[t.ID] = t.Inflight.Seq
+		if t.Inflight.Attempt == 1 {
+			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
+			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
+		}
+		w.running[t.ID] = runningFire{seq: t.Inflight.Seq}
 		w.put(b, g, t, prev, op.now)
 		g.jobs = append(g.jobs, jobFor(t))
 		n++
@@ -529,7 +611,8 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	r := op.res
 	id := r.Job.TaskID
-	if seq, ok := w.running[id]; ok && seq == r.Job.Seq {
+	t, err := w.get(id)
+	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
 		delete(w.running, id)
 	}
 	if r.StatusCode == 0 && r.Err == dispatchShutdown {
@@ -540,7 +623,6 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	}
 	w.metrics.observeResult(r)
 	w.hosts.observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
-	t, err := w.get(id)
 	if err != nil {
 		w.log.Error("read task to finish fire", "task", id, "err", err)
 		return 0
@@ -562,4 +644,64 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	b.AppendExecution(t, ex)
 	w.put(b, g, t, prev, op.now)
 	return 1
+}
+
+// doneLinger is how long a group of only callback results waits for more
+// ops to share its commit: far below a tick, and it spares a commit per
+// callback when results trickle in one by one.
+const doneLinger = time.Millisecond
+
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// hotCache keeps the encoded records of tasks that wake within hotWindow,
+// as the writer last wrote them, so starting their fire decodes a few
+// hundred bytes instead of reading the store. The writer is the only
+// mutator of records, so the cache cannot go stale; it is bounded by
+// hotMaxBytes (records beyond it are simply read from the store).
+type hotCache struct {
+	m     map[string][]byte
+	bytes int
+}
+
+const (
+	hotWindow   = 30 * time.Second
+	hotMaxBytes = 32 << 20
+)
+
+func (h *hotCache) get(id string) *storage.Task {
+	enc, ok := h.m[id]
+	if !ok {
+		return nil
+	}
+	t := new(storage.Task)
+	if storage.DecodeTask(enc, t) != nil {
+		h.drop(id)
+		return nil
+	}
+	return t
+}
+
+func (h *hotCache) put(t *storage.Task) {
+	old, had := h.m[t.ID]
+	if !had && h.bytes >= hotMaxBytes {
+		return
+	}
+	enc, err := storage.EncodeTask(t)
+	if err != nil {
+		h.drop(t.ID)
+		return
+	}
+	h.bytes += len(enc) - len(old)
+	h.m[t.ID] = enc
+}
+
+func (h *hotCache) drop(id string) {
+	if old, ok := h.m[id]; ok {
+		h.bytes -= len(old)
+		delete(h.m, id)
+	}
 }
