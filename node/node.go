@@ -29,9 +29,12 @@ type Node struct {
 	metrics *metrics
 	handler http.Handler
 
-	sampler sampler
-	hosts   *hostStats
-	tasks   struct {
+	sampler    sampler
+	hosts      *hostStats
+	ids        *idFilter
+	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
+	stopBG     chan struct{}
+	tasks      struct {
 		base  atomic.Int64 // tasks counted at start, -1 until the count is done
 		delta atomic.Int64 // created minus deleted since the start
 	}
@@ -55,7 +58,8 @@ func New(cfg Config) (*Node, error) {
 	if now == nil {
 		now = time.Now
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats()}
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats(),
+		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	n.handler = n.routes()
 	return n, nil
@@ -96,9 +100,16 @@ func (n *Node) Start() error {
 		queued:   func() int { return n.disp.queued() },
 		metrics:  n.metrics,
 		hosts:    n.hosts,
-		counted:  func(d int64) { n.tasks.delta.Add(d) },
-		log:      n.log,
-		now:      n.now,
+		ids:      n.ids,
+		rebuildIDs: func() {
+			select {
+			case n.rebuildIDs <- struct{}{}:
+			default:
+			}
+		},
+		counted: func(d int64) { n.tasks.delta.Add(d) },
+		log:     n.log,
+		now:     n.now,
 	}, seed)
 	n.disp = newDispatcher(n.cfg.Dispatch, n.now, func(r fireResult) {
 		wr.send(&writeOp{kind: opDone, res: &r})
@@ -119,21 +130,52 @@ func (n *Node) Start() error {
 	return nil
 }
 
-// countTasks counts the stored tasks in the background; from then on the
-// writer keeps the count (creates minus deletes). Tasks created while the
-// count runs may be counted twice: the figure is an estimate for the
-// dashboard, never used for decisions.
+// countTasks scans the stored task ids once in the background: it counts
+// them (from then on the writer keeps the count: creates minus deletes)
+// and fills the id filter that lets creates of new ids skip a store read.
+// Tasks created while the scan runs may be counted twice: the count is an
+// estimate for the dashboard, never used for decisions. Later, when the
+// filter outgrows its size, the writer asks for a rebuild, which runs here
+// too, until the node closes.
 func (n *Node) countTasks() {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
 		before := n.tasks.delta.Load()
-		c, err := n.store.CountTasks(nil)
+		var c int64
+		err := n.ids.build(func(add func([]byte)) error {
+			return n.store.ScanTaskIDs(nil, func(_ uint16, id []byte) bool {
+				c++
+				add(id)
+				return true
+			})
+		})
 		if err != nil {
-			n.log.Warn("count tasks", "err", err)
+			n.log.Warn("scan task ids", "err", err)
 			return
 		}
 		n.tasks.base.Store(c - before)
+		for {
+			select {
+			case <-n.stopBG:
+				return
+			case <-n.rebuildIDs:
+			}
+			err := n.ids.build(func(add func([]byte)) error {
+				return n.store.ScanTaskIDs(nil, func(_ uint16, id []byte) bool {
+					add(id)
+					select {
+					case <-n.stopBG:
+						return false
+					default:
+						return true
+					}
+				})
+			})
+			if err != nil {
+				n.log.Warn("rebuild id filter", "err", err)
+			}
+		}
 	}()
 }
 
@@ -176,6 +218,7 @@ func (n *Node) Close(ctx context.Context) error {
 		n.disp.close(ctx)
 		close(n.writer.stop)
 		<-n.writer.done
+		close(n.stopBG)
 		n.bg.Wait()
 		n.closeErr = n.store.Close()
 		n.log.Info("node stopped")

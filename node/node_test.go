@@ -243,6 +243,11 @@ func TestRestartKeepsTasksAndFiresOverdue(t *testing.T) {
 		t.Errorf("fire id %q, want later:1", hs[0].FireID)
 	}
 	waitTask(t, tn2, "later", func(task map[string]any) bool { return task["status"] == "done" })
+	// The restarted node still knows the id exists (its id filter is
+	// rebuilt from the store, and must not let a duplicate through).
+	if code := tn2.do(t, "POST", "/v1/tasks", map[string]any{"id": "later", "callback_url": rcv.url("/l"), "delay_ms": 700}, nil); code != 409 {
+		t.Errorf("create of an existing id after a restart: %d, want 409", code)
+	}
 }
 
 func TestCallbackContract(t *testing.T) {
@@ -311,6 +316,9 @@ func TestSnapshot(t *testing.T) {
 	}
 	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "later", "callback_url": rcv.url("/s"), "delay_ms": 600000}, nil)
 	rcv.waitHits(t, 20*time.Second, func(hs []hit) bool { return len(hs) == 20 })
+	for i := range 20 {
+		waitTask(t, tn, fmt.Sprintf("s%d", i), func(task map[string]any) bool { return task["status"] == "done" })
+	}
 	var snap Snapshot
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -92,15 +92,17 @@ type syncGroup struct {
 
 // writerDeps is what the writer calls outside itself.
 type writerDeps struct {
-	store    *storage.Store
-	notify   func([]wakeChange)  // the loop's inbox; never blocks
-	dispatch func(*fireJob) bool // the dispatcher's submit; never blocks
-	queued   func() int          // dispatcher backlog
-	metrics  *metrics
-	hosts    *hostStats
-	counted  func(delta int64) // tasks created (+) and deleted (-)
-	log      *slog.Logger
-	now      func() time.Time
+	store      *storage.Store
+	notify     func([]wakeChange)  // the loop's inbox; never blocks
+	dispatch   func(*fireJob) bool // the dispatcher's submit; never blocks
+	queued     func() int          // dispatcher backlog
+	metrics    *metrics
+	hosts      *hostStats
+	ids        *idFilter         // which ids may exist; creates of others skip a read
+	rebuildIDs func()            // asks for a larger id filter; never blocks
+	counted    func(delta int64) // tasks created (+) and deleted (-)
+	log        *slog.Logger
+	now        func() time.Time
 }
 
 type writer struct {
@@ -391,6 +393,18 @@ func (w *writer) get(id string) (*storage.Task, error) {
 	return t, err
 }
 
+// getForCreate is get for an id about to be created: when the id filter
+// knows the id was never stored, the store is not read.
+func (w *writer) getForCreate(id string) (*storage.Task, error) {
+	if t, ok := w.pending[id]; ok {
+		return t, nil
+	}
+	if !w.ids.mayContain(id) {
+		return nil, nil
+	}
+	return w.get(id)
+}
+
 // wakeOf is the wake time the loop should file t under: none while an
 // attempt of it is at the dispatcher (its result re-files it).
 func (w *writer) wakeOf(t *storage.Task) int64 {
@@ -455,7 +469,7 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		if t == nil {
 			continue // rejected by validation
 		}
-		old, err := w.get(t.ID)
+		old, err := w.getForCreate(t.ID)
 		if err != nil {
 			op.errs[i] = asError(err)
 			continue
@@ -477,6 +491,9 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			t.Version = old.Version
 		} else {
 			op.created[i] = true
+			if w.ids.add(t.ID) {
+				w.rebuildIDs()
+			}
 		}
 		w.put(b, g, t, prev, op.now)
 		op.out[i] = t

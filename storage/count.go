@@ -5,13 +5,22 @@ package storage
 // slot. It reads a consistent snapshot; it costs about a microsecond per
 // task, so callers run it once (at start) and keep the count up to date.
 func (s *Store) CountTasks(owned func(slot uint16) bool) (n int64, err error) {
+	err = s.ScanTaskIDs(owned, func(uint16, []byte) bool { n++; return true })
+	return n, err
+}
+
+// ScanTaskIDs calls fn with the slot and id of every task record in the
+// slots for which owned returns true (nil = all), in (slot, id) order,
+// without decoding records. The id bytes are only valid during the call.
+// fn returns false to stop.
+func (s *Store) ScanTaskIDs(owned func(slot uint16) bool, fn func(slot uint16, id []byte) bool) (err error) {
 	if !s.enter() {
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	defer s.leave()
 	it, err := s.newSlotIter()
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer closeIter(it, &err)
 	var lo, hi [slotPrefixLen + 1]byte
@@ -29,8 +38,10 @@ func (s *Store) CountTasks(owned func(slot uint16) bool) (n int64, err error) {
 			if string(k) >= string(end) {
 				break
 			}
-			n++
+			if !fn(uint16(slot), k[slotPrefixLen+1:]) {
+				return nil
+			}
 		}
 	}
-	return n, nil
+	return nil
 }

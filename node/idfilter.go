@@ -1,0 +1,134 @@
+package node
+
+import (
+	"math/bits"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// idFilter answers "might a task with this id be stored?" so that creating
+// a task with a new id (the common case) skips the Pebble read that the
+// 409-if-exists check would otherwise cost (about 10 us per task measured
+// under create load: a third of the create path). It is a Bloom filter over
+// every stored id: false positives only cost that read; false negatives
+// cannot happen once it is ready.
+//
+// It is filled from a key-only scan of the store at start (until then
+// mayContain says yes to everything) and from every create. Deletes are not
+// removed (a deleted id stays a possible false positive). When more ids have
+// been added than it was sized for, the node rebuilds it twice as large
+// from another scan, feeding new creates to both filters meanwhile.
+//
+// Safe for concurrent use: the writer adds and asks, a background scan adds.
+type idFilter struct {
+	mu struct {
+		sync.Mutex
+		cur     *bloom // guarded by mu
+		next    *bloom // being rebuilt; nil otherwise
+		ready   bool   // cur holds every stored id
+		pending bool   // a (re)build is running
+	}
+}
+
+// bloom is a plain Bloom filter with 10 bits per planned id and 7 probes
+// (about 1 % false positives at capacity).
+type bloom struct {
+	words    []uint64
+	mask     uint64
+	capacity int
+	added    int
+}
+
+const (
+	bloomBitsPerID = 10
+	bloomProbes    = 7
+	minIDFilter    = 1 << 20
+)
+
+func newBloom(capacity int) *bloom {
+	capacity = max(capacity, minIDFilter)
+	nbits := uint64(1) << bits.Len64(uint64(capacity*bloomBitsPerID-1))
+	return &bloom{words: make([]uint64, nbits/64), mask: nbits - 1, capacity: capacity}
+}
+
+func (b *bloom) add(h uint64) {
+	h1, h2 := h, h>>32|h<<32
+	for i := range uint64(bloomProbes) {
+		p := (h1 + i*h2) & b.mask
+		b.words[p/64] |= 1 << (p % 64)
+	}
+	b.added++
+}
+
+func (b *bloom) has(h uint64) bool {
+	h1, h2 := h, h>>32|h<<32
+	for i := range uint64(bloomProbes) {
+		p := (h1 + i*h2) & b.mask
+		if b.words[p/64]&(1<<(p%64)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func newIDFilter() *idFilter {
+	f := &idFilter{}
+	f.mu.cur = newBloom(minIDFilter)
+	return f
+}
+
+// mayContain reports whether id might be stored.
+func (f *idFilter) mayContain(id string) bool {
+	h := xxhash.Sum64String(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.mu.ready || f.mu.cur.has(h)
+}
+
+// add records a stored id. It reports whether the filter has outgrown its
+// size and no rebuild is running: the caller should start one.
+func (f *idFilter) add(id string) (rebuild bool) {
+	h := xxhash.Sum64String(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.cur.add(h)
+	if f.mu.next != nil {
+		f.mu.next.add(h)
+	}
+	if f.mu.ready && !f.mu.pending && f.mu.cur.added > f.mu.cur.capacity {
+		f.mu.pending = true
+		return true
+	}
+	return false
+}
+
+// build fills the filter from scan, which must call add for every stored id
+// (a snapshot taken after this call starts). The first build makes the
+// filter ready; later ones replace it with one sized for twice its ids.
+func (f *idFilter) build(scan func(add func(id []byte)) error) error {
+	f.mu.Lock()
+	f.mu.pending = true
+	next := f.mu.cur
+	if f.mu.ready {
+		next = newBloom(2 * f.mu.cur.added)
+		f.mu.next = next
+	}
+	f.mu.Unlock()
+	err := scan(func(id []byte) {
+		h := xxhash.Sum64(id)
+		f.mu.Lock()
+		next.add(h)
+		f.mu.Unlock()
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mu.pending = false
+	f.mu.next = nil
+	if err != nil {
+		return err
+	}
+	f.mu.cur = next
+	f.mu.ready = true
+	return nil
+}

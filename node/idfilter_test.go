@@ -1,0 +1,83 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestIDFilter(t *testing.T) {
+	f := newIDFilter()
+	if !f.mayContain("anything") {
+		t.Fatal("before its first build the filter must answer maybe for every id")
+	}
+	stored := make([]string, 5000)
+	for i := range stored {
+		stored[i] = fmt.Sprintf("stored-%d", i)
+	}
+	err := f.build(func(add func([]byte)) error {
+		for _, id := range stored {
+			add([]byte(id))
+		}
+		f.add("created-during-scan") // a create racing the scan
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(stored, "created-during-scan") {
+		if !f.mayContain(id) {
+			t.Fatalf("stored id %q reported absent: a false negative would allow a duplicate create", id)
+		}
+	}
+	fp := 0
+	for i := range 100000 {
+		if f.mayContain(fmt.Sprintf("new-%d", i)) {
+			fp++
+		}
+	}
+	if fp > 1000 {
+		t.Errorf("%d false positives in 100000 new ids, want about 0 at this load", fp)
+	}
+}
+
+func TestIDFilterRebuildsWhenFull(t *testing.T) {
+	f := newIDFilter()
+	if err := f.build(func(func([]byte)) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	asked := false
+	for i := 0; !asked; i++ {
+		id := fmt.Sprintf("id-%d", i)
+		all = append(all, id)
+		asked = f.add(id)
+	}
+	if len(all) <= minIDFilter {
+		t.Fatalf("rebuild asked after %d ids, want after more than %d", len(all), minIDFilter)
+	}
+	if f.add("one-more") {
+		t.Error("a second rebuild was asked while one is pending")
+	}
+	all = append(all, "one-more")
+	err := f.build(func(add func([]byte)) error {
+		for _, id := range all[:len(all)/2] {
+			add([]byte(id))
+		}
+		f.add("during-rebuild")
+		for _, id := range all[len(all)/2:] {
+			add([]byte(id))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append(all, "during-rebuild") {
+		if !f.mayContain(id) {
+			t.Fatalf("id %q lost by the rebuild", id)
+		}
+	}
+	if c := f.mu.cur.capacity; c < 2*len(all) {
+		t.Errorf("rebuilt capacity %d, want at least %d", c, 2*len(all))
+	}
+}
