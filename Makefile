@@ -35,9 +35,14 @@ build: ## build bin/chime
 run: build ## run one node with ./chime-data
 	$(BIN) serve
 
-fuzz: ## run each fuzz target for 30s
-	$(GO) test -run='^$$' -fuzz=FuzzWheel -fuzztime=30s ./wheel
-	$(GO) test -run='^$$' -fuzz=FuzzKeyCodec -fuzztime=30s ./storage
+FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
+	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./node:FuzzDecodeTaskRequest
+FUZZTIME ?= 30s
+
+fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their seeds
+	for t in $(FUZZ_TARGETS); do \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s "$${t%%:*}"; \
+	done
 
 bench: ## micro-benchmarks
 	mkdir -p bench/out
