@@ -78,6 +78,7 @@ const (
 	heatmapRefresh = 15 * time.Second
 	heatmapMaxKeys = 2_000_000
 	maxEvents      = 200
+	rateWindow     = 900 * time.Millisecond
 )
 
 // sampler turns counters into rates between dashboard snapshots.
@@ -132,7 +133,9 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 	}
 	s := &n.sampler
 	s.mu.Lock()
-	if dt := now.Sub(s.mu.at).Seconds(); s.mu.prev != nil && dt > 0.2 {
+	// Rates cover at least rateWindow, so several callers (the websocket
+	// hub, GET /v1/snapshot) do not shorten each other's windows.
+	if dt := now.Sub(s.mu.at).Seconds(); s.mu.prev != nil && dt >= rateWindow.Seconds() {
 		rate := func(k string) float64 { return (m[k] - s.mu.prev[k]) / dt }
 		r := &s.mu.rates
 		r.FiresPerSec = rate(`chime_fires_total{result="success"}`) + rate(`chime_fires_total{result="failure"}`) + rate(`chime_fires_total{result="gone"}`)

@@ -72,8 +72,9 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
+	handler := newHTTPHandler(n, cfg.APIToken, log)
 	srv := &http.Server{
-		Handler:           n.Handler(),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -100,6 +101,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	if e := srv.Shutdown(sctx); e != nil && !errors.Is(e, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", e)
 	}
+	_ = handler.Close() // the dashboard's websockets: Shutdown does not close them
 	if e := n.Close(sctx); e != nil {
 		return fmt.Errorf("serve: close: %w", e)
 	}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/chime-scheduler/chime/node"
+)
+
+// dashNode is a real in-process node served by newHTTPHandler on
+// 127.0.0.1, as `chime serve` serves it.
+type dashNode struct {
+	n   *node.Node
+	srv *httptest.Server
+	h   http.Handler
+}
+
+// startDashNode starts a node on a temp dir with the given API token; node,
+// server and dashboard are closed at cleanup.
+func startDashNode(t *testing.T, name, token string) *dashNode {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	cfg := node.DefaultConfig()
+	cfg.Name = name
+	cfg.DataDir = t.TempDir()
+	cfg.APIToken = token
+	cfg.HTTPAddr = srv.Listener.Addr().String()
+	log := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = log
+	n, err := node.New(cfg)
+	if err != nil {
+		t.Fatalf("node.New: %v", err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	d := &dashNode{n: n, srv: srv, h: newHTTPHandler(n, token, log)}
+	srv.Config.Handler = d.h
+	srv.Start()
+	t.Cleanup(func() {
+		if c, ok := d.h.(io.Closer); ok {
+			c.Close()
+		}
+		srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := n.Close(ctx); err != nil {
+			t.Errorf("node Close: %v", err)
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for !n.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("node not ready after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return d
+}
+
+// testLogWriter sends log lines to t.Log, so they show only on failure.
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestHTTPHandlerRoutes(t *testing.T) {
+	const token = "s3cret"
+	d := startDashNode(t, "chime-routes", token)
+	client := d.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	tests := []struct {
+		name     string
+		path     string
+		auth     bool
+		status   int
+		ctype    string
+		location string
+	}{
+		{name: "root redirects to the dashboard", path: "/", status: http.StatusFound, location: "/ui/"},
+		{name: "ui without a slash", path: "/ui", status: http.StatusMovedPermanently, location: "/ui/"},
+		{name: "page needs no token", path: "/ui/", status: http.StatusOK, ctype: "text/html; charset=utf-8"},
+		{name: "script needs no token", path: "/ui/app.js", status: http.StatusOK, ctype: "text/javascript; charset=utf-8"},
+		{name: "websocket checks the token itself", path: "/v1/ws", status: http.StatusUnauthorized, ctype: "application/json"},
+		{name: "websocket with token but no upgrade", path: "/v1/ws", auth: true, status: http.StatusBadRequest},
+		{name: "API needs the token", path: "/v1/cluster", status: http.StatusUnauthorized, ctype: "application/json"},
+		{name: "API with the token", path: "/v1/cluster", auth: true, status: http.StatusOK, ctype: "application/json"},
+		{name: "health stays open", path: "/healthz", status: http.StatusOK},
+		{name: "metrics need the token", path: "/metrics", status: http.StatusUnauthorized},
+		{name: "unknown API path", path: "/v1/nope", auth: true, status: http.StatusNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(t.Context(), "GET", d.srv.URL+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.auth {
+				req.Header.Set("Authorization", "Bearer "+token)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("GET %s: %v", tt.path, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.status {
+				t.Errorf("GET %s = %d, want %d", tt.path, resp.StatusCode, tt.status)
+			}
+			if got := resp.Header.Get("Content-Type"); tt.ctype != "" && got != tt.ctype {
+				t.Errorf("GET %s Content-Type = %q, want %q", tt.path, got, tt.ctype)
+			}
+			if got := resp.Header.Get("Location"); got != tt.location {
+				t.Errorf("GET %s Location = %q, want %q", tt.path, got, tt.location)
+			}
+		})
+	}
+}
+
+// TestHTTPHandlerStreamsNodeSnapshots: the adapter feeds the real node's
+// snapshot to the websocket.
+func TestHTTPHandlerStreamsNodeSnapshots(t *testing.T) {
+	const token = "s3cret"
+	d := startDashNode(t, "chime-ws", token)
+	url := "ws" + strings.TrimPrefix(d.srv.URL, "http") + "/v1/ws"
+	dialer := websocket.Dialer{Subprotocols: []string{"chime.v1", "bearer." + token}, HandshakeTimeout: 10 * time.Second}
+	c, resp, err := dialer.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("dial: %v (status %d)", err, statusCode(resp))
+	}
+	defer c.Close()
+	for i := range 2 {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, b, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		var m struct {
+			Type string        `json:"type"`
+			Data node.Snapshot `json:"data"`
+		}
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("decode push %d: %v", i, err)
+		}
+		if m.Type != "snapshot" || len(m.Data.Members) != 1 || m.Data.Members[0].Name != "chime-ws" {
+			t.Fatalf("push %d = {type %q, members %+v}, want a snapshot of chime-ws", i, m.Type, m.Data.Members)
+		}
+		t.Logf("push %d: %d bytes", i, len(b))
+	}
+}
+
+func statusCode(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
