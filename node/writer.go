@@ -666,7 +666,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 // doneLinger is how long a group of only callback results waits for more
 // ops to share its commit: far below a tick, and it spares a commit per
 // callback when results trickle in one by one.
-const doneLinger = time.Millisecond
+const doneLinger = 10 * time.Millisecond
 
 func stoppedTimer() *time.Timer {
 	t := time.NewTimer(time.Hour)
