@@ -1,14 +1,17 @@
 package node
 
 // The callback dispatcher: the part of a node that POSTs callbacks (API.md
-// "Callback"). See the dispatcher type for its contract.
+// "Callback"). See the dispatcher type for its contract, and
+// dispatch_conn.go for its connection pool.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // fireJob is one attempt of one fire.
@@ -75,13 +80,17 @@ type DispatchConfig struct {
 	// receiver saturates this machine at 64 in flight (~22k/s, limits.md),
 	// but remote receivers with 20-30 ms of latency need rate × latency ≈
 	// 15k/s × 30 ms ≈ 450 in flight to keep up. Each worker costs a
-	// goroutine stack and ~5 KiB of scratch buffers, so 512 is ~4-6 MiB.
+	// goroutine stack and ~25 KiB of buffers (a 16 KiB response reader, a
+	// 4 KiB request writer, 4.5 KiB to keep and drain the response body),
+	// so 512 is ~14-16 MiB; connections cost no goroutines.
 	Concurrency int
 
 	// PerHost is the number of callbacks in flight per callback host
-	// (scheme://host:port), and the transport's connection limit per host.
-	// Default 64: enough to reach the measured loopback ceiling from one
-	// host, while one slow host can hold at most 1/8 of the default pool.
+	// (scheme://host:port), and so the number of connections per host
+	// (each attempt holds one; idle ones are reused before a new one is
+	// dialed). Default 64: enough to reach the measured loopback ceiling
+	// from one host, while one slow host can hold at most 1/8 of the
+	// default pool.
 	PerHost int
 
 	// MaxQueued bounds the jobs waiting (submitted, not yet running);
@@ -93,6 +102,21 @@ type DispatchConfig struct {
 	// UserAgent is sent as User-Agent unless the task sets its own.
 	// Default "chime".
 	UserAgent string
+
+	// IdleTimeout closes keep-alive connections unused for this long.
+	// Default 30 s: long enough that a host called every few seconds
+	// keeps its connections (a new one costs a TCP, maybe a TLS,
+	// handshake), short enough that a host no longer called does not pin
+	// sockets for long. A connection the receiver closed earlier (Node.js
+	// closes idle ones after 5 s) is noticed when it is next used and the
+	// request is sent again on a new one, once (see attempt).
+	IdleTimeout time.Duration
+
+	// TLSConfig configures https callbacks; nil means crypto/tls defaults
+	// (system roots). It is cloned for each connection, with ServerName
+	// set from the URL when empty and NextProtos cleared (only HTTP/1.1
+	// is spoken); it must not be modified after newDispatcher.
+	TLSConfig *tls.Config
 }
 
 // DefaultDispatchConfig returns the production defaults; the field docs
@@ -103,6 +127,7 @@ func DefaultDispatchConfig() DispatchConfig {
 		PerHost:     64,
 		MaxQueued:   100_000,
 		UserAgent:   "chime",
+		IdleTimeout: 30 * time.Second,
 	}
 }
 
@@ -121,6 +146,9 @@ func (c DispatchConfig) Validate() error {
 	}
 	if strings.ContainsFunc(c.UserAgent, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		errs = append(errs, errors.New("node: dispatch: UserAgent must not contain control characters"))
+	}
+	if c.IdleTimeout < 0 {
+		errs = append(errs, errors.New("node: dispatch: IdleTimeout must be >= 0 (0 = default)"))
 	}
 	return errors.Join(errs...)
 }
@@ -141,6 +169,9 @@ func (c DispatchConfig) withDefaults() DispatchConfig {
 	if c.UserAgent == "" {
 		c.UserAgent = def.UserAgent
 	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = def.IdleTimeout
+	}
 	return c
 }
 
@@ -160,6 +191,18 @@ const (
 	dispatchMaxRetryAfter = 24 * time.Hour
 	// dispatchShutdown is the Err of attempts cancelled by close.
 	dispatchShutdown = "shutdown"
+	// dispatchDialTimeout bounds the TCP connect, and dispatchConnectTimeout
+	// the connect plus the TLS handshake; the attempt's deadline may cut
+	// either shorter.
+	dispatchDialTimeout    = 5 * time.Second
+	dispatchConnectTimeout = 10 * time.Second
+	// dispatchReadBuffer is a worker's response reader. A response header
+	// block must fit in it: a larger one fails the attempt. 16 KiB is 4×
+	// fasthttp's default, which real receivers rarely come near.
+	dispatchReadBuffer = 16 << 10
+	// dispatchWriteBuffer is a worker's request writer; a payload larger
+	// than it is written straight through.
+	dispatchWriteBuffer = 4 << 10
 )
 
 // dispatcher POSTs callbacks. It is I/O only: it decides nothing about task
@@ -174,6 +217,20 @@ const (
 // slow host holds at most PerHost workers: the others keep serving the
 // remaining hosts.
 //
+// Transport: HTTP/1.1 with keep-alive, requests encoded and responses
+// parsed by fasthttp (about half the CPU of net/http's client, limits.md),
+// over the dispatcher's own connection pool (dispatchPool). A worker does
+// the whole exchange itself: no goroutine per connection or request.
+// Redirects are never followed (a 3xx is a failure: following one would
+// POST the payload to a URL the task's owner never registered), and
+// proxies from the environment are not used.
+//
+// Shutdown: fasthttp has no request context, so close cuts the
+// connections instead: when close's ctx ends it cancels dials in progress
+// and closes every connection, idle or in use; an attempt blocked on one
+// fails at once and, seeing the dispatcher stopping, reports Err
+// "shutdown".
+//
 // Invariants (under mu):
 //   - a host is in ready exactly when it has waiting jobs and
 //     running < PerHost (host.ready mirrors membership);
@@ -185,14 +242,13 @@ const (
 // concurrent use. done is called from worker goroutines, never under mu,
 // and may run concurrently with itself.
 type dispatcher struct {
-	cfg    DispatchConfig
-	now    func() time.Time
-	done   func(fireResult)
-	client *http.Client
-	tr     *http.Transport
+	cfg  DispatchConfig
+	now  func() time.Time
+	done func(fireResult)
+	pool *dispatchPool
 
 	// stop is cancelled when close gives up waiting: it is the parent of
-	// every attempt's context.
+	// every dial, and attempts failing after it report "shutdown".
 	stop       context.Context
 	cancelStop context.CancelFunc
 
@@ -228,10 +284,11 @@ type dispatchEntry struct {
 
 // newDispatcher builds the dispatcher; nothing runs until start. Fields of
 // cfg that are zero (or negative: call cfg.Validate first) take their
-// defaults. now is the clock (nil means time.Now); done is called once per
-// submitted job that runs, from a worker goroutine, with its result. done
-// may block briefly — that is the backpressure path — and is never called
-// with a lock held.
+// defaults. now is the clock of the results' timestamps (nil means
+// time.Now; deadlines and idle expiry always use the wall clock); done is
+// called once per submitted job that runs, from a worker goroutine, with
+// its result. done may block briefly — that is the backpressure path — and
+// is never called with a lock held.
 func newDispatcher(cfg DispatchConfig, now func() time.Time, done func(fireResult)) *dispatcher {
 	if done == nil {
 		panic("node: newDispatcher: done is nil")
@@ -240,46 +297,14 @@ func newDispatcher(cfg DispatchConfig, now func() time.Time, done func(fireResul
 		now = time.Now
 	}
 	cfg = cfg.withDefaults()
-	tr := &http.Transport{
-		// Callbacks leave through the environment's proxy when one is set
-		// (loopback is never proxied).
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		TLSHandshakeTimeout: 5 * time.Second,
-		// Our own scheduler limits callbacks per host to PerHost, so the
-		// pool never makes a request wait for a connection, and every
-		// in-flight request's connection can go back idle afterwards.
-		MaxIdleConns:        max(cfg.Concurrency, cfg.PerHost),
-		MaxIdleConnsPerHost: cfg.PerHost,
-		MaxConnsPerHost:     cfg.PerHost,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		// Responses are results, not documents: bound what a hostile or
-		// broken receiver can make us buffer.
-		MaxResponseHeaderBytes: 64 << 10,
-		// HTTP/1.1 only (a custom DialContext disables the h2 upgrade and
-		// ForceAttemptHTTP2 stays off): PerHost then means connections.
-	}
 	d := &dispatcher{
-		cfg: cfg,
-		now: now,
-		client: &http.Client{
-			Transport: tr,
-			// Redirects are not followed: a 3xx is returned as is and
-			// classified as a failure. Following one would POST the
-			// payload to a URL the task's owner never registered.
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
-		tr:      tr,
+		cfg:     cfg,
+		now:     now,
 		done:    done,
 		stopped: make(chan struct{}),
 	}
 	d.stop, d.cancelStop = context.WithCancel(context.Background())
+	d.pool = newDispatchPool(d.stop, cfg.TLSConfig, cfg.IdleTimeout)
 	d.cond.L = &d.mu.Mutex
 	d.mu.hosts = make(map[string]*dispatchHost)
 	return d
@@ -353,9 +378,9 @@ func (d *dispatcher) running() int {
 // ends; then it cancels them (their done is still called, with Err
 // "shutdown"). It returns the jobs that never started, in submission order
 // (the node leaves them persisted as in-flight; they are repeated after a
-// restart), and waits for every worker goroutine to exit. Idempotent: a
-// later call waits for the first to finish (or for its own ctx) and returns
-// nil.
+// restart), closes every connection and waits for every worker goroutine
+// to exit. Idempotent: a later call waits for the first to finish (or for
+// its own ctx) and returns nil.
 func (d *dispatcher) close(ctx context.Context) []*fireJob {
 	d.mu.Lock()
 	if d.mu.closed {
@@ -379,11 +404,14 @@ func (d *dispatcher) close(ctx context.Context) []*fireJob {
 	select {
 	case <-workersDone:
 	case <-ctx.Done():
+		// Order matters: stop first, so that an attempt failing on a cut
+		// connection already sees it and reports "shutdown".
 		d.cancelStop()
+		d.pool.closeAll()
 		<-workersDone
 	}
 	d.cancelStop()
-	d.tr.CloseIdleConnections()
+	d.pool.closeAll()
 	close(d.stopped)
 	return left
 }
@@ -421,7 +449,10 @@ func (d *dispatcher) takeQueuedLocked() []*fireJob {
 
 // dispatchScratch is one worker's reusable buffers.
 type dispatchScratch struct {
-	hdr   []byte // header values under construction
+	hdr   []byte        // X-Chime-* header values under construction
+	key   []byte        // pool key of the request in progress
+	br    *bufio.Reader // reset onto each attempt's connection
+	bw    *bufio.Writer // likewise
 	body  [dispatchBodyKeep]byte
 	drain [4 << 10]byte
 }
@@ -429,7 +460,12 @@ type dispatchScratch struct {
 // worker runs jobs until close.
 func (d *dispatcher) worker() {
 	defer d.wg.Done()
-	s := &dispatchScratch{hdr: make([]byte, 0, 192)}
+	s := &dispatchScratch{
+		hdr: make([]byte, 0, 192),
+		key: make([]byte, 0, 64),
+		br:  bufio.NewReaderSize(nil, dispatchReadBuffer),
+		bw:  bufio.NewWriterSize(nil, dispatchWriteBuffer),
+	}
 	for {
 		j, h, ok := d.next()
 		if !ok {
@@ -489,34 +525,33 @@ func (d *dispatcher) finish(h *dispatchHost) {
 }
 
 // attempt performs one POST and classifies it. It never returns early
-// without FinishedAt.
+// without FinishedAt. In the steady state (a kept-alive connection, a
+// short response) it allocates only the result's copy of the body.
 func (d *dispatcher) attempt(j *fireJob, s *dispatchScratch) fireResult {
 	res := fireResult{Job: j, Outcome: outcomeFailure, StartedAt: d.now()}
 	timeout := j.Timeout
 	if timeout <= 0 {
 		timeout = dispatchDefaultTimeout
 	}
-	ctx, cancel := context.WithTimeout(d.stop, timeout)
-	defer cancel()
-
-	var body io.Reader
-	if len(j.Payload) > 0 {
-		body = bytes.NewReader(j.Payload) // also sets GetBody: safe replay if nothing was written
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.URL, body)
-	if err != nil {
-		res.Err = dispatchErrText(err)
+	deadline := time.Now().Add(timeout)
+	if msg := dispatchCheckURL(j.URL); msg != "" {
+		res.Err = msg
 		res.FinishedAt = d.now()
 		return res
 	}
-	d.setHeaders(req.Header, j, s)
 
-	resp, err := d.client.Do(req)
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	defer fasthttp.ReleaseRequest(req)
+	d.buildRequest(req, j, s)
+	s.key = dispatchPoolKey(s.key[:0], req.URI())
+
+	c, err := d.roundTrip(req, resp, s, deadline)
 	if err != nil {
 		switch {
 		case d.stop.Err() != nil:
 			res.Err = dispatchShutdown
-		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		case !time.Now().Before(deadline):
 			res.Err = "timeout after " + timeout.String()
 		default:
 			res.Err = dispatchErrText(err)
@@ -525,30 +560,113 @@ func (d *dispatcher) attempt(j *fireJob, s *dispatchScratch) fireResult {
 		return res
 	}
 	at := d.now()
-	res.StatusCode = resp.StatusCode
+	res.StatusCode = resp.StatusCode()
 	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode <= 299:
+	case res.StatusCode >= 200 && res.StatusCode <= 299:
 		res.Outcome = outcomeSuccess
-	case resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone:
+	case res.StatusCode == http.StatusNotFound || res.StatusCode == http.StatusGone:
 		res.Outcome = outcomeGone
-	default: // 1xx that ends a request, 3xx (redirects are not followed), 4xx, 5xx
+	default: // 101, 3xx (redirects are not followed), 4xx, 5xx
 		res.Outcome = outcomeFailure
 	}
 	if res.Outcome != outcomeSuccess {
-		res.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), resp.Header.Get("Date"), at)
+		if ra := resp.Header.Peek("Retry-After"); len(ra) > 0 {
+			res.RetryAfter = parseRetryAfter(string(ra), string(resp.Header.Peek("Date")), at)
+		}
 	}
 	// The outcome is decided by the status line; a body cut short (timeout,
-	// shutdown, reset) only shortens Body.
-	res.Body = readResultBody(resp.Body, s)
+	// shutdown, reset) only shortens Body, and costs the connection.
+	stream := resp.BodyStream()
+	var whole bool
+	res.Body, whole = readResultBody(stream, s)
+	_ = resp.CloseBodyStream()
+	reusable := whole &&
+		res.StatusCode >= 200 && // not 101 Switching Protocols
+		resp.Header.IsHTTP11() && !resp.Header.ConnectionClose() &&
+		(stream == nil || resp.Header.ContentLength() != -2) && // -2: delimited by close
+		s.br.Buffered() == 0 // nothing beyond the response
+	if reusable {
+		d.pool.put(c)
+	} else {
+		d.pool.discard(c)
+	}
+	s.br.Reset(nil)
+	s.bw.Reset(nil)
 	res.FinishedAt = d.now()
 	return res
 }
 
-// setHeaders writes the callback headers of j into h (API.md "Callback").
-// The user's headers come first so that nothing can replace an X-Chime-*
-// header; they may replace Content-Type and User-Agent. All per-request
-// values share one string allocation.
-func (d *dispatcher) setHeaders(h http.Header, j *fireJob, s *dispatchScratch) {
+// roundTrip writes req on a pooled connection and reads the response
+// header into resp, leaving the body to stream from s.br. On success the
+// caller owns the returned connection and must put or discard it; on error
+// it is already discarded.
+//
+// A kept-alive connection may have been closed by the receiver while idle.
+// That shows as a failure to write, or an end of stream before the first
+// response byte; then the request is sent once more on a new connection.
+// The receiver cannot have answered the first copy, but it may (rarely:
+// it crashed mid-request) have processed it — harmless under at-least-once
+// delivery, since the fire id is the same.
+func (d *dispatcher) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, s *dispatchScratch, deadline time.Time) (*dispatchConn, error) {
+	fresh := false
+	for {
+		c, err := d.pool.get(s.key, fresh, deadline)
+		if err != nil {
+			return nil, err
+		}
+		stale, err := d.exchange(c, req, resp, s, deadline)
+		if err == nil {
+			return c, nil
+		}
+		d.pool.discard(c)
+		if !stale || !c.reused || fresh || d.stop.Err() != nil || !time.Now().Before(deadline) {
+			return nil, err
+		}
+		d.pool.dropIdle(c.key)
+		fresh = true
+	}
+}
+
+// exchange writes req to c and reads the response header. stale reports
+// an error that leaves the request unanswered: a failed write, or the
+// connection ending before the first response byte.
+func (d *dispatcher) exchange(c *dispatchConn, req *fasthttp.Request, resp *fasthttp.Response, s *dispatchScratch, deadline time.Time) (stale bool, err error) {
+	if err := c.conn.SetDeadline(deadline); err != nil {
+		return false, err
+	}
+	s.bw.Reset(c.conn)
+	if err := req.Write(s.bw); err != nil {
+		return !dispatchIsTimeout(err), err
+	}
+	if err := s.bw.Flush(); err != nil {
+		return !dispatchIsTimeout(err), err
+	}
+	s.br.Reset(c.conn)
+	resp.StreamBody = true
+	if err := resp.ReadLimitBody(s.br, 0); err != nil {
+		// fasthttp reports any failure to read the first byte, other than
+		// a timeout, as io.EOF.
+		return errors.Is(err, io.EOF), err
+	}
+	return false, nil
+}
+
+// buildRequest writes the callback request of j into req (API.md
+// "Callback"). The user's headers come before the X-Chime-* ones so that
+// nothing can replace those; they may replace Content-Type and User-Agent.
+// The values are copied into req, so s.hdr is reused.
+func (d *dispatcher) buildRequest(req *fasthttp.Request, j *fireJob, s *dispatchScratch) {
+	req.SetRequestURI(j.URL)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.Header.SetContentType("application/json")
+	req.Header.SetUserAgent(d.cfg.UserAgent)
+	for k, v := range j.Headers {
+		if dispatchReservedHeader(k) {
+			continue // rejected by validation; never sent
+		}
+		req.Header.Set(k, v)
+	}
+
 	b := append(s.hdr[:0], j.TaskID...)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, j.Seq, 10)
@@ -560,67 +678,198 @@ func (d *dispatcher) setHeaders(h http.Header, j *fireJob, s *dispatchScratch) {
 	if j.Epoch > 0 {
 		b = strconv.AppendUint(b, j.Epoch, 10)
 	}
-	vals := string(b)
 	s.hdr = b[:0] // keep the buffer if it grew
 
-	n := 6 + len(j.Headers)
+	req.Header.Set("X-Chime-Task-Id", j.TaskID)
+	req.Header.SetBytesV("X-Chime-Fire-Id", b[:fireEnd])
+	req.Header.SetBytesV("X-Chime-Due-At", b[fireEnd:dueEnd])
+	req.Header.SetBytesV("X-Chime-Attempt", b[dueEnd:attemptEnd])
 	if j.Epoch > 0 {
-		n++
+		req.Header.SetBytesV("X-Chime-Slot-Epoch", b[attemptEnd:])
 	}
-	backing := make([]string, 0, n)
-	set := func(key, v string) {
-		backing = append(backing, v)
-		h[key] = backing[len(backing)-1 : len(backing) : len(backing)]
-	}
-	set("Content-Type", "application/json")
-	set("User-Agent", d.cfg.UserAgent)
-	for k, v := range j.Headers {
-		ck := http.CanonicalHeaderKey(k)
-		if ck == "Host" || strings.HasPrefix(ck, "X-Chime-") {
-			continue // rejected by validation; never sent
-		}
-		set(ck, v)
-	}
-	set("X-Chime-Task-Id", j.TaskID)
-	set("X-Chime-Fire-Id", vals[:fireEnd])
-	set("X-Chime-Due-At", vals[fireEnd:dueEnd])
-	set("X-Chime-Attempt", vals[dueEnd:attemptEnd])
-	if j.Epoch > 0 {
-		set("X-Chime-Slot-Epoch", vals[attemptEnd:])
-	}
+	req.SetBodyRaw(j.Payload) // not copied: j is ours until done
 }
 
-// readResultBody returns a copy of the first dispatchBodyKeep bytes of rb,
-// discards up to dispatchDrainLimit more so the connection can be reused,
-// and closes rb. It returns nil for an empty body.
-func readResultBody(rb io.ReadCloser, s *dispatchScratch) []byte {
-	defer rb.Close()
-	n, err := io.ReadFull(rb, s.body[:])
-	var out []byte
-	if n > 0 {
-		out = bytes.Clone(s.body[:n])
+// dispatchReservedHeader reports whether a user header k must not be sent:
+// Host routes the request, the framing headers would corrupt it (Trailer
+// would make fasthttp chunk the body), and X-Chime-* are ours. Case
+// insensitive; allocation free.
+func dispatchReservedHeader(k string) bool {
+	const prefix = "x-chime-"
+	if len(k) >= len(prefix) && strings.EqualFold(k[:len(prefix)], prefix) {
+		return true
 	}
-	if err != nil {
-		return out // EOF, short body or a read error: nothing left to drain
-	}
-	for left := dispatchDrainLimit; left > 0; {
-		m, err := rb.Read(s.drain[:min(left, len(s.drain))])
-		left -= m
-		if err != nil {
-			break
+	for _, r := range [...]string{"host", "content-length", "transfer-encoding", "connection", "trailer"} {
+		if strings.EqualFold(k, r) {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// dispatchPoolKey appends "scheme://host:port" of u to dst (fasthttp
+// lower-cases both), the default port filled in: the connection pool's key
+// and, after the "://", the address dialed.
+func dispatchPoolKey(dst []byte, u *fasthttp.URI) []byte {
+	dst = append(dst, u.Scheme()...)
+	dst = append(dst, "://"...)
+	host := u.Host()
+	dst = append(dst, host...)
+	if bytes.LastIndexByte(host, ':') <= bytes.LastIndexByte(host, ']') { // no port ("[::1]" has colons but no port)
+		if string(u.Scheme()) == "https" {
+			dst = append(dst, ":443"...)
+		} else {
+			dst = append(dst, ":80"...)
+		}
+	}
+	return dst
+}
+
+// readResultBody returns a copy of the first dispatchBodyKeep bytes of the
+// response body r (nil: none) and discards up to dispatchDrainLimit more.
+// whole reports that the body was read to its end, so the connection can
+// serve the next request. It returns nil for an empty body.
+func readResultBody(r io.Reader, s *dispatchScratch) (body []byte, whole bool) {
+	if r == nil {
+		return nil, true
+	}
+	n := 0
+	var err error
+	for n < len(s.body) && err == nil {
+		var m int
+		m, err = r.Read(s.body[n:])
+		n += m
+	}
+	if n > 0 {
+		body = bytes.Clone(s.body[:n])
+	}
+	for left := dispatchDrainLimit; err == nil && left > 0; {
+		var m int
+		m, err = r.Read(s.drain[:min(left, len(s.drain))])
+		left -= m
+	}
+	return body, err == io.EOF
+}
+
+// dispatchIsTimeout reports whether err is a deadline expiring.
+func dispatchIsTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
 }
 
 // dispatchErrText is the Err text of a transport error: the cause without
-// net/url's `Post "<url>":` prefix (the URL is in the task already).
+// net/url's `parse "<url>":` prefix (the URL is in the task already) or
+// fasthttp's dump of the bytes it could not parse, and plain sentences for
+// a connection that ended before the response and an oversized header.
 func dispatchErrText(err error) string {
+	if errors.Is(err, io.EOF) {
+		return "connection closed before the response"
+	}
+	var small *fasthttp.ErrSmallBuffer
+	if errors.As(err, &small) {
+		return fmt.Sprintf("response header larger than %d KiB", dispatchReadBuffer>>10)
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
-	return err.Error()
+	msg := err.Error()
+	if i := strings.Index(msg, ": buffer size="); i >= 0 {
+		msg = msg[:i]
+	}
+	return msg
+}
+
+// dispatchCheckURL returns why rawURL cannot be called ("" if it can).
+// Task validation has already required an absolute http(s) URL with a
+// host; this guards the dispatcher itself. fasthttp accepts nearly
+// anything, so the common shape — a scheme of http or https, a host name
+// or IP literal, an optional numeric port, printable ASCII with valid
+// escapes — is checked here without allocating, and only anything else is
+// handed to net/url, whose verdict (and wording) decides.
+func dispatchCheckURL(rawURL string) string {
+	if dispatchPlainURL(rawURL) {
+		return ""
+	}
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil:
+		return dispatchErrText(err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Sprintf("unsupported protocol scheme %q", u.Scheme)
+	case u.Host == "":
+		return "no Host in request URL"
+	}
+	return ""
+}
+
+// dispatchPlainURL reports whether rawURL has the common shape that
+// dispatchCheckURL accepts without net/url. False means "ask net/url",
+// not "invalid".
+func dispatchPlainURL(rawURL string) bool {
+	for i := 0; i < len(rawURL); i++ {
+		switch c := rawURL[i]; {
+		case c <= ' ' || c >= 0x7f:
+			return false
+		case c == '%':
+			if i+2 >= len(rawURL) || !dispatchIsHex(rawURL[i+1]) || !dispatchIsHex(rawURL[i+2]) {
+				return false
+			}
+		}
+	}
+	i := strings.Index(rawURL, "://")
+	if i < 0 {
+		return false
+	}
+	if scheme := rawURL[:i]; !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
+		return false
+	}
+	auth := rawURL[i+3:]
+	if k := strings.IndexAny(auth, "/?#"); k >= 0 {
+		auth = auth[:k]
+	}
+	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
+		auth = auth[k+1:]
+	}
+	host, port := auth, ""
+	if strings.HasPrefix(auth, "[") {
+		k := strings.IndexByte(auth, ']')
+		if k < 0 {
+			return false
+		}
+		host, port = auth[1:k], auth[k+1:]
+		if port != "" && port[0] != ':' {
+			return false
+		}
+		for j := 0; j < len(host); j++ {
+			if c := host[j]; !dispatchIsHex(c) && c != ':' && c != '.' {
+				return false
+			}
+		}
+	} else {
+		if k := strings.LastIndexByte(auth, ':'); k >= 0 {
+			host, port = auth[:k], auth[k:]
+		}
+		for j := 0; j < len(host); j++ {
+			if c := host[j]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+				return false
+			}
+		}
+	}
+	if host == "" {
+		return false
+	}
+	for j := 1; j < len(port); j++ { // port[0] is ':'
+		if port[j] < '0' || port[j] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// dispatchIsHex reports whether c is an ASCII hexadecimal digit.
+func dispatchIsHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // parseRetryAfter parses a Retry-After value: delta-seconds, or an

@@ -1,0 +1,278 @@
+package node
+
+// The callback dispatcher's connection pool: keep-alive HTTP/1.1
+// connections per callback host, dialed, kept and closed by the dispatcher
+// itself. See dispatchPool for why it is not a fasthttp.Client.
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"sync"
+	"time"
+)
+
+// errDispatchPoolClosed is what get returns after closeAll.
+var errDispatchPoolClosed = errors.New("node: dispatch: connection pool closed")
+
+// dispatchConn is one connection to a callback host. At any time it is
+// either idle in the pool or held by exactly one attempt.
+type dispatchConn struct {
+	conn      net.Conn  // what requests go through: raw, or TLS over raw
+	raw       net.Conn  // the TCP connection; closing it cuts conn at once
+	key       string    // pool key, "scheme://host:port"
+	idleSince time.Time // when it was last put back (wall clock)
+	reused    bool      // handed out from the idle list, not freshly dialed
+}
+
+// dispatchIdle is the idle connections of one pool key, oldest first.
+type dispatchIdle struct {
+	conns []*dispatchConn
+}
+
+// dispatchPool holds the dispatcher's keep-alive connections, keyed by
+// "scheme://host:port". It has no goroutines: idle connections expire
+// lazily (get discards expired ones; put sweeps every key at most once per
+// idleTimeout), so a connection to a host that is never called again stays
+// open until the next put anywhere or closeAll.
+//
+// It replaces fasthttp.Client's pool (fasthttp still encodes requests and
+// parses responses) because fasthttp.Client starts cleaner goroutines that
+// nothing can stop or wait for, which breaks the rule that close waits for
+// every goroutine, and because it has no way to interrupt a running request:
+// here closeAll cuts every connection, idle or in use, and the attempts
+// blocked on them return at once.
+//
+// The pool does not limit connections itself: the dispatcher runs at most
+// PerHost attempts per host and an attempt holds one connection, and a new
+// connection is dialed only when no idle one is left, so there are never
+// more than PerHost connections per key.
+//
+// Concurrency: every method is safe for concurrent use. get dials without
+// holding the lock; no method holds it across I/O.
+type dispatchPool struct {
+	dialer      net.Dialer
+	tlsConfig   *tls.Config     // cloned per dial; nil means defaults
+	idleTimeout time.Duration   // > 0
+	stop        context.Context // parent of every dial; cancelled at shutdown
+
+	mu struct {
+		sync.Mutex
+		idle   map[string]*dispatchIdle   // guards the slices too
+		open   map[*dispatchConn]struct{} // every conn not closed yet, idle or held
+		swept  time.Time                  // last full expiry sweep
+		closed bool
+	}
+}
+
+// newDispatchPool returns an empty pool. stop cancels dials in progress
+// when it ends (closeAll cuts established connections).
+func newDispatchPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.Duration) *dispatchPool {
+	p := &dispatchPool{
+		dialer: net.Dialer{
+			Timeout:   dispatchDialTimeout,
+			KeepAlive: 30 * time.Second,
+		},
+		tlsConfig:   tlsConfig,
+		idleTimeout: idleTimeout,
+		stop:        stop,
+	}
+	p.mu.idle = make(map[string]*dispatchIdle)
+	p.mu.open = make(map[*dispatchConn]struct{})
+	p.mu.swept = time.Now()
+	return p
+}
+
+// get returns a connection for key ("http://host:port" or
+// "https://host:port"): the most recently used idle one that has not
+// expired, or, when there is none or fresh is set, a new one dialed before
+// deadline. The caller owns it until put or discard. It returns
+// errDispatchPoolClosed after closeAll.
+func (p *dispatchPool) get(key []byte, fresh bool, deadline time.Time) (*dispatchConn, error) {
+	now := time.Now()
+	var expired []*dispatchConn
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		return nil, errDispatchPoolClosed
+	}
+	if e := p.mu.idle[string(key)]; e != nil && !fresh {
+		for n := len(e.conns); n > 0; n-- {
+			c := e.conns[n-1]
+			e.conns[n-1] = nil
+			e.conns = e.conns[:n-1]
+			if now.Sub(c.idleSince) < p.idleTimeout {
+				p.mu.Unlock()
+				return c, nil
+			}
+			// The newest has expired, so have all older ones.
+			delete(p.mu.open, c)
+			expired = append(expired, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range expired {
+		c.raw.Close()
+	}
+	return p.dial(string(key), deadline)
+}
+
+// dial opens and registers a connection for key.
+func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, error) {
+	tlsOn := len(key) > len("https://") && key[:len("https://")] == "https://"
+	addr := key[len("http://"):]
+	if tlsOn {
+		addr = key[len("https://"):]
+	}
+	// The connect timeout bounds the dial and the TLS handshake; the
+	// attempt's deadline may be shorter.
+	if limit := time.Now().Add(dispatchConnectTimeout); limit.Before(deadline) {
+		deadline = limit
+	}
+	ctx, cancel := context.WithDeadline(p.stop, deadline)
+	defer cancel()
+	raw, err := p.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &dispatchConn{conn: raw, raw: raw, key: key}
+	if tlsOn {
+		tc := tls.Client(raw, p.tlsClientConfig(addr))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		c.conn = tc
+	}
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		raw.Close()
+		return nil, errDispatchPoolClosed
+	}
+	p.mu.open[c] = struct{}{}
+	p.mu.Unlock()
+	return c, nil
+}
+
+// tlsClientConfig returns the TLS configuration of a connection to addr
+// (host:port): a clone of the configured one with ServerName defaulting to
+// the host, and no ALPN, since only HTTP/1.1 is spoken.
+func (p *dispatchPool) tlsClientConfig(addr string) *tls.Config {
+	var cfg *tls.Config
+	if p.tlsConfig != nil {
+		cfg = p.tlsConfig.Clone()
+	} else {
+		cfg = &tls.Config{}
+	}
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	cfg.NextProtos = nil
+	return cfg
+}
+
+// put returns c to the idle list of its key; c must be ready for the next
+// request (its response read completely). After closeAll it closes c.
+func (p *dispatchPool) put(c *dispatchConn) {
+	now := time.Now()
+	c.idleSince = now
+	c.reused = true
+	var expired []*dispatchConn
+	p.mu.Lock()
+	if p.mu.closed {
+		p.mu.Unlock()
+		c.raw.Close()
+		return
+	}
+	e := p.mu.idle[c.key]
+	if e == nil {
+		e = &dispatchIdle{}
+		p.mu.idle[c.key] = e
+	}
+	e.conns = append(e.conns, c)
+	if now.Sub(p.mu.swept) >= p.idleTimeout {
+		expired = p.sweepLocked(now)
+	}
+	p.mu.Unlock()
+	for _, c := range expired {
+		c.raw.Close()
+	}
+}
+
+// sweepLocked removes the expired idle connections of every key (and the
+// keys left without any) and returns them for closing. O(idle connections).
+func (p *dispatchPool) sweepLocked(now time.Time) []*dispatchConn {
+	p.mu.swept = now
+	var expired []*dispatchConn
+	for key, e := range p.mu.idle {
+		n := 0
+		for n < len(e.conns) && now.Sub(e.conns[n].idleSince) >= p.idleTimeout {
+			n++
+		}
+		for _, c := range e.conns[:n] {
+			delete(p.mu.open, c)
+			expired = append(expired, c)
+		}
+		m := copy(e.conns, e.conns[n:])
+		clear(e.conns[m:])
+		e.conns = e.conns[:m]
+		if m == 0 {
+			delete(p.mu.idle, key)
+		}
+	}
+	return expired
+}
+
+// discard closes c, which the caller held. Safe after closeAll.
+func (p *dispatchPool) discard(c *dispatchConn) {
+	p.mu.Lock()
+	delete(p.mu.open, c)
+	p.mu.Unlock()
+	c.raw.Close()
+}
+
+// dropIdle closes every idle connection of key: called when one of them
+// turned out to be closed by the server, which makes the older ones
+// suspect too.
+func (p *dispatchPool) dropIdle(key string) {
+	p.mu.Lock()
+	var drop []*dispatchConn
+	if e := p.mu.idle[key]; e != nil {
+		drop = e.conns
+		delete(p.mu.idle, key)
+		for _, c := range drop {
+			delete(p.mu.open, c)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range drop {
+		c.raw.Close()
+	}
+}
+
+// closeAll closes every connection, idle or held, so that attempts blocked
+// on one fail at once; later gets fail and later puts close their
+// connection. Idempotent.
+func (p *dispatchPool) closeAll() {
+	p.mu.Lock()
+	open := p.mu.open
+	p.mu.open = nil
+	p.mu.idle = nil
+	p.mu.closed = true
+	p.mu.Unlock()
+	for c := range open {
+		c.raw.Close()
+	}
+}
+
+// openConns returns the number of connections not closed yet (idle and
+// held).
+func (p *dispatchPool) openConns() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.mu.open)
+}
