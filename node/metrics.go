@@ -29,6 +29,7 @@ type metrics struct {
 	loaded         prometheus.Counter
 	groupTasks     prometheus.Histogram
 	commit         prometheus.Histogram
+	fsyncs         prometheus.Counter
 	startLag       *prometheus.HistogramVec
 }
 
@@ -73,6 +74,8 @@ func newMetrics(g gauges) *metrics {
 			Help:    "Where a first attempt's lateness arises before the dispatcher: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written).",
 			Buckets: []float64{.001, .002, .005, .01, .015, .02, .03, .05, .1, .25, .5, 1},
 		}, []string{"stage"}),
+		fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_fsyncs_total", Help: "WAL fsyncs (each makes every earlier write durable)."}),
 		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chime_write_commit_seconds",
 			Help:    "Time to commit one write group to the store (before its fsync).",
@@ -88,7 +91,7 @@ func newMetrics(g gauges) *metrics {
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
 	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped,
-		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.startLag,
+		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.fsyncs, m.startLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -340,6 +340,7 @@ func (w *writer) syncLoop() {
 }
 
 func (w *writer) sync() error {
+	w.metrics.fsyncs.Inc()
 	err := w.store.Sync()
 	if err != nil {
 		w.log.Error("sync failed: writes are not acknowledged", "err", err)
