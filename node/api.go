@@ -496,7 +496,7 @@ func (n *Node) handleCluster(w http.ResponseWriter, _ *http.Request) {
 	}{
 		Self:         n.cfg.Name,
 		Members:      []memberJSON{{Name: n.cfg.Name, HTTPAddr: n.cfg.HTTPAddr, State: "active", SlotsOwned: slots.Count}},
-		TableVersion: 1,
+		TableVersion: singleTableVersion,
 	})
 }
 

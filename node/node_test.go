@@ -343,8 +343,13 @@ func TestSnapshot(t *testing.T) {
 	if total != 1 || snap.Wheel.Counts[10] != 1 {
 		t.Errorf("heatmap %v, want the one task due in 10 minutes", snap.Wheel.Counts)
 	}
-	if len(snap.SlotMap) != 1 || snap.SlotMap[0].To != 16383 || len(snap.Events) == 0 {
-		t.Errorf("slot map %v events %v", snap.SlotMap, snap.Events)
+	if err := snap.CheckSlotTable(); err != nil || snap.TableVersion != singleTableVersion || len(snap.Events) == 0 {
+		t.Errorf("slot table: %v (version %d), events %v", err, snap.TableVersion, snap.Events)
+	}
+	for i, o := range snap.SlotOwners {
+		if o != 0 || snap.SlotStates[i] != SlotOK {
+			t.Fatalf("slot %d: owner %d state %v, want the node itself and ok", i, o, snap.SlotStates[i])
+		}
 	}
 	tn.do(t, "DELETE", "/v1/tasks/s0", nil, nil)
 	tn.do(t, "GET", "/v1/snapshot", nil, &snap)

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,17 +14,118 @@ import (
 // Snapshot is what the live dashboard shows: every member's vital signs,
 // where the slots live, recent events, the pending-fire heatmap and
 // callback latency per host. It is JSON for the websocket stream
-// (GET /v1/ws) and GET /v1/snapshot. Field names are append-only.
+// (GET /v1/ws) and GET /v1/snapshot.
+//
+// JSON field names are append-only: never rename or remove one, and never
+// change what an existing field's bytes mean; add a new field instead. The
+// same holds for the byte values of SlotOwners and SlotStates (SlotState,
+// NoOwner).
 type Snapshot struct {
-	Time    time.Time        `json:"time"`
-	Self    string           `json:"self"`
+	// Time is when the snapshot was taken (json "time").
+	Time time.Time `json:"time"`
+	// Self is the name of the node that took it (json "self").
+	Self string `json:"self"`
+	// Members is one row per cluster member (json "members"). Its order is
+	// the one SlotOwners indexes into.
 	Members []MemberSnapshot `json:"members"`
-	// SlotMap lists compact slot ranges with their owner and state
-	// ("ok", "under_replicated", "unavailable").
-	SlotMap []SlotRange   `json:"slot_map"`
-	Events  []Event       `json:"events"`
-	Wheel   WheelHeatmap  `json:"wheel"`
-	Hosts   []HostLatency `json:"hosts"`
+
+	// SlotOwners is the owner of every slot (json "slot_owners", which
+	// encoding/json writes as standard padded base64): slots.Count (16384)
+	// bytes, byte i being the index in Members of slot i's owner, or
+	// NoOwner (255). So a table names at most 255 members (indexes 0–254).
+	// Set it with SetSlotTable, check a decoded one with CheckSlotTable.
+	//
+	// A flat byte per slot is the smallest form after permessage-deflate
+	// for a cluster: rendezvous hashing leaves ~13,000 runs over 5
+	// members, and a run-length form is 40 % larger deflated (README,
+	// Dashboard).
+	SlotOwners []byte `json:"slot_owners"`
+	// SlotStates is every slot's health (json "slot_states", base64 like
+	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
+	// ok, 1 under_replicated, 2 unavailable).
+	SlotStates []SlotState `json:"slot_states"`
+	// TableVersion is the version of the slot table SlotOwners shows, the
+	// table_version of GET /v1/cluster (json "table_version"). Owners
+	// change only with it; SlotStates may change between versions (a
+	// follower falls behind, a node dies), so a reader that caches
+	// SlotOwners by version must still read SlotStates on every push.
+	TableVersion uint64 `json:"table_version"`
+	// Events is the recent membership and handover timeline, oldest first
+	// (json "events"; at most 200).
+	Events []Event `json:"events"`
+	// Wheel is the pending-fire heatmap (json "wheel").
+	Wheel WheelHeatmap `json:"wheel"`
+	// Hosts is callback latency per host, busiest first (json "hosts").
+	Hosts []HostLatency `json:"hosts"`
+}
+
+// SlotState is one slot's health in Snapshot.SlotStates. The values are
+// bytes on the wire: append-only. The zero value means ok.
+type SlotState uint8
+
+// Slot states, as the bytes of Snapshot.SlotStates.
+const (
+	// SlotOK: the slot has an owner and, in a cluster, a caught-up follower.
+	SlotOK SlotState = 0
+	// SlotUnderReplicated: the slot is served but its replica is missing
+	// or behind.
+	SlotUnderReplicated SlotState = 1
+	// SlotUnavailable: no member can serve the slot now.
+	SlotUnavailable SlotState = 2
+)
+
+// String returns the state's name: "ok", "under_replicated",
+// "unavailable", or "SlotState(n)".
+func (s SlotState) String() string {
+	switch s {
+	case SlotOK:
+		return "ok"
+	case SlotUnderReplicated:
+		return "under_replicated"
+	case SlotUnavailable:
+		return "unavailable"
+	}
+	return "SlotState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// NoOwner is the Snapshot.SlotOwners byte of a slot that no member owns.
+const NoOwner = 255
+
+// SetSlotTable sets SlotOwners, SlotStates and TableVersion: owners holds
+// the index in s.Members of each slot's owner (or NoOwner), states each
+// slot's state, both slots.Count long. The snapshot
+// keeps owners and states (a node shares one table between snapshots), so
+// the caller must not modify them afterwards. On error s is unchanged.
+// O(slots).
+func (s *Snapshot) SetSlotTable(version uint64, owners []byte, states []SlotState) error {
+	if err := checkSlotTable(len(s.Members), owners, states); err != nil {
+		return err
+	}
+	s.SlotOwners, s.SlotStates, s.TableVersion = owners, states, version
+	return nil
+}
+
+// CheckSlotTable reports whether SlotOwners and SlotStates form a valid
+// table for the snapshot's Members, as a reader of the JSON should check:
+// slots.Count of each, every owner a Members index or NoOwner, every state
+// known. O(slots).
+func (s *Snapshot) CheckSlotTable() error {
+	return checkSlotTable(len(s.Members), s.SlotOwners, s.SlotStates)
+}
+
+func checkSlotTable(members int, owners []byte, states []SlotState) error {
+	if len(owners) != slots.Count || len(states) != slots.Count {
+		return fmt.Errorf("node: slot table of %d owners and %d states, want %d of each", len(owners), len(states), slots.Count)
+	}
+	for i, o := range owners {
+		if o != NoOwner && int(o) >= members {
+			return fmt.Errorf("node: slot %d has owner index %d, but the snapshot has %d members", i, o, members)
+		}
+		if states[i] > SlotUnavailable {
+			return fmt.Errorf("node: slot %d has state %v", i, states[i])
+		}
+	}
+	return nil
 }
 
 // MemberSnapshot is one node's row in the dashboard.
@@ -45,14 +148,6 @@ type MemberSnapshot struct {
 	Goroutines     int     `json:"goroutines"`
 	DiskBytes      float64 `json:"disk_bytes"`
 	UptimeSeconds  float64 `json:"uptime_seconds"`
-}
-
-// SlotRange is a run of consecutive slots with one owner and state.
-type SlotRange struct {
-	From  int    `json:"from"`
-	To    int    `json:"to"` // inclusive
-	Owner string `json:"owner"`
-	State string `json:"state"`
 }
 
 // Event is one membership or handover event for the dashboard timeline.
@@ -81,6 +176,10 @@ const (
 	rateWindow     = 900 * time.Millisecond
 )
 
+// singleTableVersion is the slot table's version while one node owns
+// every slot; GET /v1/cluster (api.go) reports the same 1.
+const singleTableVersion = 1
+
 // sampler turns counters into rates between dashboard snapshots.
 type sampler struct {
 	mu struct {
@@ -92,6 +191,10 @@ type sampler struct {
 		heatAt  time.Time
 		events  []Event
 		latPrev []uint64
+		// table holds the slot table, built on first use: one node owns
+		// every slot, so it never changes and every snapshot shares its
+		// (never modified) slices.
+		table *Snapshot
 	}
 }
 
@@ -108,7 +211,8 @@ func (n *Node) event(kind, text string) {
 
 // Snapshot returns the dashboard snapshot of this node. Rates cover the
 // time since the previous call (about a second when the websocket hub
-// drives it).
+// drives it). The slot table is a one-node cluster's: this node (Members[0])
+// owns every slot, all ok, table version 1.
 func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 	st, err := n.stats()
 	if err != nil {
@@ -153,6 +257,10 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 	refresh := now.Sub(s.mu.heatAt) >= heatmapRefresh
 	heat := s.mu.heat
 	events := append([]Event(nil), s.mu.events...)
+	if s.mu.table == nil {
+		s.mu.table = singleNodeTable(n.cfg.Name)
+	}
+	table := s.mu.table
 	s.mu.Unlock()
 
 	if refresh {
@@ -162,14 +270,26 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 		s.mu.Unlock()
 	}
 	return &Snapshot{
-		Time:    now,
-		Self:    n.cfg.Name,
-		Members: []MemberSnapshot{self},
-		SlotMap: []SlotRange{{From: 0, To: slots.Count - 1, Owner: n.cfg.Name, State: "ok"}},
-		Events:  events,
-		Wheel:   heat,
-		Hosts:   n.hosts.top(10),
+		Time:         now,
+		Self:         n.cfg.Name,
+		Members:      []MemberSnapshot{self},
+		SlotOwners:   table.SlotOwners,
+		SlotStates:   table.SlotStates,
+		TableVersion: table.TableVersion,
+		Events:       events,
+		Wheel:        heat,
+		Hosts:        n.hosts.top(10),
 	}, nil
+}
+
+// singleNodeTable returns a snapshot holding only the slot table of a
+// one-node cluster: member 0, name, owns every slot and all are ok.
+func singleNodeTable(name string) *Snapshot {
+	t := &Snapshot{Members: []MemberSnapshot{{Name: name}}}
+	if err := t.SetSlotTable(singleTableVersion, make([]byte, slots.Count), make([]SlotState, slots.Count)); err != nil {
+		panic("node: single-node slot table: " + err.Error()) // owner 0 of 1 member, states ok
+	}
+	return t
 }
 
 // recentLateness returns p50 and p99 fire lateness (ms) of the fires since

@@ -2,10 +2,8 @@ package ui
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"sync"
@@ -13,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/chime-scheduler/chime/ring"
 )
 
 // TestMain fails the run if any goroutine (hub, writers, readers, test
@@ -22,16 +22,19 @@ func TestMain(m *testing.M) {
 }
 
 // The fake snapshot mirrors the JSON of the node's snapshot (node/snapshot.go)
-// without importing it: ui must not depend on node.
+// without importing it: ui must not depend on node. (The test uses ring, a
+// pure package, to build a real slot table.)
 type fakeSnapshot struct {
-	Time    time.Time     `json:"time"`
-	Self    string        `json:"self"`
-	Members []fakeMember  `json:"members"`
-	SlotMap []fakeRange   `json:"slot_map"`
-	Events  []fakeEvent   `json:"events"`
-	Wheel   fakeWheel     `json:"wheel"`
-	Hosts   []fakeLatency `json:"hosts"`
-	Blob    string        `json:"blob,omitempty"` // padding for the slow-client tests
+	Time         time.Time     `json:"time"`
+	Self         string        `json:"self"`
+	Members      []fakeMember  `json:"members"`
+	SlotOwners   []byte        `json:"slot_owners"` // one byte per slot (base64 in JSON): index into Members, 255 none
+	SlotStates   []byte        `json:"slot_states"` // one byte per slot (base64 in JSON): 0 ok, 1 under-replicated, 2 unavailable
+	TableVersion uint64        `json:"table_version"`
+	Events       []fakeEvent   `json:"events"`
+	Wheel        fakeWheel     `json:"wheel"`
+	Hosts        []fakeLatency `json:"hosts"`
+	Blob         string        `json:"blob,omitempty"` // padding for the slow-client tests
 }
 
 type fakeMember struct {
@@ -55,13 +58,6 @@ type fakeMember struct {
 	UptimeSeconds  float64 `json:"uptime_seconds"`
 }
 
-type fakeRange struct {
-	From  int    `json:"from"`
-	To    int    `json:"to"`
-	Owner string `json:"owner"`
-	State string `json:"state"`
-}
-
 type fakeEvent struct {
 	Time time.Time `json:"time"`
 	Kind string    `json:"kind"`
@@ -83,43 +79,36 @@ type fakeLatency struct {
 	P99Ms float64 `json:"p99_ms"`
 }
 
-// newFakeSnapshot builds a snapshot of n members whose slot map is as
-// fragmented as rendezvous hashing makes it (each slot's owner is the
-// member with the highest hash of name and slot), with a few slots under
-// replication.
+// numSlots is the cluster's slot count, the length of the slot table.
+const numSlots = 16384
+
+// newFakeSnapshot builds a snapshot of n members whose slot table is the
+// one ring.Assign computes for them (rendezvous hashing: with 5 members
+// about 13,000 runs of one owner), with slots 8000–8099 under-replicated.
 func newFakeSnapshot(n int, now time.Time) *fakeSnapshot {
-	s := &fakeSnapshot{Time: now, Self: "chime-1"}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("chime-%d", i+1)
+	s := &fakeSnapshot{Time: now, Self: "chime-1", TableVersion: 1}
+	members := make([]ring.Member, n)
+	index := make(map[string]byte, n)
+	for i := range members {
+		members[i] = ring.Member{Name: fmt.Sprintf("chime-%d", i+1), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7070+i)}
+		index[members[i].Name] = byte(i)
 	}
-	owned := make(map[string]int)
-	for slot := range 16384 {
-		best, bestScore := "", uint64(0)
-		for _, name := range names {
-			h := fnv.New64a()
-			h.Write([]byte(name))
-			h.Write(binary.BigEndian.AppendUint16(nil, uint16(slot)))
-			if sc := mix64(h.Sum64()); best == "" || sc > bestScore {
-				best, bestScore = name, sc
-			}
-		}
-		state := "ok"
+	table := ring.Assign(members, numSlots)
+	owners, states := make([]byte, numSlots), make([]byte, numSlots)
+	for slot := range numSlots {
+		owner, _ := table.Owner(uint16(slot))
+		owners[slot] = index[owner.Name]
 		if slot >= 8000 && slot < 8100 {
-			state = "under_replicated"
+			states[slot] = 1
 		}
-		owned[best]++
-		if last := len(s.SlotMap) - 1; last >= 0 && s.SlotMap[last].Owner == best && s.SlotMap[last].State == state {
-			s.SlotMap[last].To = slot
-			continue
-		}
-		s.SlotMap = append(s.SlotMap, fakeRange{From: slot, To: slot, Owner: best, State: state})
 	}
-	for i, name := range names {
+	s.SlotOwners, s.SlotStates = owners, states
+	counts := table.Counts()
+	for i, m := range members {
 		s.Members = append(s.Members, fakeMember{
-			Name: name, State: "active",
-			HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7070+i), GossipAddr: fmt.Sprintf("127.0.0.1:%d", 7946+i),
-			SlotsOwned: owned[name], SlotsFollowing: owned[name], TasksStored: int64(1000 * (i + 1)),
+			Name: m.Name, State: "active",
+			HTTPAddr: m.HTTPAddr, GossipAddr: fmt.Sprintf("127.0.0.1:%d", 7946+i),
+			SlotsOwned: counts[m.Name].Owned, SlotsFollowing: counts[m.Name].Following, TasksStored: int64(1000 * (i + 1)),
 			WheelTasks: 40 * (i + 1), FiresPerSec: float64(10 * (i + 1)), LatenessP50Ms: 1.5, LatenessP99Ms: 8,
 			CPUPercent: 12.5, RSSBytes: 90 << 20, Goroutines: 60, DiskBytes: 64 << 20, UptimeSeconds: 3600,
 		})
@@ -129,16 +118,6 @@ func newFakeSnapshot(n int, now time.Time) *fakeSnapshot {
 	s.Wheel.Counts[3] = 500
 	s.Hosts = []fakeLatency{{Host: "http://127.0.0.1:9000", Count: 1000, P50Ms: 2, P90Ms: 5, P99Ms: 20}}
 	return s
-}
-
-// mix64 is splitmix64's finalizer: FNV alone barely separates names that
-// differ in one byte.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	return x ^ x>>31
 }
 
 // fakeAPI is a real implementation of API over canned data: it counts the

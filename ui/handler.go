@@ -61,8 +61,9 @@ func NewHandler(api API, opts Options) *Handler {
 			ReadBufferSize:  1024,
 			WriteBufferSize: 4096,
 			// Browsers offer permessage-deflate; a prepared message is
-			// compressed once per push for all browsers, and compresses
-			// the JSON snapshot about tenfold.
+			// compressed once per push for all browsers. A snapshot
+			// shrinks about 5× (five members) to 75× (one node; its slot
+			// table is one repeated byte): see BenchmarkEncode.
 			EnableCompression: true,
 			// CheckOrigin stays the default: same origin only, so another
 			// site's page cannot read the stream with the user's network

@@ -126,8 +126,18 @@ func TestWebsocketPushesSnapshots(t *testing.T) {
 		if len(snap.Members) != 5 {
 			t.Errorf("push %d: %d members, want 5", i, len(snap.Members))
 		}
-		if len(snap.SlotMap) == 0 || snap.SlotMap[len(snap.SlotMap)-1].To != 16383 {
-			t.Errorf("push %d: slot map does not cover the slots", i)
+		owners, states := snap.SlotOwners, snap.SlotStates
+		if len(owners) != numSlots || len(states) != numSlots {
+			t.Fatalf("push %d: slot table of %d owners, %d states, want %d of each", i, len(owners), len(states), numSlots)
+		}
+		var owned [256]int
+		for _, o := range owners {
+			owned[o]++
+		}
+		for o, n := range owned {
+			if (o < 5) != (n > 0) {
+				t.Errorf("push %d: member index %d owns %d slots, want every one of 0-4 to own some and no other", i, o, n)
+			}
 		}
 	}
 	if second.Seq <= first.Seq {

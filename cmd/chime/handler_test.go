@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/flate"
 	"context"
 	"encoding/json"
 	"io"
@@ -128,7 +130,8 @@ func TestHTTPHandlerRoutes(t *testing.T) {
 }
 
 // TestHTTPHandlerStreamsNodeSnapshots: the adapter feeds the real node's
-// snapshot to the websocket.
+// snapshot to the websocket, with the slot table of a one-node cluster:
+// base64 strings of 16384 bytes, every slot member 0's and ok.
 func TestHTTPHandlerStreamsNodeSnapshots(t *testing.T) {
 	const token = "s3cret"
 	d := startDashNode(t, "chime-ws", token)
@@ -155,8 +158,47 @@ func TestHTTPHandlerStreamsNodeSnapshots(t *testing.T) {
 		if m.Type != "snapshot" || len(m.Data.Members) != 1 || m.Data.Members[0].Name != "chime-ws" {
 			t.Fatalf("push %d = {type %q, members %+v}, want a snapshot of chime-ws", i, m.Type, m.Data.Members)
 		}
-		t.Logf("push %d: %d bytes", i, len(b))
+		var wire struct {
+			Data struct {
+				SlotOwners string `json:"slot_owners"`
+				SlotStates string `json:"slot_states"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &wire); err != nil || len(wire.Data.SlotOwners) != 21848 || len(wire.Data.SlotStates) != 21848 {
+			t.Errorf("push %d: slot_owners, slot_states are %d and %d characters (%v), want base64 of 16384 bytes (21848)",
+				i, len(wire.Data.SlotOwners), len(wire.Data.SlotStates), err)
+		}
+		snap := m.Data
+		if err := snap.CheckSlotTable(); err != nil {
+			t.Fatalf("push %d: %v", i, err)
+		}
+		for slot := range snap.SlotOwners {
+			if snap.SlotOwners[slot] != 0 || snap.SlotStates[slot] != node.SlotOK {
+				t.Fatalf("push %d: slot %d is member %d's and %v, want member 0's and ok", i, slot, snap.SlotOwners[slot], snap.SlotStates[slot])
+			}
+		}
+		if snap.TableVersion != 1 {
+			t.Errorf("push %d: table_version = %d, want 1 (as GET /v1/cluster)", i, snap.TableVersion)
+		}
+		t.Logf("push %d: %d bytes, %d deflated", i, len(b), deflatedLen(t, b))
 	}
+}
+
+// deflatedLen is len(b) after flate level 1, what permessage-deflate sends.
+func deflatedLen(t *testing.T, b []byte) int {
+	t.Helper()
+	var z bytes.Buffer
+	fw, err := flate.NewWriter(&z, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fw.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := fw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return z.Len()
 }
 
 func statusCode(resp *http.Response) int {

@@ -286,7 +286,7 @@ func testRealNode(t *testing.T, browser context.Context) {
 // and paints the slot map in five owner colours plus the marker colours.
 func testFiveMembers(t *testing.T, browser context.Context) {
 	const token = "s3cret"
-	snap := fiveMemberSnapshot(time.Now())
+	snap := fiveMemberSnapshot(t, time.Now())
 	dash := ui.NewHandler(snapshotFunc(func() *node.Snapshot {
 		s := *snap
 		s.Time = time.Now()
@@ -348,6 +348,27 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 	if got := eval[string](t, tb, `document.getElementById('k-slots-sub').textContent`); !strings.Contains(got, "100 under-replicated") {
 		t.Errorf("slots card says %q, want 100 under-replicated", got)
 	}
+	// The legend counts each owner's slots from slot_owners; they match the
+	// members' slots_owned only if the page indexes members as sent.
+	legend := eval[map[string]string](t, tb, `Object.fromEntries([...document.querySelectorAll('#slot-legend li[data-owner]')].map((li) => [li.dataset.owner, li.querySelector('.n').textContent]))`)
+	for _, m := range snap.Members {
+		if want := fmt.Sprintf("%d", m.SlotsOwned); strings.ReplaceAll(legend[m.Name], ",", "") != want {
+			t.Errorf("legend count of %s = %q, want %s", m.Name, legend[m.Name], want)
+		}
+	}
+	for _, slot := range []int{0, 1050, 2005, 16383} {
+		owner, st := snap.Members[snap.SlotOwners[slot]].Name, snap.SlotStates[slot]
+		want := fmt.Sprintf("slot %d · %s · %s", slot, owner, strings.ReplaceAll(st.String(), "_", "-"))
+		got := eval[string](t, tb, fmt.Sprintf(`(() => {
+			const c = document.getElementById('slotmap'), r = c.getBoundingClientRect();
+			const x = %d %% 128, y = Math.floor(%d / 128);
+			c.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + (x + 0.5) * r.width / 128, clientY: r.top + (y + 0.5) * r.height / 128}));
+			return document.getElementById('slot-readout').textContent;
+		})()`, slot, slot))
+		if got != want {
+			t.Errorf("hover over slot %d reads %q, want %q", slot, got, want)
+		}
+	}
 
 	// The probe's 401 before the token was given is expected; nothing else.
 	allow := func(m chromedp.ConsoleMessage) bool {
@@ -363,34 +384,24 @@ type snapshotFunc func() *node.Snapshot
 
 func (f snapshotFunc) Snapshot(context.Context) (any, error) { return f(), nil }
 
-// fiveMemberSnapshot is a node.Snapshot of five members whose slot map
-// comes from ring.Assign (rendezvous hashing, so as fragmented as a real
-// cluster's), with slots 1000-1099 under-replicated and 2000-2009
-// unavailable.
-func fiveMemberSnapshot(now time.Time) *node.Snapshot {
+// fiveMemberSnapshot is a node.Snapshot of five members (listed chime-5
+// first) whose slot table comes from ring.Assign (rendezvous hashing, so as
+// fragmented as a real cluster's: about 13,000 runs of one owner), with
+// slots 1000-1099 under-replicated and 2000-2009 unavailable.
+func fiveMemberSnapshot(t *testing.T, now time.Time) *node.Snapshot {
+	t.Helper()
 	var members []ring.Member
 	for i := 1; i <= 5; i++ {
 		members = append(members, ring.Member{Name: fmt.Sprintf("chime-%d", i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7070+i)})
 	}
-	table := ring.Assign(members, 16384)
+	table := ring.Assign(members, ring.NumSlots)
 	s := &node.Snapshot{Time: now, Self: "chime-1"}
-	for slot := range 16384 {
-		owner, _ := table.Owner(uint16(slot))
-		state := "ok"
-		switch {
-		case slot >= 1000 && slot < 1100:
-			state = "under_replicated"
-		case slot >= 2000 && slot < 2010:
-			state = "unavailable"
-		}
-		if last := len(s.SlotMap) - 1; last >= 0 && s.SlotMap[last].Owner == owner.Name && s.SlotMap[last].State == state {
-			s.SlotMap[last].To = slot
-			continue
-		}
-		s.SlotMap = append(s.SlotMap, node.SlotRange{From: slot, To: slot, Owner: owner.Name, State: state})
-	}
 	counts := table.Counts()
-	for i, m := range members {
+	index := make(map[string]byte)
+	// Members go out in reverse name order, so the page must index
+	// slot_owners by the snapshot's order, not by its sorted table rows.
+	for i, m := range slices.Backward(members) {
+		index[m.Name] = byte(len(s.Members))
 		s.Members = append(s.Members, node.MemberSnapshot{
 			Name: m.Name, State: "active", HTTPAddr: m.HTTPAddr, GossipAddr: fmt.Sprintf("127.0.0.1:%d", 7946+i),
 			SlotsOwned: counts[m.Name].Owned, SlotsFollowing: counts[m.Name].Following,
@@ -398,6 +409,21 @@ func fiveMemberSnapshot(now time.Time) *node.Snapshot {
 			CreatesPerSec: 40, LatenessP50Ms: 2, LatenessP99Ms: float64(9 + i), CPUPercent: 18,
 			RSSBytes: 120 << 20, Goroutines: 540, DiskBytes: 48 << 20, UptimeSeconds: 7200,
 		})
+	}
+	owners := make([]byte, ring.NumSlots)
+	states := make([]node.SlotState, ring.NumSlots)
+	for slot := range owners {
+		owner, _ := table.Owner(uint16(slot))
+		owners[slot] = index[owner.Name]
+		switch {
+		case slot >= 1000 && slot < 1100:
+			states[slot] = node.SlotUnderReplicated
+		case slot >= 2000 && slot < 2010:
+			states[slot] = node.SlotUnavailable
+		}
+	}
+	if err := s.SetSlotTable(7, owners, states); err != nil {
+		t.Fatalf("SetSlotTable: %v", err)
 	}
 	s.Events = []node.Event{
 		{Time: now.Add(-2 * time.Minute), Kind: "start", Text: "node chime-1 started"},

@@ -24,6 +24,7 @@
   const UNDER_RGB = [245, 184, 61];
   const UNAVAIL_RGB = [240, 84, 92];
   const EMPTY_RGB = [16, 21, 28];
+  const NO_OWNER = 255; // a slot_owners byte: the slot has no owner
 
   const $ = (id) => document.getElementById(id);
 
@@ -39,9 +40,9 @@
     retry: 0,
     reconnectTimer: 0,
     eventsKey: '',
-    slotOwner: new Int32Array(SLOTS).fill(-1),
+    slotOwner: new Uint8Array(SLOTS).fill(NO_OWNER), // index into slotOwners
     slotState: new Uint8Array(SLOTS), // 0 ok, 1 under-replicated, 2 unavailable
-    slotOwners: [],
+    slotOwners: [], // member names, in the snapshot's order
     list: { cursors: [''], page: 0, next: '', selected: '' },
     detail: { id: '', key: '', task: null },
     view: 'cluster',
@@ -353,9 +354,7 @@
   }
 
   function assignColors(snap) {
-    const names = new Set(members(snap).map((m) => m.name));
-    for (const r of snap.slot_map || []) if (r.owner) names.add(r.owner);
-    [...names].sort().forEach(colorOf);
+    [...new Set(members(snap).map((m) => m.name))].sort().forEach(colorOf);
   }
 
   function renderCluster() {
@@ -364,7 +363,7 @@
     assignColors(snap);
     if (snap.self) $('self-name').textContent = snap.self;
     $('updated').textContent = fmtClock(new Date(Date.parse(snap.time) || Date.now()));
-    const slotStats = drawSlotMap(snap.slot_map || []);
+    const slotStats = drawSlotMap(snap);
     renderKPIs(snap, slotStats);
     renderNodes(snap);
     renderLegend(slotStats);
@@ -478,42 +477,53 @@
 
   // ---------- slot map ----------
 
-  function drawSlotMap(ranges) {
+  // slotBytes decodes one of the snapshot's slot tables (slot_owners,
+  // slot_states): standard base64 of one byte per slot. It returns null
+  // when the field is missing or not SLOTS bytes long.
+  function slotBytes(b64) {
+    if (typeof b64 !== 'string' || b64.length !== 4 * Math.ceil(SLOTS / 3)) return null;
+    let bin;
+    try { bin = atob(b64); } catch (e) { return null; }
+    if (bin.length !== SLOTS) return null;
+    const out = new Uint8Array(SLOTS);
+    for (let i = 0; i < SLOTS; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  }
+
+  // drawSlotMap paints the 128 × 128 grid from the snapshot's slot table:
+  // slot_owners byte i is the index in members of slot i's owner (255: no
+  // owner), slot_states byte i is 0 ok, 1 under-replicated, 2 unavailable.
+  // It keeps both arrays for the hover readout and returns the counts for
+  // the KPIs and the legend.
+  function drawSlotMap(snap) {
     const canvas = $('slotmap');
     const ctx = canvas.getContext('2d');
     const img = ctx.createImageData(GRID, GRID);
     const d = img.data;
-    for (let i = 0; i < SLOTS; i++) {
-      d[i * 4] = EMPTY_RGB[0]; d[i * 4 + 1] = EMPTY_RGB[1]; d[i * 4 + 2] = EMPTY_RGB[2]; d[i * 4 + 3] = 255;
-    }
-    const owners = [];
-    const ownerIndex = new Map();
+    const names = members(snap).map((m) => m.name);
+    const owners = slotBytes(snap.slot_owners) || new Uint8Array(SLOTS).fill(NO_OWNER);
+    const states = slotBytes(snap.slot_states) || new Uint8Array(SLOTS);
+    const rgbs = names.map((n) => colorOf(n).rgb);
     const counts = new Map();
-    const stats = { ok: 0, under: 0, unavailable: 0, owners, counts };
-    state.slotOwner.fill(-1);
-    state.slotState.fill(0);
-    for (const r of ranges) {
-      const from = Math.max(0, r.from | 0), to = Math.min(SLOTS - 1, r.to | 0);
-      if (to < from) continue;
-      let oi = ownerIndex.get(r.owner);
-      if (oi === undefined) { oi = owners.length; owners.push(r.owner); ownerIndex.set(r.owner, oi); }
-      const rgb = r.owner ? colorOf(r.owner).rgb : EMPTY_RGB;
-      const st = r.state === 'under_replicated' ? 1 : r.state === 'unavailable' ? 2 : 0;
-      const n = to - from + 1;
-      if (st === 0) stats.ok += n; else if (st === 1) stats.under += n; else stats.unavailable += n;
-      counts.set(r.owner, (counts.get(r.owner) || 0) + n);
-      for (let s = from; s <= to; s++) {
-        state.slotOwner[s] = oi;
-        state.slotState[s] = st;
-        const x = s & (GRID - 1), y = s >> 7;
-        let c = rgb;
-        if (st === 2) c = UNAVAIL_RGB;
-        else if (st === 1 && ((x + y) & 1)) c = UNDER_RGB; // hatched: every other cell amber
-        const p = s * 4;
-        d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2];
-      }
+    const perOwner = new Array(names.length).fill(0);
+    const stats = { ok: 0, under: 0, unavailable: 0, counts };
+    for (let s = 0; s < SLOTS; s++) {
+      if (owners[s] >= names.length) owners[s] = NO_OWNER; // not a member's index
+      if (states[s] > 2) states[s] = 0; // a state this page does not know
+      const oi = owners[s], st = states[s];
+      if (oi !== NO_OWNER) perOwner[oi]++;
+      if (st === 0) stats.ok++; else if (st === 1) stats.under++; else stats.unavailable++;
+      const x = s & (GRID - 1), y = s >> 7;
+      let c = oi === NO_OWNER ? EMPTY_RGB : rgbs[oi];
+      if (st === 2) c = UNAVAIL_RGB;
+      else if (st === 1 && ((x + y) & 1)) c = UNDER_RGB; // hatched: every other cell amber
+      const p = s * 4;
+      d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2]; d[p + 3] = 255;
     }
-    state.slotOwners = owners;
+    names.forEach((n, i) => { if (perOwner[i]) counts.set(n, (counts.get(n) || 0) + perOwner[i]); });
+    state.slotOwner = owners;
+    state.slotState = states;
+    state.slotOwners = names;
     ctx.putImageData(img, 0, 0);
     return stats;
   }
@@ -543,8 +553,8 @@
     if (s < 0) return;
     const oi = state.slotOwner[s];
     const st = ['ok', 'under-replicated', 'unavailable'][state.slotState[s]];
-    $('slot-readout').textContent = oi < 0
-      ? 'slot ' + s + ' · no owner'
+    $('slot-readout').textContent = oi === NO_OWNER
+      ? 'slot ' + s + ' · no owner · ' + st
       : 'slot ' + s + ' · ' + state.slotOwners[oi] + ' · ' + st;
   }
 
