@@ -34,6 +34,7 @@ type Result struct {
 	Create         *CreateStats          `json:"create,omitempty"`
 	Fire           *FireStats            `json:"fire,omitempty"`
 	Scale          *ScaleStats           `json:"scale,omitempty"`
+	Periodic       *PeriodicStats        `json:"periodic,omitempty"`
 
 	// Summary is the table printed at the end: each Chime figure next to
 	// its in-run ceiling.

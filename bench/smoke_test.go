@@ -59,6 +59,25 @@ func TestWorkloadsSmoke(t *testing.T) {
 		}
 		logWarnings(t, res)
 	})
+	t.Run("periodic", func(t *testing.T) {
+		cfg := DefaultPeriodicConfig()
+		cfg.Target, cfg.N, cfg.EveryMs, cfg.Duration, cfg.Lead = target, 20, 200, 2*time.Second, time.Second
+		// A quarter as 6-field cron every second, so the cron path is covered.
+		cfg.CronFraction, cfg.CronForm, cfg.CronPeriod = 0.25, CronFormFields, time.Second
+		cfg.Baseline.Requests, cfg.Baseline.Concurrency = 300, 8
+		res, err := RunPeriodic(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunPeriodic: %v", err)
+		}
+		d, rs := res.Periodic.Drift, res.Periodic.Receiver
+		if d.Expected == 0 || d.Missed != 0 || d.OffGrid != 0 || d.MaxDriftNs != 0 || d.Repeats != 0 || d.Unknown != 0 {
+			t.Errorf("drift = %+v, want occurrences expected and none missed, off-grid, repeated or unknown", d)
+		}
+		if rs.Early != 0 || rs.Duplicates != 0 {
+			t.Errorf("early %d, duplicates %d; want 0, 0", rs.Early, rs.Duplicates)
+		}
+		logWarnings(t, res)
+	})
 	t.Run("scale", func(t *testing.T) {
 		cfg := DefaultScaleConfig()
 		cfg.Target, cfg.N, cfg.Batch, cfg.Concurrency, cfg.BaselineN = target, 200, 100, 2, 1000

@@ -18,13 +18,14 @@ const benchUsage = `usage: chime bench <workload> [flags]
 workloads:
   create           create N tasks due in 1 h (--mode single|batch); ceiling: baseline-pebble
   fire             N one-shot tasks due over N/rate s, fired into a built-in receiver; ceiling: baseline-http
+  periodic         N every_ms (and optionally cron) tasks fired for --duration; lateness, drift, missed; ceiling: baseline-http
   scale            store N tasks due in 1 h; node RSS, disk size, restart time
   baseline-http    bare net/http client posting to the receiver: the fire ceiling and the receiver's capacity
   baseline-pebble  bare storage batches committed with sync: the create ceiling
 
 The node under test: --target URL (default $CHIME_ADDR, else ` + defaultAddr + `)
 or --spawn (start chime serve on a free loopback port with a temporary data dir).
-Results: a markdown table on stdout; JSON, markdown and (fire) SVG in --out.
+Results: a markdown table on stdout; JSON, markdown and (fire, periodic) SVG in --out.
 Run 'chime bench <workload> -h' for its flags; docs/BENCHMARKS.md explains them.
 `
 
@@ -79,6 +80,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		run = func() (bench.Result, error) {
 			cfg.Target, cfg.Progress = tf.config(env), prog
 			return bench.RunFire(ctx, cfg)
+		}
+	case "periodic":
+		cfg := bench.DefaultPeriodicConfig()
+		tf = registerTargetFlags(fs)
+		fs.IntVar(&cfg.N, "n", cfg.N, "periodic tasks")
+		fs.Int64Var(&cfg.EveryMs, "every", cfg.EveryMs, "every_ms of the periodic tasks")
+		fs.Float64Var(&cfg.CronFraction, "cron-fraction", cfg.CronFraction, "fraction of the tasks scheduled with cron instead of every_ms")
+		fs.StringVar(&cfg.CronForm, "cron-form", cfg.CronForm, "cron tasks as 'every' (@every <period> + start_at) or 'fields' (6-field <o>/<S> * * * * *)")
+		fs.DurationVar(&cfg.CronPeriod, "cron-period", cfg.CronPeriod, "period of the cron tasks (whole seconds)")
+		fs.BoolVar(&cfg.Stagger, "stagger", cfg.Stagger, "spread start_at over the period; --stagger=false starts all tasks at once (bursts)")
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measurement window after the first start_at")
+		fs.DurationVar(&cfg.Lead, "lead", 0, "start of creation to first start_at (default 3s + n/10000 s)")
+		fs.DurationVar(&cfg.Drain, "drain", cfg.Drain, "wait this long after the window for fires due inside it")
+		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per create request")
+		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "create and delete requests in flight")
+		fs.BoolVar(&cfg.KeepTasks, "keep", false, "with --target: leave the tasks on the node instead of deleting them")
+		fs.BoolVar(&cfg.SkipBaseline, "no-baseline", false, "skip baseline-http")
+		fs.IntVar(&cfg.Baseline.Requests, "baseline-requests", cfg.Baseline.Requests, "requests baseline-http times")
+		fs.IntVar(&cfg.Baseline.Concurrency, "baseline-concurrency", cfg.Baseline.Concurrency, "baseline-http requests in flight")
+		run = func() (bench.Result, error) {
+			cfg.Target, cfg.Progress = tf.config(env), prog
+			return bench.RunPeriodic(ctx, cfg)
 		}
 	case "scale":
 		cfg := bench.DefaultScaleConfig()
