@@ -138,6 +138,13 @@ func nextDue(spec *storage.Spec, after int64) int64 {
 		if err != nil {
 			return 0
 		}
+		// "@every d" is fixed rate: after is on its grid (start_at + k·d, or
+		// whole seconds without a start_at), and the library's Next would
+		// round a sub-second grid down to the second.
+		if d, ok := c.sched.(cron.ConstantDelaySchedule); ok && after >= spec.StartAt {
+			next, _ := addNs(after, int64(d.Delay))
+			return next
+		}
 		return c.next(max(after, spec.StartAt-1))
 	}
 	return 0

@@ -144,6 +144,9 @@ func TestNextDue(t *testing.T) {
 		{"@weekly", cronSpec("@weekly", "", 0), "2026-03-01T00:00:00Z", "2026-03-08T00:00:00Z"},
 		{"@yearly", cronSpec("@yearly", "", 0), "2026-03-01T00:00:00Z", "2027-01-01T00:00:00Z"},
 		{"@every is relative to the logical due", cronSpec("@every 1m30s", "", 0), "2026-03-01T12:00:00Z", "2026-03-01T12:01:30Z"},
+		// With a start_at the grid is start_at + k·period to the nanosecond:
+		// the cron library's Next would round to the whole second.
+		{"@every keeps a sub-second start_at grid", cronSpec("@every 1s", "", at(t, "2026-03-01T12:00:00.014Z")), "2026-03-01T12:00:00.014Z", "2026-03-01T12:00:01.014Z"},
 		{"cron respects start_at", cronSpec("@hourly", "", at(t, "2026-03-02T00:00:00Z")), "2026-03-01T12:00:00Z", "2026-03-02T00:00:00Z"},
 		{"cron that no longer parses", cronSpec("bogus", "", 0), "2026-03-01T12:00:00Z", "0"},
 		{"cron with an unknown zone", cronSpec("@daily", "Nowhere/City", 0), "2026-03-01T12:00:00Z", "0"},
@@ -197,6 +200,7 @@ func TestNextDueIsDriftFree(t *testing.T) {
 		{"every 100ms, 1000 fires", everySpec(100, 0), "2026-03-01T12:00:00.05Z", 1000, "2026-03-01T12:01:40.05Z"},
 		{"every 7s, 10000 fires", everySpec(7000, 0), "2026-03-01T12:00:00Z", 10000, "2026-03-02T07:26:40Z"},
 		{"@every 7s, 10000 fires", cronSpec("@every 7s", "", 0), "2026-03-01T12:00:00Z", 10000, "2026-03-02T07:26:40Z"},
+		{"@every 2s from a sub-second start_at, 100 fires", cronSpec("@every 2s", "", at(t, "2026-03-01T12:00:00.5Z")), "2026-03-01T12:00:00.5Z", 100, "2026-03-01T12:03:20.5Z"},
 		{"every minute by cron, 1440 fires", cronSpec("* * * * *", "Europe/Berlin", 0), "2026-03-29T00:00:00Z", 1440, "2026-03-30T00:00:00Z"},
 	}
 	for _, tt := range tests {
