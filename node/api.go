@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", n.handleHealth)
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("GET /metrics", n.handleMetrics)
+	mux.HandleFunc("GET /internal/v1/tasks", n.handleInternalList)
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
 	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
@@ -144,23 +146,26 @@ func scheduleField(spec *storage.Spec) string {
 }
 
 // parseTask decodes and validates one task body. pathID, when set, is the
-// id from the URL, which a body id must match.
-func (n *Node) parseTask(body []byte, pathID string, now time.Time) (*storage.Task, *Error) {
+// id from the URL, which a body id must match. generated reports that the
+// task got a new id because neither the body nor the path had one.
+func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.Task, generated bool, e *Error) {
 	req, e := decodeTaskRequest(body)
 	if e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	if pathID != "" {
 		if req.ID != "" && req.ID != pathID {
-			return nil, invalid("id", "the body's id %q differs from the path's %q", req.ID, pathID)
+			return nil, false, invalid("id", "the body's id %q differs from the path's %q", req.ID, pathID)
 		}
 		req.ID = pathID
 	}
+	generated = req.ID == ""
 	id, spec, e := req.validate(now, n.cfg.Limits)
 	if e != nil {
-		return nil, e
+		return nil, false, e
 	}
-	return newTask(id, spec, now)
+	t, e = newTask(id, spec, now)
+	return t, generated, e
 }
 
 func (n *Node) handleCreate(w http.ResponseWriter, r *http.Request) {
@@ -176,6 +181,12 @@ func (n *Node) handlePut(w http.ResponseWriter, r *http.Request) {
 	n.writeTask(w, r, opPut, id)
 }
 
+// routedNoBody forwards a request without a body for id to its owner; it
+// reports whether it answered.
+func (n *Node) routedNoBody(w http.ResponseWriter, r *http.Request, id string) bool {
+	return !n.view.Load().owns(slots.Of(id)) && n.routed(w, r, id, nil)
+}
+
 func (n *Node) writeTask(w http.ResponseWriter, r *http.Request, kind opKind, pathID string) {
 	body, e := n.readBody(w, r)
 	if e != nil {
@@ -183,9 +194,16 @@ func (n *Node) writeTask(w http.ResponseWriter, r *http.Request, kind opKind, pa
 		return
 	}
 	now := n.now()
-	t, e := n.parseTask(body, pathID, now)
+	t, generated, e := n.parseTask(body, pathID, now)
 	if e != nil {
 		writeError(w, e)
+		return
+	}
+	if !n.view.Load().owns(t.Slot) {
+		if generated {
+			body = withID(body, t.ID)
+		}
+		n.routed(w, r, t.ID, body)
 		return
 	}
 	if e := n.overloaded(); e != nil {
@@ -249,7 +267,7 @@ func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
 	tasks := make([]*storage.Task, len(req.Tasks))
 	for i, raw := range req.Tasks {
 		results[i].Index = i
-		t, e := n.parseTask(raw, "", now)
+		t, generated, e := n.parseTask(raw, "", now)
 		if e != nil {
 			results[i].Status = e.HTTPStatus()
 			results[i].Error = e
@@ -257,14 +275,29 @@ func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		tasks[i] = t
 		results[i].ID = t.ID
+		if generated {
+			req.Tasks[i] = withID(raw, t.ID)
+		}
 	}
-	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks}
-	if err := n.writer.submit(r.Context().Done(), op); err != nil {
-		writeError(w, asError(err))
-		return
+	remote := n.splitBatch(r, body, req.Tasks, tasks, results)
+	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
+	if slices.ContainsFunc(tasks, func(t *storage.Task) bool { return t != nil }) {
+		if err := n.writer.submit(r.Context().Done(), op); err != nil {
+			if remote.n == 0 {
+				writeError(w, asError(err))
+				return
+			}
+			// Sub-batches went to other nodes and may be stored: answer per
+			// task, so a retry can tell which ones to send again.
+			e := asError(err)
+			for i := range op.errs {
+				op.errs[i] = e
+			}
+		}
 	}
+	remote.wg.Wait()
 	for i := range results {
-		if results[i].Error != nil {
+		if results[i].Error != nil || tasks[i] == nil {
 			continue
 		}
 		if e := op.errs[i]; e != nil {
@@ -285,6 +318,9 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	if n.routedNoBody(w, r, id) {
+		return
+	}
 	t, err := n.store.Get(slots.Of(id), id)
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -301,6 +337,9 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if e := validateID(id); e != nil {
 		writeError(w, e)
+		return
+	}
+	if n.routedNoBody(w, r, id) {
 		return
 	}
 	op := &writeOp{kind: opDelete, id: id}
@@ -321,6 +360,9 @@ func (n *Node) handleOne(kind opKind, status int) http.HandlerFunc {
 		id := r.PathValue("id")
 		if e := validateID(id); e != nil {
 			writeError(w, e)
+			return
+		}
+		if n.routedNoBody(w, r, id) {
 			return
 		}
 		op := &writeOp{kind: kind, id: id, now: n.now().UnixNano()}
@@ -345,61 +387,74 @@ const (
 	listScanBudget   = 20000
 )
 
-func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
+// listQuery is a parsed GET /v1/tasks.
+type listQuery struct {
+	limit    int
+	status   storage.Status
+	labelKey string
+	labelVal string
+	hasLabel bool
+	start    storage.Position
+}
+
+func parseListQuery(r *http.Request) (listQuery, *Error) {
 	q := r.URL.Query()
-	limit := defaultListLimit
+	lq := listQuery{limit: defaultListLimit}
 	if s := q.Get("limit"); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 || v > maxListLimit {
-			writeError(w, invalid("limit", "limit must be an integer in 1..%d", maxListLimit))
-			return
+			return lq, invalid("limit", "limit must be an integer in 1..%d", maxListLimit)
 		}
-		limit = v
+		lq.limit = v
 	}
-	var status storage.Status
 	if s := q.Get("status"); s != "" {
 		st, ok := storage.ParseStatus(s)
 		if !ok {
-			writeError(w, invalid("status", "unknown status %q", s))
-			return
+			return lq, invalid("status", "unknown status %q", s)
 		}
-		status = st
+		lq.status = st
 	}
-	var labelKey, labelVal string
-	hasLabel := false
 	if s := q.Get("label"); s != "" {
 		k, v, ok := strings.Cut(s, ":")
 		if !ok || k == "" {
-			writeError(w, invalid("label", "label filter must be key:value"))
-			return
+			return lq, invalid("label", "label filter must be key:value")
 		}
-		labelKey, labelVal, hasLabel = k, v, true
+		lq.labelKey, lq.labelVal, lq.hasLabel = k, v, true
 	}
-	start := storage.Position{}
 	if c := q.Get("cursor"); c != "" {
 		p, ok := decodeCursor(c)
 		if !ok {
-			writeError(w, invalid("cursor", "malformed cursor"))
-			return
+			return lq, invalid("cursor", "malformed cursor")
 		}
-		start = p
+		lq.start = p
 	}
-	tasks := make([]TaskResponse, 0, min(limit, 64))
+	return lq, nil
+}
+
+// listLocal lists this node's tasks matching q from q.start in key order
+// (slot, then id), only in slots owned reports true for (nil: all). It stops
+// after q.limit matches or listScanBudget records; stop is then the
+// position of the last record read, from which the listing continues.
+func (n *Node) listLocal(q listQuery, owned func(uint16) bool) (tasks []TaskResponse, stop *storage.Position, err error) {
+	tasks = make([]TaskResponse, 0, min(q.limit, 64))
 	var last *storage.Task
 	scanned := 0
 	more := false
-	err := n.store.ScanTasks(start, func(t *storage.Task) bool {
-		if len(tasks) == limit || scanned == listScanBudget {
+	err = n.store.ScanTasks(q.start, func(t *storage.Task) bool {
+		if len(tasks) == q.limit || scanned == listScanBudget {
 			more = true
 			return false
 		}
 		scanned++
 		last = t
-		if status != 0 && t.Status != status {
+		if owned != nil && !owned(t.Slot) {
 			return true
 		}
-		if hasLabel {
-			if v, ok := t.Spec.Labels[labelKey]; !ok || v != labelVal {
+		if q.status != 0 && t.Status != q.status {
+			return true
+		}
+		if q.hasLabel {
+			if v, ok := t.Spec.Labels[q.labelKey]; !ok || v != q.labelVal {
 				return true
 			}
 		}
@@ -407,17 +462,41 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 		return true
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	if more && last != nil {
+		stop = &storage.Position{Slot: last.Slot, ID: last.ID, Exclusive: true}
+	}
+	return tasks, stop, nil
+}
+
+// listPage is the answer of GET /v1/tasks, and of its per-node part
+// GET /internal/v1/tasks (NextCursor is then the node's stop position).
+type listPage struct {
+	Tasks      []TaskResponse `json:"tasks"`
+	NextCursor string         `json:"next_cursor"`
+}
+
+func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
+	q, e := parseListQuery(r)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if n.cluster != nil {
+		n.listCluster(w, r, q)
+		return
+	}
+	tasks, stop, err := n.listLocal(q, nil)
+	if err != nil {
 		writeError(w, asError(err))
 		return
 	}
 	next := ""
-	if more && last != nil {
-		next = encodeCursor(storage.Position{Slot: last.Slot, ID: last.ID, Exclusive: true})
+	if stop != nil {
+		next = encodeCursor(*stop)
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Tasks      []TaskResponse `json:"tasks"`
-		NextCursor string         `json:"next_cursor"`
-	}{tasks, next})
+	writeJSON(w, http.StatusOK, listPage{tasks, next})
 }
 
 // A cursor is the (slot, id) position of the last task a page looked at,
@@ -443,6 +522,9 @@ func (n *Node) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if e := validateID(id); e != nil {
 		writeError(w, e)
+		return
+	}
+	if n.routedNoBody(w, r, id) {
 		return
 	}
 	limit := n.cfg.HistoryLimit
@@ -475,29 +557,6 @@ func (n *Node) handleExecutions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, struct {
 		Executions []ExecutionResponse `json:"executions"`
 	}{out})
-}
-
-// memberJSON is one member in GET /v1/cluster.
-type memberJSON struct {
-	Name           string `json:"name"`
-	GossipAddr     string `json:"gossip_addr"`
-	HTTPAddr       string `json:"http_addr"`
-	State          string `json:"state"`
-	SlotsOwned     int    `json:"slots_owned"`
-	SlotsFollowing int    `json:"slots_following"`
-}
-
-// handleCluster describes the cluster; a single node owns every slot.
-func (n *Node) handleCluster(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, struct {
-		Self         string       `json:"self"`
-		Members      []memberJSON `json:"members"`
-		TableVersion uint64       `json:"table_version"`
-	}{
-		Self:         n.cfg.Name,
-		Members:      []memberJSON{{Name: n.cfg.Name, HTTPAddr: n.cfg.HTTPAddr, State: "active", SlotsOwned: slots.Count}},
-		TableVersion: singleTableVersion,
-	})
 }
 
 func (n *Node) handleStats(w http.ResponseWriter, _ *http.Request) {

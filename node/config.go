@@ -66,6 +66,10 @@ type Config struct {
 	CacheSize    int64
 	MemTableSize uint64
 
+	// Cluster makes the node a cluster member; nil runs it standalone,
+	// owning every slot.
+	Cluster *ClusterConfig
+
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. The run loop is its only reader.
@@ -112,5 +116,11 @@ func (c *Config) Validate() error {
 	check(c.MaxGroupTasks > 0, "node: MaxGroupTasks must be positive")
 	check(c.IdleSync > 0, "node: IdleSync must be positive")
 	check(c.HistoryLimit > 0, "node: HistoryLimit must be positive")
+	if c.Cluster != nil {
+		check(c.HTTPAddr != "", "node: HTTPAddr is required in a cluster: other nodes forward to it")
+		if err := c.Cluster.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }

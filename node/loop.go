@@ -22,8 +22,16 @@ import (
 // fireChunk bounds how many expired entries go to the writer in one op.
 const fireChunk = 1024
 
+// scanJob is one due-index scan: [from, to) in the owned slots, or in
+// only the slots of gained (a catch-up scan for slots this node just
+// gained, which does not move the frontier).
+type scanJob struct {
+	from, to int64
+	gained   *ownedSet
+}
+
 type scanResult struct {
-	to      int64
+	job     scanJob
 	entries []wheel.Entry
 	err     error
 }
@@ -36,34 +44,38 @@ type loop struct {
 	log     *slog.Logger
 	now     func() time.Time
 
+	view       func() *view // the current view: which slots to load
 	wheel      *wheel.Wheel
 	frontier   int64 // tasks with wake < frontier are filed
 	scanTarget int64 // frontier once the scan in flight lands; 0 when none
+	scanning   bool  // a scan is in flight
+	gained     *ownedSet
 	loaded     chan struct{}
 
 	mu struct {
 		sync.Mutex
-		inbox []wakeChange // guarded by mu
+		inbox  []wakeChange // guarded by mu
+		gained []uint16     // slots gained since the last loop pass
 	}
 	kick     chan struct{} // cap 1: coalesced "inbox has work"
-	scanReq  chan [2]int64
+	scanReq  chan scanJob
 	scanRes  chan scanResult
 	stop     chan struct{}
 	done     chan struct{}
 	scanDone chan struct{}
 }
 
-func newLoop(cfg *Config, store *storage.Store, wr *writer, m *metrics, log *slog.Logger, now func() time.Time) (*loop, error) {
+func newLoop(cfg *Config, store *storage.Store, wr *writer, m *metrics, log *slog.Logger, now func() time.Time, v func() *view) (*loop, error) {
 	w, err := wheel.New(now(), cfg.Tick, 256, 4)
 	if err != nil {
 		return nil, err
 	}
 	return &loop{
-		cfg: cfg, store: store, writer: wr, metrics: m, log: log, now: now,
+		cfg: cfg, store: store, writer: wr, metrics: m, log: log, now: now, view: v,
 		wheel:    w,
 		loaded:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
-		scanReq:  make(chan [2]int64, 1),
+		scanReq:  make(chan scanJob, 1),
 		scanRes:  make(chan scanResult, 1),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
@@ -78,6 +90,19 @@ func (l *loop) notify(ch []wakeChange) {
 	l.mu.Lock()
 	l.mu.inbox = append(l.mu.inbox, ch...)
 	l.mu.Unlock()
+	l.wake()
+}
+
+// gain queues slots this node just became owner of: their due tasks up to
+// the frontier are loaded by a catch-up scan. It never blocks.
+func (l *loop) gain(s []uint16) {
+	l.mu.Lock()
+	l.mu.gained = append(l.mu.gained, s...)
+	l.mu.Unlock()
+	l.wake()
+}
+
+func (l *loop) wake() {
 	select {
 	case l.kick <- struct{}{}:
 	default:
@@ -104,6 +129,13 @@ func (l *loop) run() {
 		case <-l.kick:
 			l.mu.Lock()
 			inbox, l.mu.inbox = l.mu.inbox, inbox[:0]
+			for _, s := range l.mu.gained {
+				if l.gained == nil {
+					l.gained = new(ownedSet)
+				}
+				l.gained.set(s)
+			}
+			l.mu.gained = l.mu.gained[:0]
 			l.mu.Unlock()
 			for _, c := range inbox {
 				l.file(c.id, c.wake)
@@ -115,10 +147,18 @@ func (l *loop) run() {
 		}
 		now := l.now()
 		nowNs := now.UnixNano()
-		if l.scanTarget == 0 && nowNs >= nextLoad {
+		switch {
+		case l.scanning:
+		case l.gained != nil && l.frontier > 0:
+			// Before the first load lands the regular scan covers them.
+			l.scanning = true
+			l.scanReq <- scanJob{from: 0, to: l.frontier, gained: l.gained}
+			l.gained = nil
+		case nowNs >= nextLoad:
+			l.gained = nil // the first load covers every owned slot
 			to := nowNs + int64(l.cfg.Window)
-			l.scanTarget = to
-			l.scanReq <- [2]int64{l.frontier, to}
+			l.scanTarget, l.scanning = to, true
+			l.scanReq <- scanJob{from: l.frontier, to: to}
 			nextLoad = nowNs + int64(l.cfg.LoadInterval)
 		}
 		expired = l.wheel.Advance(now, expired[:0])
@@ -152,6 +192,21 @@ func (l *loop) file(id string, wake int64) {
 }
 
 func (l *loop) landScan(res scanResult) {
+	l.scanning = false
+	if res.job.gained != nil {
+		if res.err != nil {
+			l.log.Error("scan due index of gained slots", "err", res.err)
+			l.gained = res.job.gained // retried on the next pass
+			return
+		}
+		for _, e := range res.entries {
+			if _, ok := l.wheel.Due(e.ID); !ok {
+				l.wheel.Add(e.ID, e.Due)
+			}
+		}
+		l.metrics.loaded.Add(float64(len(res.entries)))
+		return
+	}
 	l.scanTarget = 0
 	if res.err != nil {
 		// Keep the frontier: the next pass scans the same range again.
@@ -164,7 +219,7 @@ func (l *loop) landScan(res scanResult) {
 		}
 		l.wheel.Add(e.ID, e.Due)
 	}
-	l.frontier = res.to
+	l.frontier = res.job.to
 	l.metrics.loaded.Add(float64(len(res.entries)))
 	select {
 	case <-l.loaded:
@@ -176,14 +231,18 @@ func (l *loop) landScan(res scanResult) {
 // scanner runs due-index scans off the loop goroutine.
 func (l *loop) scanner() {
 	defer close(l.scanDone)
-	for req := range l.scanReq {
+	for job := range l.scanReq {
 		var entries []wheel.Entry
-		err := l.store.ScanDue(nil, req[0], req[1], func(_ uint16, id string, wake int64) bool {
+		owned := l.view().owns
+		if job.gained != nil {
+			owned = job.gained.has
+		}
+		err := l.store.ScanDue(owned, job.from, job.to, func(_ uint16, id string, wake int64) bool {
 			entries = append(entries, wheel.Entry{ID: id, Due: time.Unix(0, wake)})
 			return true
 		})
 		select {
-		case l.scanRes <- scanResult{to: req[1], entries: entries, err: err}:
+		case l.scanRes <- scanResult{job: job, entries: entries, err: err}:
 		case <-l.stop:
 			return
 		}

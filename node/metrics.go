@@ -31,6 +31,12 @@ type metrics struct {
 	commit         prometheus.Histogram
 	fsyncs         prometheus.Counter
 	startLag       *prometheus.HistogramVec
+
+	slotsOwned     prometheus.Gauge
+	slotsFollowing prometheus.Gauge
+	members        *prometheus.GaugeVec   // by status and state
+	tableChanges   prometheus.Counter     // views built
+	forwarded      *prometheus.CounterVec // by result: ok, error
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -87,6 +93,19 @@ func newMetrics(g gauges) *metrics {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 8),
 		}),
 	}
+	m.slotsOwned = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chime_slots_owned", Help: "Slots this node owns in its current view."})
+	m.slotsFollowing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "chime_slots_following", Help: "Slots this node follows in its current view."})
+	m.members = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "chime_members", Help: "Cluster members in this node's view, by liveness status and lifecycle state."},
+		[]string{"status", "state"})
+	m.tableChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_table_changes_total", Help: "Membership changes that produced a new view of the slot table."})
+	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_forwarded_requests_total", Help: "API requests forwarded to the slot's owner, by result (ok, error: the owner could not be reached)."},
+		[]string{"result"})
+	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
@@ -105,6 +124,18 @@ func newMetrics(g gauges) *metrics {
 	)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 	return m
+}
+
+// noteView updates the cluster gauges from a new view.
+func (m *metrics) noteView(v *view) {
+	m.tableChanges.Inc()
+	c := v.table.Counts()[v.self]
+	m.slotsOwned.Set(float64(c.Owned))
+	m.slotsFollowing.Set(float64(c.Following))
+	m.members.Reset()
+	for _, mb := range v.members {
+		m.members.WithLabelValues(mb.Status.String(), mb.Meta.State.String()).Inc()
+	}
 }
 
 func (m *metrics) writeGroup(tasks int) {

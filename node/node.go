@@ -29,6 +29,10 @@ type Node struct {
 	metrics *metrics
 	handler http.Handler
 
+	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
+	cluster *cluster             // nil for a standalone node
+	fwd     *forwarder
+
 	sampler    sampler
 	hosts      *hostStats
 	ids        *idFilter
@@ -61,6 +65,12 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
+	if cfg.Cluster == nil {
+		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
+	} else {
+		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
+		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+	}
 	n.handler = n.routes()
 	return n, nil
 }
@@ -108,18 +118,31 @@ func (n *Node) Start() error {
 			}
 		},
 		counted: func(d int64) { n.tasks.delta.Add(d) },
+		view:    n.view.Load,
 		log:     n.log,
 		now:     n.now,
 	}, seed)
 	n.disp = newDispatcher(n.cfg.Dispatch, n.now, func(r fireResult) {
 		wr.send(&writeOp{kind: opDone, res: &r})
 	})
-	lp, err = newLoop(&n.cfg, st, wr, n.metrics, n.log, n.now)
+	lp, err = newLoop(&n.cfg, st, wr, n.metrics, n.log, n.now, n.view.Load)
 	if err != nil {
 		st.Close()
 		return err
 	}
 	n.writer, n.loop = wr, lp
+	n.metrics.noteView(n.view.Load())
+	if n.cfg.Cluster != nil {
+		c, err := newCluster(n, *n.cfg.Cluster)
+		if err == nil {
+			err = c.start()
+		}
+		if err != nil {
+			st.Close()
+			return err
+		}
+		n.cluster = c
+	}
 	n.disp.start()
 	go wr.run()
 	go lp.run()
@@ -188,17 +211,22 @@ func (n *Node) taskCount() (int64, bool) {
 	return b + n.tasks.delta.Load(), true
 }
 
-// Ready reports whether the node has loaded its due tasks and is firing.
+// Ready reports whether the node has loaded its due tasks and is firing;
+// in a cluster also that it has joined and its view has settled: no
+// membership change within SettleTime.
 func (n *Node) Ready() bool {
 	if !n.running.Load() {
 		return false
 	}
 	select {
 	case <-n.loop.loaded:
-		return true
 	default:
 		return false
 	}
+	if c := n.cluster; c != nil {
+		return c.joined.Load() && n.view.Load().settled(n.now(), c.cfg.SettleTime)
+	}
+	return true
 }
 
 // Handler is the node's HTTP API.
@@ -214,6 +242,9 @@ func (n *Node) Close(ctx context.Context) error {
 		if !n.running.Swap(false) {
 			return
 		}
+		if n.cluster != nil {
+			n.cluster.close()
+		}
 		n.loop.close()
 		n.disp.close(ctx)
 		close(n.writer.stop)
@@ -221,6 +252,9 @@ func (n *Node) Close(ctx context.Context) error {
 		close(n.stopBG)
 		n.bg.Wait()
 		n.closeErr = n.store.Close()
+		if n.fwd != nil {
+			n.fwd.close()
+		}
 		n.log.Info("node stopped")
 	})
 	return n.closeErr

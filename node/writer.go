@@ -101,6 +101,7 @@ type writerDeps struct {
 	ids        *idFilter         // which ids may exist; creates of others skip a read
 	rebuildIDs func()            // asks for a larger id filter; never blocks
 	counted    func(delta int64) // tasks created (+) and deleted (-)
+	view       func() *view      // the current view: a slot not owned is not fired
 	log        *slog.Logger
 	now        func() time.Time
 }
@@ -594,6 +595,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		}
 		if t == nil {
 			continue // deleted since it was filed
+		}
+		if !w.view().owns(t.Slot) {
+			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
 		if w.isRunning(t) {
 			continue // an attempt is at the dispatcher; its result re-files the task

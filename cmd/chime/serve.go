@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
 // shutdownGrace is how long running callbacks get to finish on SIGTERM.
@@ -39,6 +41,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.IntVar(&cfg.Dispatch.MaxQueued, "dispatch-queue", cfg.Dispatch.MaxQueued, "callbacks waiting for a worker before creates get 429")
 	fs.IntVar(&cfg.WriteQueue, "write-queue", cfg.WriteQueue, "API writes waiting for the writer before 429")
 	fs.IntVar(&cfg.HistoryLimit, "history", cfg.HistoryLimit, "execution records kept per task")
+	var cf clusterFlags
+	cf.register(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
@@ -63,6 +67,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		cfg.Name = "chime-" + port
 	}
 	cfg.Logger = log
+	if cfg.Cluster, err = cf.config(cfg.APIToken); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.Cluster != nil && len(cfg.Cluster.Secret) == 0 {
+		log.Warn("cluster without a shared secret: calls between nodes are not authenticated; set --gossip-key, --cluster-secret or --api-token")
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		ln.Close()
@@ -88,7 +99,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("chime serving", "http", "http://"+cfg.HTTPAddr, "data_dir", cfg.DataDir, "version", version)
+	log.Info("chime serving", "http", "http://"+cfg.HTTPAddr, "data_dir", cfg.DataDir, "version", version, "gossip", cf.addr)
 
 	select {
 	case <-ctx.Done():
@@ -109,6 +120,92 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		return err
 	}
 	return nil
+}
+
+// clusterFlags are serve's cluster flags. Without --gossip-addr the node
+// runs standalone and owns every slot.
+type clusterFlags struct {
+	addr, join, profile, key, label, secret     string
+	probeInterval, probeTimeout, gossipInterval time.Duration
+}
+
+func (c *clusterFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "gossip-addr", "", "gossip (memberlist UDP+TCP) address, e.g. 127.0.0.1:7946; empty runs a standalone node")
+	fs.StringVar(&c.join, "join", "", "comma list of other members' gossip addresses; joins through all of them and retries until each is seen")
+	fs.StringVar(&c.profile, "profile", "", "gossip timing: local (fast failure detection, loopback) or lan (memberlist defaults); default local on a loopback --gossip-addr, else lan")
+	fs.StringVar(&c.key, "gossip-key", "", "base64 32-byte key: encrypts gossip; members without it cannot join")
+	fs.StringVar(&c.label, "cluster-label", "chime", "cluster label on every gossip packet; members with another label are refused")
+	fs.StringVar(&c.secret, "cluster-secret", "", "shared secret that signs calls between nodes (default: the gossip key, else the API token)")
+	fs.DurationVar(&c.probeInterval, "probe-interval", 0, "memberlist probe interval (0: the profile's)")
+	fs.DurationVar(&c.probeTimeout, "probe-timeout", 0, "memberlist probe timeout (0: the profile's)")
+	fs.DurationVar(&c.gossipInterval, "gossip-interval", 0, "memberlist gossip interval (0: the profile's)")
+}
+
+// config returns the node's cluster config, or nil for a standalone node.
+func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
+	if c.addr == "" {
+		if c.join != "" {
+			return nil, errors.New("--join needs --gossip-addr")
+		}
+		return nil, nil
+	}
+	host, portStr, err := net.SplitHostPort(c.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--gossip-addr %q: %w", c.addr, err)
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return nil, fmt.Errorf("--gossip-addr %q: host must be an IP address", c.addr)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("--gossip-addr %q: bad port", c.addr)
+	}
+	profile := c.profile
+	if profile == "" {
+		profile = "lan"
+		if ip.IsLoopback() {
+			profile = "local"
+		}
+	}
+	var g gossip.Config
+	switch profile {
+	case "local":
+		g = gossip.DefaultLocalConfig()
+	case "lan":
+		g = gossip.DefaultLANConfig()
+	default:
+		return nil, fmt.Errorf("--profile %q: want local or lan", c.profile)
+	}
+	g.BindAddr, g.BindPort = host, port
+	if g.SecretKey, err = gossip.ParseSecretKey(c.key); err != nil {
+		return nil, fmt.Errorf("--gossip-key: %w", err)
+	}
+	g.Label = c.label
+	if c.probeInterval > 0 {
+		g.ProbeInterval = c.probeInterval
+	}
+	if c.probeTimeout > 0 {
+		g.ProbeTimeout = c.probeTimeout
+	}
+	if c.gossipInterval > 0 {
+		g.GossipInterval = c.gossipInterval
+	}
+	cc := node.DefaultClusterConfig(g)
+	for a := range strings.SplitSeq(c.join, ",") {
+		if a = strings.TrimSpace(a); a != "" && a != c.addr {
+			cc.Join = append(cc.Join, a)
+		}
+	}
+	switch {
+	case c.secret != "":
+		cc.Secret = []byte(c.secret)
+	case len(g.SecretKey) > 0:
+		cc.Secret = g.SecretKey
+	case apiToken != "":
+		cc.Secret = []byte(apiToken)
+	}
+	return &cc, nil
 }
 
 // parseWithEnv parses args after applying CHIME_<FLAG_NAME> variables as

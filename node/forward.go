@@ -1,0 +1,323 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// Headers of calls between nodes.
+const (
+	// hdrHop counts how often a request was forwarded; a node that is not
+	// the owner forwards only while it is below maxHops.
+	hdrHop = "X-Chime-Hop"
+	// hdrForwardedBy names the node that forwarded the request.
+	hdrForwardedBy = "X-Chime-Forwarded-By"
+	// hdrAuth authenticates a call between nodes: "<unix ms>:<hex HMAC>".
+	hdrAuth = "X-Chime-Auth"
+)
+
+// maxHops bounds forwarding: a request is forwarded at most twice (a table
+// change in flight can make the first owner wrong), then answered 503.
+const maxHops = 2
+
+// authSkew is how far the timestamp of a signed call may be from this
+// node's clock: it bounds how long a captured call can be replayed.
+const authSkew = 30 * time.Second
+
+// forwarder sends requests to other nodes: one keep-alive client for all of
+// them, every call signed with the cluster secret.
+type forwarder struct {
+	self    string
+	secret  []byte
+	timeout time.Duration
+	hc      *http.Client
+}
+
+func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &forwarder{self: self, secret: secret, timeout: timeout, hc: &http.Client{Transport: tr}}
+}
+
+func (f *forwarder) close() { f.hc.CloseIdleConnections() }
+
+// mac is the HMAC of one call: method, path with query, timestamp and the
+// body's SHA-256, so a captured call cannot be replayed with another body
+// or, after authSkew, at all.
+func mac(secret []byte, method, uri, ts string, body []byte) []byte {
+	sum := sha256.Sum256(body)
+	h := hmac.New(sha256.New, secret)
+	io.WriteString(h, method)
+	h.Write([]byte{'\n'})
+	io.WriteString(h, uri)
+	h.Write([]byte{'\n'})
+	io.WriteString(h, ts)
+	h.Write([]byte{'\n'})
+	h.Write(sum[:])
+	return h.Sum(nil)
+}
+
+// sign sets hdrAuth on a call to another node.
+func (f *forwarder) sign(h http.Header, method, uri string, body []byte, now time.Time) {
+	if len(f.secret) == 0 {
+		return
+	}
+	ts := strconv.FormatInt(now.UnixMilli(), 10)
+	h.Set(hdrAuth, ts+":"+hex.EncodeToString(mac(f.secret, method, uri, ts, body)))
+}
+
+// verifyCall reports whether r (with its body already read) is a call from
+// another node of this cluster. Without a secret every call is accepted.
+func verifyCall(secret []byte, r *http.Request, body []byte, now time.Time) bool {
+	if len(secret) == 0 {
+		return true
+	}
+	ts, sig, ok := strings.Cut(r.Header.Get(hdrAuth), ":")
+	if !ok {
+		return false
+	}
+	ms, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return false
+	}
+	if d := now.Sub(time.UnixMilli(ms)); d > authSkew || d < -authSkew {
+		return false
+	}
+	got, err := hex.DecodeString(sig)
+	return err == nil && hmac.Equal(got, mac(secret, r.Method, r.URL.RequestURI(), ts, body))
+}
+
+// hops returns how often r was forwarded already. The header counts only on
+// a signed call: a client cannot make a node refuse by sending it.
+func (n *Node) hops(r *http.Request, body []byte) int {
+	h := r.Header.Get(hdrHop)
+	if h == "" || n.fwd == nil {
+		return 0
+	}
+	v, err := strconv.Atoi(h)
+	if err != nil || v < 0 || !verifyCall(n.fwd.secret, r, body, n.now()) {
+		return 0
+	}
+	return v
+}
+
+// call is one request to another node, answered in full.
+type call struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends method uri to member m with body, signed, and reads the answer.
+// hop is the hop count the callee sees. Errors are transport failures and
+// timeouts (ForwardTimeout, or ctx's deadline when sooner).
+func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, body []byte, hdr http.Header, hop int) (call, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.HTTPAddr+uri, bytes.NewReader(body))
+	if err != nil {
+		return call{}, err
+	}
+	for _, k := range []string{"Authorization", "Content-Type", "Accept"} {
+		if v := hdr.Get(k); v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	req.Header.Set(hdrHop, strconv.Itoa(hop))
+	req.Header.Set(hdrForwardedBy, f.self)
+	f.sign(req.Header, method, uri, body, time.Now())
+	resp, err := f.hc.Do(req)
+	if err != nil {
+		return call{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return call{}, err
+	}
+	return call{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// errNoOwner answers a request for a slot no member owns yet.
+var errNoOwner = &Error{Code: CodeUnavailable, Message: "no member owns this slot yet: the cluster is forming"}
+
+// routed answers r by forwarding it to the owner of id's slot when that is
+// another node, and reports whether it did (or refused: no owner, hop
+// limit, owner unreachable). body is the request body as it should reach
+// the owner. A node that owns the slot answers itself (false).
+func (n *Node) routed(w http.ResponseWriter, r *http.Request, id string, body []byte) bool {
+	v := n.view.Load()
+	s := slots.Of(id)
+	if v.owns(s) {
+		return false
+	}
+	owner, ok := v.owner(s)
+	if !ok {
+		writeError(w, errNoOwner)
+		return true
+	}
+	n.forwardTo(w, r, owner, body)
+	return true
+}
+
+// forwardTo relays r to owner and its answer back.
+func (n *Node) forwardTo(w http.ResponseWriter, r *http.Request, owner ring.Member, body []byte) {
+	hop := n.hops(r, body)
+	if hop >= maxHops {
+		writeError(w, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+			"not the owner after %d forwards (owner here: %s): the slot table is changing", hop, owner.Name)})
+		return
+	}
+	c, err := n.fwd.do(r.Context(), owner, r.Method, r.URL.RequestURI(), body, r.Header, hop+1)
+	if err != nil {
+		n.metrics.forwarded.WithLabelValues("error").Inc()
+		writeError(w, unreachable(owner, err))
+		return
+	}
+	n.metrics.forwarded.WithLabelValues("ok").Inc()
+	for _, k := range []string{"Content-Type", "Retry-After", "X-Chime-Node", "WWW-Authenticate"} {
+		if v := c.header.Get(k); v != "" {
+			w.Header().Set(k, v)
+		}
+	}
+	w.WriteHeader(c.status)
+	_, _ = w.Write(c.body)
+}
+
+// unreachable is the 503 for an owner that did not answer.
+func unreachable(owner ring.Member, err error) *Error {
+	msg := err.Error()
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = "timed out"
+	}
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("owner %s (%s) is unreachable: %s", owner.Name, owner.HTTPAddr, msg)}
+}
+
+// withID returns the JSON object raw with "id":id added as its first
+// member. raw is a valid object without an id (the caller decoded it).
+func withID(raw []byte, id string) []byte {
+	raw = bytes.TrimSpace(raw)
+	rest := bytes.TrimSpace(raw[1:]) // after '{'
+	out := make([]byte, 0, len(raw)+len(id)+8)
+	out = append(out, `{"id":`...)
+	out = strconv.AppendQuote(out, id) // ids are [A-Za-z0-9._:-]: no escapes
+	if len(rest) > 0 && rest[0] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, rest...)
+}
+
+// splitBatch forwards the tasks of a batch whose slots other nodes own, one
+// sub-batch per owner in parallel, and takes them out of tasks (nil) so the
+// caller stores only its own. Their results land in results (same index)
+// by the time the returned wg is done. raws are the tasks' JSON
+// objects, with generated ids filled in.
+func (n *Node) splitBatch(r *http.Request, reqBody []byte, raws []json.RawMessage, tasks []*storage.Task, results []batchResult) *remoteBatch {
+	rb := &remoteBatch{}
+	v := n.view.Load()
+	groups := map[string][]int{}
+	owners := map[string]ring.Member{}
+	for i, t := range tasks {
+		if t == nil || v.owns(t.Slot) {
+			continue
+		}
+		o, ok := v.owner(t.Slot)
+		if !ok {
+			results[i].Status, results[i].Error = errNoOwner.HTTPStatus(), errNoOwner
+			tasks[i] = nil
+			continue
+		}
+		groups[o.Name] = append(groups[o.Name], i)
+		owners[o.Name] = o
+		tasks[i] = nil
+	}
+	if len(groups) == 0 {
+		return rb
+	}
+	hop := n.hops(r, reqBody) // the whole request's count decides for every sub-batch
+	for name, idx := range groups {
+		owner := owners[name]
+		fail := func(e *Error) {
+			for _, i := range idx {
+				results[i].Status, results[i].Error = e.HTTPStatus(), e
+			}
+		}
+		if hop >= maxHops {
+			fail(&Error{Code: CodeUnavailable, Message: fmt.Sprintf(
+				"not the owner after %d forwards (owner here: %s): the slot table is changing", hop, name)})
+			continue
+		}
+		var body bytes.Buffer
+		body.WriteString(`{"tasks":[`)
+		for k, i := range idx {
+			if k > 0 {
+				body.WriteByte(',')
+			}
+			body.Write(raws[i])
+		}
+		body.WriteString("]}")
+		rb.n++
+		rb.wg.Go(func() {
+			c, err := n.fwd.do(r.Context(), owner, http.MethodPost, "/v1/tasks:batch", body.Bytes(), r.Header, hop+1)
+			if err != nil {
+				n.metrics.forwarded.WithLabelValues("error").Inc()
+				fail(unreachable(owner, err))
+				return
+			}
+			n.metrics.forwarded.WithLabelValues("ok").Inc()
+			if c.status != http.StatusOK {
+				var eb struct {
+					Error *Error `json:"error"`
+				}
+				if json.Unmarshal(c.body, &eb) != nil || eb.Error == nil {
+					eb.Error = &Error{Code: CodeInternal, Message: fmt.Sprintf("owner %s answered %d", name, c.status)}
+				}
+				eb.Error.Status = c.status
+				fail(eb.Error)
+				return
+			}
+			var ans struct {
+				Results []batchResult `json:"results"`
+			}
+			if err := json.Unmarshal(c.body, &ans); err != nil || len(ans.Results) != len(idx) {
+				fail(&Error{Code: CodeInternal, Message: fmt.Sprintf("owner %s answered a malformed batch result", name)})
+				return
+			}
+			for k, i := range idx {
+				res := ans.Results[k]
+				res.Index = i
+				results[i] = res
+			}
+		})
+	}
+	return rb
+}
+
+// remoteBatch is the part of a batch forwarded to other nodes.
+type remoteBatch struct {
+	n  int // sub-batches sent
+	wg sync.WaitGroup
+}

@@ -1,0 +1,101 @@
+package node
+
+import (
+	"math/bits"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// view is one immutable picture of the cluster as this node sees it: the
+// members, the slot table computed from the eligible ones, and the slots
+// this node owns. The node swaps whole views atomically; readers (API
+// routing, the loader, the writer's fire gate) load one and use it without
+// locks. A standalone node has a view of itself owning every slot.
+type view struct {
+	self    string
+	table   ring.Table
+	members []gossip.Member // every known member, by name (dead and left too)
+	owned   ownedSet
+	// changed is when the membership last changed as this node saw it;
+	// the view is settled a SettleTime after it.
+	changed time.Time
+	// seq counts the views this node built, from 1.
+	seq uint64
+}
+
+// ownedSet is a bitmap of slots.
+type ownedSet [slots.Count / 64]uint64
+
+func (o *ownedSet) has(s uint16) bool {
+	return int(s) < slots.Count && o[s/64]&(1<<(s%64)) != 0
+}
+func (o *ownedSet) set(s uint16) { o[s/64] |= 1 << (s % 64) }
+
+// count returns how many slots are in the set.
+func (o *ownedSet) count() int {
+	n := 0
+	for _, w := range o {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// minus returns the slots in o that are not in other, ascending.
+func (o *ownedSet) minus(other *ownedSet) []uint16 {
+	var out []uint16
+	for i, w := range o {
+		d := w &^ other[i]
+		for d != 0 {
+			b := bits.TrailingZeros64(d)
+			out = append(out, uint16(i*64+b))
+			d &= d - 1
+		}
+	}
+	return out
+}
+
+// eligible returns the members that may own slots: up, active, and
+// speaking a protocol this node understands.
+func eligible(members []gossip.Member) []ring.Member {
+	out := make([]ring.Member, 0, len(members))
+	for _, m := range members {
+		if m.Up() && m.Meta.State == gossip.StateActive {
+			out = append(out, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr})
+		}
+	}
+	return out
+}
+
+// newView computes the view of self over members.
+func newView(self string, members []gossip.Member, changed time.Time, seq uint64) *view {
+	v := &view{self: self, members: members, changed: changed, seq: seq,
+		table: ring.Assign(eligible(members), slots.Count)}
+	for s := range slots.Count {
+		if o, ok := v.table.Owner(uint16(s)); ok && o.Name == self {
+			v.owned.set(uint16(s))
+		}
+	}
+	return v
+}
+
+// standaloneView is the view of a node without a cluster: it owns every
+// slot, for good.
+func standaloneView(self, httpAddr string) *view {
+	return newView(self, []gossip.Member{{Name: self, Meta: gossip.Meta{HTTPAddr: httpAddr,
+		State: gossip.StateActive}, Status: gossip.StatusAlive}}, time.Time{}, 1)
+}
+
+// owns reports whether this node owns slot s in this view.
+func (v *view) owns(s uint16) bool { return v.owned.has(s) }
+
+// owner returns the member that owns slot s; ok is false when no member is
+// eligible (a node that has not finished joining alone).
+func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
+
+// settled reports whether no membership change happened within d before now.
+func (v *view) settled(now time.Time, d time.Duration) bool {
+	return v.changed.IsZero() || now.Sub(v.changed) >= d
+}
