@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -61,41 +62,63 @@ func (c *ClusterConfig) validate() error {
 // protoVersion is the inter-node HTTP protocol this node speaks (Meta.Proto).
 const protoVersion = 1
 
-// cluster runs the node's membership: it joins, turns membership changes
-// into views, and tells the loop which slots it gained. Its goroutine is
-// the only writer of Node.view.
+// cluster runs the node's membership: it joins, and turns membership
+// changes into views that it hands to install (the node stores the view and
+// tells the loop which slots it gained). It knows nothing else of the node,
+// so tests run several in one process on memnet.
 type cluster struct {
-	n      *Node
+	name, httpAddr string
+	now            func() time.Time
+	log            *slog.Logger
+	// install receives every new view with the one it replaces, in order,
+	// never concurrently.
+	install func(old, v *view)
+
 	cfg    ClusterConfig
 	mem    *gossip.Membership
 	joined atomic.Bool // the first join round is over (success or not)
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	mu     sync.Mutex // serializes rebuild
+	cur    *view      // guarded by mu
 	seq    uint64     // views built; guarded by mu
 }
 
-func newCluster(n *Node, cfg ClusterConfig) (*cluster, error) {
+func newCluster(name, httpAddr string, cfg ClusterConfig, now func() time.Time, log *slog.Logger, install func(old, v *view)) (*cluster, error) {
 	g := cfg.Gossip
-	g.Name = n.cfg.Name
+	g.Name = name
 	if g.Logger == nil {
-		g.Logger = n.log
+		g.Logger = log
 	}
 	mem, err := gossip.New(g)
 	if err != nil {
 		return nil, fmt.Errorf("node: cluster: %w", err)
 	}
-	return &cluster{n: n, cfg: cfg, mem: mem, stop: make(chan struct{})}, nil
+	return &cluster{name: name, httpAddr: httpAddr, now: now, log: log, install: install,
+		cfg: cfg, mem: mem, stop: make(chan struct{}), cur: newView(name, nil, time.Time{}, 0)}, nil
+}
+
+// view returns the current view.
+func (c *cluster) view() *view {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
+}
+
+// ready reports whether the first join round is over and no membership
+// change happened within SettleTime.
+func (c *cluster) ready() bool {
+	return c.joined.Load() && c.view().settled(c.now(), c.cfg.SettleTime)
 }
 
 // start starts gossip as a joining member (owning nothing), joins the
 // seeds, then turns active. Views are built from then on.
 func (c *cluster) start() error {
-	meta := gossip.Meta{HTTPAddr: c.n.cfg.HTTPAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion}
+	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion}
 	if err := c.mem.Start(meta); err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}
-	c.rebuild(c.n.now())
+	c.rebuild(c.now())
 	c.wg.Add(2)
 	go c.run()
 	go c.joinLoop()
@@ -124,9 +147,9 @@ func (c *cluster) run() {
 					drained = true
 				}
 			}
-			c.rebuild(c.n.now())
+			c.rebuild(c.now())
 		case <-c.mem.Resync():
-			c.rebuild(c.n.now())
+			c.rebuild(c.now())
 		}
 	}
 }
@@ -138,27 +161,14 @@ func (c *cluster) rebuild(now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	members, _ := c.mem.Snapshot()
-	old := c.n.view.Load()
-	if old != nil && sameMembers(old.members, members) {
+	old := c.cur
+	if old.seq > 0 && sameMembers(old.members, members) {
 		return
 	}
 	c.seq++
-	v := newView(c.n.cfg.Name, members, now, c.seq)
-	c.n.view.Store(v)
-	if old == nil {
-		old = &view{}
-	}
-	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
-	if len(gained) > 0 && c.n.loop != nil {
-		c.n.loop.gain(gained)
-	}
-	c.n.metrics.noteView(v)
-	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
-		c.n.log.Info("slot table changed", "members", len(v.table.Members()), "owned", v.owned.count(),
-			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.table.Checksum()))
-		c.n.event("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
-			v.table.Checksum(), len(v.table.Members()), v.owned.count(), len(gained), len(lost)))
-	}
+	v := newView(c.name, members, now, c.seq)
+	c.cur = v
+	c.install(old, v)
 }
 
 // sameMembers reports whether two member lists (sorted by name) agree on
@@ -181,7 +191,7 @@ func (c *cluster) joinLoop() {
 			return
 		}
 		if _, err := c.mem.Join(pending); err != nil {
-			c.n.log.Debug("join", "seeds", pending, "err", err)
+			c.log.Debug("join", "seeds", pending, "err", err)
 		}
 		known := map[string]bool{}
 		for _, m := range c.mem.Members() {
@@ -191,10 +201,10 @@ func (c *cluster) joinLoop() {
 	}
 	attempt()
 	if err := c.mem.SetState(gossip.StateActive); err != nil {
-		c.n.log.Warn("announce active", "err", err)
+		c.log.Warn("announce active", "err", err)
 	}
 	c.joined.Store(true)
-	c.rebuild(c.n.now())
+	c.rebuild(c.now())
 	t := time.NewTicker(c.cfg.JoinRetry)
 	defer t.Stop()
 	for len(pending) > 0 {
@@ -211,7 +221,7 @@ func (c *cluster) joinLoop() {
 func (c *cluster) close() {
 	close(c.stop)
 	if err := c.mem.Leave(c.cfg.LeaveTimeout); err != nil {
-		c.n.log.Warn("leave cluster", "err", err)
+		c.log.Warn("leave cluster", "err", err)
 	}
 	c.wg.Wait()
 }

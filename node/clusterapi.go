@@ -181,7 +181,7 @@ func mergePages(pages []listPage, limit int) (listPage, error) {
 		all = append(all, p.Tasks...)
 	}
 	slices.SortFunc(all, func(a, b TaskResponse) int { return comparePos(posOf(&a), posOf(&b)) })
-	all = slices.CompactFunc(all, func(a, b TaskResponse) bool { return a.ID == b.ID })
+	all = slices.CompactFunc(all, func(a, b TaskResponse) bool { return a.Slot == b.Slot && a.ID == b.ID })
 	if bound != nil {
 		k, _ := slices.BinarySearchFunc(all, *bound, func(t TaskResponse, p storage.Position) int {
 			if comparePos(posOf(&t), p) <= 0 {

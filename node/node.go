@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -133,7 +134,7 @@ func (n *Node) Start() error {
 	n.writer, n.loop = wr, lp
 	n.metrics.noteView(n.view.Load())
 	if n.cfg.Cluster != nil {
-		c, err := newCluster(n, *n.cfg.Cluster)
+		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
 		if err == nil {
 			err = c.start()
 		}
@@ -224,9 +225,26 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	if c := n.cluster; c != nil {
-		return c.joined.Load() && n.view.Load().settled(n.now(), c.cfg.SettleTime)
+		return c.ready()
 	}
 	return true
+}
+
+// installView makes v the node's view: from now on the writer fires only
+// v's slots, and the loop loads the slots gained.
+func (n *Node) installView(old, v *view) {
+	n.view.Store(v)
+	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
+	if len(gained) > 0 {
+		n.loop.gain(gained)
+	}
+	n.metrics.noteView(v)
+	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
+		n.log.Info("slot table changed", "members", len(v.table.Members()), "owned", v.owned.count(),
+			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.table.Checksum()))
+		n.event("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
+			v.table.Checksum(), len(v.table.Members()), v.owned.count(), len(gained), len(lost)))
+	}
 }
 
 // Handler is the node's HTTP API.

@@ -1,0 +1,258 @@
+package node
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/ring/gossip/memnet"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// These tests run several clusters (the node's membership part: join, views,
+// readiness) in one process on memnet, a lossy in-memory memberlist
+// transport, inside a synctest bubble: fake time, so failure detection
+// that takes seconds runs in milliseconds and the same way every time.
+
+// gossipSettle is the fake time a bubble sleeps after the last close, so
+// memberlist's goroutines finish inside it.
+const gossipSettle = 30 * time.Second
+
+type tmember struct {
+	name, addr string
+	c          *cluster
+	mu         sync.Mutex
+	installs   int // views installed
+	bad        string
+}
+
+type tnet struct {
+	t       *testing.T
+	net     *memnet.Network
+	members []*tmember
+}
+
+func newTnet(t *testing.T, loss float64) *tnet {
+	n := &tnet{t: t, net: memnet.New(7)}
+	n.net.SetLoss(loss)
+	return n
+}
+
+func gossipAddr(i int) string { return fmt.Sprintf("127.0.0.1:%d", 7001+i) }
+
+// start starts member i (n<i+1>) joining through seeds.
+func (n *tnet) start(i int, seeds []string) *tmember {
+	n.t.Helper()
+	m := &tmember{name: fmt.Sprintf("n%d", i+1), addr: gossipAddr(i)}
+	g := gossip.DefaultLocalConfig()
+	g.Transport = n.net.Transport(m.addr)
+	cfg := DefaultClusterConfig(g)
+	cfg.Join = seeds
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := newCluster(m.name, fmt.Sprintf("127.0.0.1:%d", 8001+i), cfg, time.Now, log, func(old, v *view) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.installs++
+		if v.seq <= old.seq {
+			m.bad = fmt.Sprintf("view %d installed after view %d", v.seq, old.seq)
+		}
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	if err := c.start(); err != nil {
+		n.t.Fatal(err)
+	}
+	m.c = c
+	for len(n.members) <= i {
+		n.members = append(n.members, nil)
+	}
+	n.members[i] = m
+	return m
+}
+
+func allAddrs(k int) []string {
+	var out []string
+	for i := range k {
+		out = append(out, gossipAddr(i))
+	}
+	return out
+}
+
+// checkAgree checks that the given members computed the same table over
+// exactly want (names) and that their owned sets partition the slots.
+func checkAgree(t *testing.T, ms []*tmember, want ...string) ring.Table {
+	t.Helper()
+	var first *view
+	var union ownedSet
+	total := 0
+	for _, m := range ms {
+		v := m.c.view()
+		var names []string
+		for _, rm := range v.table.Members() {
+			names = append(names, rm.Name)
+		}
+		if fmt.Sprint(names) != fmt.Sprint(want) {
+			t.Errorf("%s: table members %v, want %v", m.name, names, want)
+		}
+		if first == nil {
+			first = v
+		} else if v.table.Checksum() != first.table.Checksum() {
+			t.Errorf("%s: checksum %016x, %s has %016x", m.name, v.table.Checksum(), ms[0].name, first.table.Checksum())
+		}
+		for i, w := range v.owned {
+			if union[i]&w != 0 {
+				t.Errorf("%s owns a slot another member owns too", m.name)
+				break
+			}
+			union[i] |= w
+		}
+		total += v.owned.count()
+		m.mu.Lock()
+		if m.bad != "" {
+			t.Errorf("%s: %s", m.name, m.bad)
+		}
+		m.mu.Unlock()
+	}
+	if total != slots.Count {
+		t.Errorf("members own %d slots together, want %d", total, slots.Count)
+	}
+	return first.table
+}
+
+// checkMovedOnlyFrom checks that between tables before and after only the
+// slots gone's owned moved, each to its previous follower.
+func checkMovedOnlyFrom(t *testing.T, before, after ring.Table, gone string) {
+	t.Helper()
+	moved := 0
+	for s := range slots.Count {
+		b, _ := before.Owner(uint16(s))
+		a, _ := after.Owner(uint16(s))
+		if b.Name == a.Name {
+			continue
+		}
+		moved++
+		f, _ := before.Follower(uint16(s))
+		if b.Name != gone || a.Name != f.Name {
+			t.Fatalf("slot %d moved %s -> %s (follower was %s); only %s's slots may move, to their follower", s, b.Name, a.Name, f.Name, gone)
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no slot moved away from %s", gone)
+	}
+}
+
+func TestClusterJoinInAnyOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTnet(t, 0.05)
+		// n3 starts first and joins through two seeds that do not exist
+		// yet: it must keep retrying until they come up.
+		var ms []*tmember
+		for _, i := range []int{2, 1, 0} {
+			ms = append(ms, n.start(i, allAddrs(3)))
+			time.Sleep(700 * time.Millisecond)
+		}
+		time.Sleep(3 * time.Second)
+		checkAgree(t, ms, "n1", "n2", "n3")
+		for _, m := range ms {
+			if !m.c.ready() {
+				t.Errorf("%s not ready 3 s after the last join", m.name)
+			}
+		}
+		for _, m := range ms {
+			m.c.close()
+		}
+		time.Sleep(gossipSettle)
+	})
+}
+
+func TestClusterNotReadyUntilSettled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTnet(t, 0)
+		a := n.start(0, nil)
+		time.Sleep(2 * time.Second)
+		if !a.c.ready() {
+			t.Fatal("a lone node with no seeds is not ready after 2 s")
+		}
+		b := n.start(1, allAddrs(2))
+		time.Sleep(200 * time.Millisecond)
+		if a.c.ready() {
+			t.Error("n1 ready 200 ms after n2 joined; want not ready until the view settled for 1 s")
+		}
+		time.Sleep(1500 * time.Millisecond)
+		if !a.c.ready() || !b.c.ready() {
+			t.Errorf("ready after settling: n1 %v, n2 %v; want both", a.c.ready(), b.c.ready())
+		}
+		checkAgree(t, []*tmember{a, b}, "n1", "n2")
+		a.c.close()
+		b.c.close()
+		time.Sleep(gossipSettle)
+	})
+}
+
+func TestClusterLeaveAndCrash(t *testing.T) {
+	for _, how := range []string{"leave", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				n := newTnet(t, 0.05)
+				var ms []*tmember
+				for i := range 4 {
+					ms = append(ms, n.start(i, allAddrs(4)))
+				}
+				time.Sleep(3 * time.Second)
+				before := checkAgree(t, ms, "n1", "n2", "n3", "n4")
+				gone := ms[2]
+				start := time.Now()
+				if how == "leave" {
+					gone.c.close()
+				} else {
+					n.net.Crash(gone.addr)
+				}
+				rest := []*tmember{ms[0], ms[1], ms[3]}
+				for {
+					done := true
+					for _, m := range rest {
+						if len(m.c.view().table.Members()) != 3 {
+							done = false
+						}
+					}
+					if done {
+						break
+					}
+					if time.Since(start) > time.Minute {
+						t.Fatalf("n3's %s not reflected in every view after a minute", how)
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				t.Logf("%s of n3 reflected in every view after %v of fake time", how, time.Since(start))
+				if how == "crash" && time.Since(start) > 6*time.Second {
+					t.Errorf("crash took %v to reach every view; the local profile detects in about 3 s", time.Since(start))
+				}
+				after := checkAgree(t, rest, "n1", "n2", "n4")
+				checkMovedOnlyFrom(t, before, after, "n3")
+				want := gossip.StatusLeft
+				if how == "crash" {
+					want = gossip.StatusDead
+				}
+				for _, m := range ms[0].c.view().members {
+					if m.Name == "n3" && m.Status != want {
+						t.Errorf("n1 sees n3 as %v, want %v", m.Status, want)
+					}
+				}
+				for _, m := range rest {
+					m.c.close()
+				}
+				if how == "crash" {
+					gone.c.close()
+				}
+				time.Sleep(gossipSettle)
+			})
+		})
+	}
+}
