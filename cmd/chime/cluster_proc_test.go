@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// freeGossipPorts returns k loopback ports free for both TCP and UDP
+// (memberlist binds both).
+func freeGossipPorts(t *testing.T, k int) []int {
+	t.Helper()
+	var out []int
+	var hold []interface{ Close() error }
+	defer func() {
+		for _, h := range hold {
+			h.Close()
+		}
+	}()
+	for len(out) < k {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hold = append(hold, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue // taken for UDP: try another
+		}
+		hold = append(hold, u)
+		out = append(out, port)
+	}
+	return out
+}
+
+// procClusterView is the part of GET /v1/cluster the tests read.
+type procClusterView struct {
+	Self         string `json:"self"`
+	TableVersion uint64 `json:"table_version"`
+	Settled      bool   `json:"settled"`
+	Members      []struct {
+		Name        string      `json:"name"`
+		HTTPAddr    string      `json:"http_addr"`
+		State       string      `json:"state"`
+		Status      string      `json:"status"`
+		SlotsOwned  int         `json:"slots_owned"`
+		OwnedRanges [][2]uint16 `json:"owned_ranges"`
+	} `json:"members"`
+}
+
+func getCluster(url string) (procClusterView, error) {
+	var cv procClusterView
+	resp, err := http.Get(url + "/v1/cluster")
+	if err != nil {
+		return cv, err
+	}
+	defer resp.Body.Close()
+	return cv, json.NewDecoder(resp.Body).Decode(&cv)
+}
+
+// startCluster starts k chime processes that join each other and waits
+// until every one sees all k active and the same table.
+func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
+	t.Helper()
+	ports := freeGossipPorts(t, k)
+	var addrs []string
+	for _, p := range ports {
+		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
+	}
+	var procs []*chimeProc
+	for i := range k {
+		args := append([]string{"--name", fmt.Sprintf("n%d", i+1), "--gossip-addr", addrs[i],
+			"--join", strings.Join(addrs, ",")}, extra...)
+		procs = append(procs, startChime(t, t.TempDir(), args...))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		agreed := true
+		var version uint64
+		for i, p := range procs {
+			cv, err := getCluster(p.url)
+			if err != nil || len(cv.Members) != k {
+				agreed = false
+				break
+			}
+			for _, m := range cv.Members {
+				if m.State != "active" || m.Status != "alive" {
+					agreed = false
+				}
+			}
+			if i == 0 {
+				version = cv.TableVersion
+			} else if cv.TableVersion != version {
+				agreed = false
+			}
+		}
+		if agreed {
+			return procs
+		}
+		if time.Now().After(deadline) {
+			for _, p := range procs {
+				cv, err := getCluster(p.url)
+				t.Logf("%s: %+v %v", p.url, cv, err)
+			}
+			t.Fatalf("the %d nodes did not agree on one table in 30 s", k)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ownerOf maps every slot to its owner's name, from one node's view.
+func ownerOf(t *testing.T, cv procClusterView) []string {
+	t.Helper()
+	owners := make([]string, slots.Count)
+	for _, m := range cv.Members {
+		for _, r := range m.OwnedRanges {
+			for s := int(r[0]); s <= int(r[1]); s++ {
+				owners[s] = m.Name
+			}
+		}
+	}
+	for s, o := range owners {
+		if o == "" {
+			t.Fatalf("slot %d has no owner in %s's view", s, cv.Self)
+		}
+	}
+	return owners
+}
+
+// metricValue reads one unlabelled or fully labelled sample from /metrics.
+func metricValue(t *testing.T, url, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", sample, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// TestClusterOfThreeProcesses starts 3 real chime processes on loopback and
+// creates 3,000 tasks through one node, so that about two thirds are
+// forwarded, plus a batch through another; each task fires exactly once, at
+// its owner, never early; a listing through the third node pages over all
+// of them without duplicates; and a request for a killed owner's slot is
+// answered 503 with Retry-After at once.
+func TestClusterOfThreeProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	procs := startCluster(t, 3)
+	fl := newFireLog(t)
+	cv, err := getCluster(procs[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := ownerOf(t, cv)
+
+	const singles, batched = 3000, 300
+	due := time.Now().Add(4 * time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan string, singles)
+	next := make(chan int)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				body := map[string]any{"id": fmt.Sprintf("c-%d", i), "callback_url": fl.srv.URL,
+					"due_at": due.Add(time.Duration(i%1000) * time.Millisecond).Format(time.RFC3339Nano)}
+				if code := postJSON(t, procs[0].url+"/v1/tasks", body, nil); code != http.StatusCreated {
+					errs <- fmt.Sprintf("create c-%d through n1: %d", i, code)
+				}
+			}
+		})
+	}
+	for i := range singles {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	var tasks []map[string]any
+	for i := range batched {
+		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("b-%d", i), "callback_url": fl.srv.URL,
+			"due_at": due.Add(time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)})
+	}
+	tasks = append(tasks, map[string]any{"id": "bad id", "callback_url": fl.srv.URL, "delay_ms": 1000})
+	var br struct {
+		Results []struct {
+			Index  int    `json:"index"`
+			ID     string `json:"id"`
+			Status int    `json:"status"`
+		} `json:"results"`
+	}
+	if code := postJSON(t, procs[1].url+"/v1/tasks:batch", map[string]any{"tasks": tasks}, &br); code != http.StatusOK {
+		t.Fatalf("batch through n2: %d", code)
+	}
+	if len(br.Results) != batched+1 {
+		t.Fatalf("batch answered %d results, want %d", len(br.Results), batched+1)
+	}
+	for i, r := range br.Results {
+		want := http.StatusCreated
+		if i == batched {
+			want = http.StatusBadRequest
+		}
+		if r.Index != i || r.Status != want {
+			t.Errorf("batch result %d = %+v, want index %d status %d", i, r, i, want)
+		}
+	}
+
+	// A task owned by n2, read through n1: forwarded, answered by n2.
+	for i := range singles {
+		id := fmt.Sprintf("c-%d", i)
+		if owners[slots.Of(id)] != "n2" {
+			continue
+		}
+		resp, err := http.Get(procs[0].url + "/v1/tasks/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Chime-Node") != "n2" {
+			t.Errorf("GET %s through n1 = %d from %q, want 200 from n2", id, resp.StatusCode, resp.Header.Get("X-Chime-Node"))
+		}
+		break
+	}
+
+	// The whole cluster's listing, through n3, in pages of 250.
+	seen := map[string]bool{}
+	cursor, pages := "", 0
+	for {
+		var page struct {
+			Tasks []struct {
+				ID string `json:"id"`
+			} `json:"tasks"`
+			NextCursor string `json:"next_cursor"`
+		}
+		resp, err := http.Get(procs[2].url + "/v1/tasks?limit=250&cursor=" + cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("list page %d: %d %v", pages, resp.StatusCode, err)
+		}
+		resp.Body.Close()
+		pages++
+		for _, tk := range page.Tasks {
+			if seen[tk.ID] {
+				t.Errorf("task %s listed twice", tk.ID)
+			}
+			seen[tk.ID] = true
+		}
+		if cursor = page.NextCursor; cursor == "" || pages > 100 {
+			break
+		}
+	}
+	if len(seen) != singles+batched {
+		t.Errorf("listing returned %d distinct tasks in %d pages, want %d", len(seen), pages, singles+batched)
+	}
+
+	// Every task fires exactly once, never early.
+	deadline := time.Now().Add(30 * time.Second)
+	for fl.count() < singles+batched && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // let duplicates, if any, arrive
+	fl.mu.Lock()
+	want := map[string]int{}
+	for id, fs := range fl.got {
+		if len(fs) != 1 {
+			t.Errorf("task %s fired %d times", id, len(fs))
+		}
+		for _, f := range fs {
+			if f.at.Before(f.due) {
+				t.Errorf("task %s fired %v early", id, f.due.Sub(f.at))
+			}
+		}
+		want[owners[slots.Of(id)]]++
+	}
+	got := len(fl.got)
+	fl.mu.Unlock()
+	if got != singles+batched {
+		t.Fatalf("%d of %d tasks fired", got, singles+batched)
+	}
+	// ... at their owners: each node fired exactly the tasks of its slots.
+	for i, p := range procs {
+		name := fmt.Sprintf("n%d", i+1)
+		if f := metricValue(t, p.url, `chime_fires_total{result="success"}`); int(f) != want[name] {
+			t.Errorf("%s fired %v tasks, owns %d of them", name, f, want[name])
+		}
+	}
+	if f := metricValue(t, procs[0].url, `chime_forwarded_requests_total{result="ok"}`); f < singles/2 {
+		t.Errorf("n1 forwarded %v requests; about two thirds of %d expected", f, singles)
+	}
+
+	// A killed owner: its slots answer 503 + Retry-After at once, until
+	// the cluster notices the death.
+	procs[2].signal(t, syscall.SIGKILL)
+	for i := range singles {
+		id := fmt.Sprintf("c-%d", i)
+		if owners[slots.Of(id)] != "n3" {
+			continue
+		}
+		start := time.Now()
+		resp, err := http.Get(procs[0].url + "/v1/tasks/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("GET %s (owner n3 killed) = %d, Retry-After %q; want 503 with Retry-After", id, resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("the 503 took %v", took)
+		}
+		break
+	}
+}
