@@ -2,6 +2,7 @@
 //
 //	chime serve [flags]          run a node (flags also from CHIME_* variables)
 //	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, executions
+//	chime cluster status         members, states and slots as one node sees them
 //	chime bench <workload>       benchmark workloads (see docs/BENCHMARKS.md)
 //	chime version
 package main
@@ -39,6 +40,7 @@ const usage = `usage: chime <command> [flags]
 commands:
   serve       run a node (chime serve -h for flags)
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
+  cluster     show the cluster as one node sees it: status
   bench       run a benchmark workload
   version     print the version
 `
@@ -53,6 +55,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runServe(ctx, args[1:], stdout, stderr, env)
 	case "task", "tasks":
 		return runTask(ctx, args[1:], stdout, stderr, env)
+	case "cluster":
+		return runCluster(ctx, args[1:], stdout, stderr, env)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
