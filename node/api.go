@@ -39,6 +39,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("GET /metrics", n.handleMetrics)
 	mux.HandleFunc("GET /internal/v1/tasks", n.handleInternalList)
+	mux.HandleFunc("GET /internal/v1/member", n.handleInternalMember)
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
 	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {

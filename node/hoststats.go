@@ -114,3 +114,62 @@ func (lh *latencyHist) quantile(q float64) float64 {
 	}
 	return float64(bucketUpper(latencyBuckets-1)) / float64(time.Millisecond)
 }
+
+// hostHist is one host's latency histogram as members send it to the node
+// serving the dashboard (GET /internal/v1/member): the non-empty buckets
+// as [bucket, count] pairs.
+type hostHist struct {
+	Host    string      `json:"host"`
+	Buckets [][2]uint64 `json:"buckets"`
+}
+
+// hists returns the histograms of the n hosts with the most callbacks.
+func (h *hostStats) hists(n int) []hostHist {
+	h.mu.Lock()
+	out := make([]hostHist, 0, len(h.mu.hosts))
+	totals := make(map[string]uint64, len(h.mu.hosts))
+	for host, lh := range h.mu.hosts {
+		hh := hostHist{Host: host}
+		for i, c := range lh.counts {
+			if c > 0 {
+				hh.Buckets = append(hh.Buckets, [2]uint64{uint64(i), c})
+			}
+		}
+		totals[host] = lh.total
+		out = append(out, hh)
+	}
+	h.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if a, b := totals[out[i].Host], totals[out[j].Host]; a != b {
+			return a > b
+		}
+		return out[i].Host < out[j].Host
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// mergeHosts adds the histograms of several members up by host and
+// returns the n hosts with the most callbacks, as top does for one node.
+// Buckets out of range are ignored.
+func mergeHosts(n int, lists ...[]hostHist) []HostLatency {
+	merged := newHostStats()
+	for _, l := range lists {
+		for _, hh := range l {
+			lh := merged.mu.hosts[hh.Host]
+			if lh == nil {
+				lh = &latencyHist{}
+				merged.mu.hosts[hh.Host] = lh
+			}
+			for _, b := range hh.Buckets {
+				if b[0] < latencyBuckets {
+					lh.counts[b[0]] += b[1]
+					lh.total += b[1]
+				}
+			}
+		}
+	}
+	return merged.top(n)
+}

@@ -239,6 +239,7 @@ func (n *Node) installView(old, v *view) {
 		n.loop.gain(gained)
 	}
 	n.metrics.noteView(v)
+	n.noteMembers(old, v)
 	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
 		n.log.Info("slot table changed", "members", len(v.table.Members()), "owned", v.owned.count(),
 			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.table.Checksum()))

@@ -25,8 +25,10 @@ type Snapshot struct {
 	Time time.Time `json:"time"`
 	// Self is the name of the node that took it (json "self").
 	Self string `json:"self"`
-	// Members is one row per cluster member (json "members"). Its order is
-	// the one SlotOwners indexes into.
+	// Members is one row per cluster member (json "members"): in a
+	// cluster every member of the serving node's view by name, dead and
+	// left ones too (Status, Stale). Its order is the one SlotOwners
+	// indexes into.
 	Members []MemberSnapshot `json:"members"`
 
 	// SlotOwners is the owner of every slot (json "slot_owners", which
@@ -42,7 +44,9 @@ type Snapshot struct {
 	SlotOwners []byte `json:"slot_owners"`
 	// SlotStates is every slot's health (json "slot_states", base64 like
 	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
-	// ok, 1 under_replicated, 2 unavailable).
+	// ok, 1 under_replicated, 2 unavailable). Nodes produce only ok
+	// today: slot replication, which the other states describe, is not
+	// built yet. Readers must still handle all three.
 	SlotStates []SlotState `json:"slot_states"`
 	// TableVersion is the version of the slot table SlotOwners shows, the
 	// table_version of GET /v1/cluster (json "table_version"). Owners
@@ -128,10 +132,29 @@ func checkSlotTable(members int, owners []byte, states []SlotState) error {
 	return nil
 }
 
-// MemberSnapshot is one node's row in the dashboard.
+// MemberSnapshot is one node's row in the dashboard. A node serves its own
+// at GET /internal/v1/member; in a cluster snapshot, the identity, Status
+// and slot counts come from the serving node's view, the stats from the
+// member itself.
 type MemberSnapshot struct {
-	Name           string  `json:"name"`
-	State          string  `json:"state"`
+	Name string `json:"name"`
+	// State is the member's lifecycle state as in GET /v1/cluster
+	// (joining, active, draining), or loading for an active member that is
+	// not ready (its due tasks are loading, or its view has not settled).
+	State string `json:"state"`
+	// Status is the member's liveness as gossip sees it, as in GET
+	// /v1/cluster: alive, suspect, dead or left (json "status"). A
+	// standalone node is alive.
+	Status string `json:"status"`
+	// Stale is set when the stats of this row are not fresh (json
+	// "stale"): the member is dead or left, or did not answer this
+	// snapshot's fetch in time. The row then shows the last stats it
+	// served, StatsAgeSeconds old, or none (zero rates, TasksStored -1)
+	// if it never answered.
+	Stale           bool    `json:"stale"`
+	StatsAgeSeconds float64 `json:"stats_age_seconds,omitempty"`
+	// Error says why a live member's fetch failed (json "error").
+	Error          string  `json:"error,omitempty"`
 	HTTPAddr       string  `json:"http_addr"`
 	GossipAddr     string  `json:"gossip_addr"`
 	SlotsOwned     int     `json:"slots_owned"`
@@ -195,6 +218,17 @@ type sampler struct {
 		// every slot, so it never changes and every snapshot shares its
 		// (never modified) slices.
 		table *Snapshot
+		// clusterTable is the slot table of one view, for a cluster
+		// member: rebuilt when the view changes, shared (never modified)
+		// by every snapshot of that view.
+		clusterTable struct {
+			v      *view
+			owners []byte
+			states []SlotState
+		}
+		// peers holds the last good answer of every other member of the
+		// view, by name, for members that do not answer in time.
+		peers map[string]peerAnswer
 	}
 }
 
@@ -209,19 +243,57 @@ func (n *Node) event(kind, text string) {
 	}
 }
 
-// Snapshot returns the dashboard snapshot of this node. Rates cover the
-// time since the previous call (about a second when the websocket hub
-// drives it). The slot table is a one-node cluster's: this node (Members[0])
-// owns every slot, all ok, table version 1.
+// Snapshot returns the dashboard snapshot. Rates cover the time since the
+// previous call (about a second when the websocket hub drives it).
+//
+// A standalone node is a one-node cluster: it (Members[0]) owns every slot,
+// all ok, table version 1. A cluster member lists every member of its view,
+// dead and left ones too, with the live stats each serves at
+// GET /internal/v1/member, fetched in parallel (see clusterSnapshot), and the
+// slot table of its view.
 func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
-	st, err := n.stats()
+	self, heat, err := n.localRow(ctx)
 	if err != nil {
 		return nil, err
+	}
+	s := &n.sampler
+	s.mu.Lock()
+	events := append([]Event(nil), s.mu.events...)
+	if s.mu.table == nil {
+		s.mu.table = singleNodeTable(n.cfg.Name)
+	}
+	table := s.mu.table
+	s.mu.Unlock()
+	snap := &Snapshot{
+		Time:         n.now(),
+		Self:         n.cfg.Name,
+		Members:      []MemberSnapshot{self},
+		SlotOwners:   table.SlotOwners,
+		SlotStates:   table.SlotStates,
+		TableVersion: table.TableVersion,
+		Events:       events,
+		Wheel:        heat,
+		Hosts:        n.hosts.top(10),
+	}
+	if n.cfg.Cluster != nil {
+		n.clusterSnapshot(ctx, n.view.Load(), self, snap)
+	}
+	return snap, nil
+}
+
+// localRow returns this node's own dashboard row, with rates since the
+// previous call (at least rateWindow apart, so that several callers do not
+// shorten each other's windows), and its wheel heatmap (rescanned at most
+// every heatmapRefresh).
+func (n *Node) localRow(ctx context.Context) (MemberSnapshot, WheelHeatmap, error) {
+	st, err := n.stats()
+	if err != nil {
+		return MemberSnapshot{}, WheelHeatmap{}, err
 	}
 	now := n.now()
 	m := st.Metrics
 	self := MemberSnapshot{
-		Name: n.cfg.Name, State: "active", HTTPAddr: n.cfg.HTTPAddr,
+		Name: n.cfg.Name, State: "active", Status: "alive", HTTPAddr: n.cfg.HTTPAddr,
 		SlotsOwned: slots.Count, TasksStored: -1,
 		WheelTasks:    int(m["chime_wheel_tasks"]),
 		RSSBytes:      m["process_resident_memory_bytes"],
@@ -229,16 +301,17 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 		DiskBytes:     m["chime_store_disk_bytes"],
 		UptimeSeconds: st.UptimeSeconds,
 	}
+	if n.cfg.Cluster != nil {
+		n.selfFromView(&self, n.view.Load())
+	}
 	if c, ok := n.taskCount(); ok {
 		self.TasksStored = c
 	}
-	if !n.Ready() {
+	if !st.Ready && self.State == "active" {
 		self.State = "loading"
 	}
 	s := &n.sampler
 	s.mu.Lock()
-	// Rates cover at least rateWindow, so several callers (the websocket
-	// hub, GET /v1/snapshot) do not shorten each other's windows.
 	if dt := now.Sub(s.mu.at).Seconds(); s.mu.prev != nil && dt >= rateWindow.Seconds() {
 		rate := func(k string) float64 { return (m[k] - s.mu.prev[k]) / dt }
 		r := &s.mu.rates
@@ -256,11 +329,6 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 	self.CPUPercent, self.LatenessP50Ms, self.LatenessP99Ms = s.mu.rates.CPUPercent, s.mu.rates.LatenessP50Ms, s.mu.rates.LatenessP99Ms
 	refresh := now.Sub(s.mu.heatAt) >= heatmapRefresh
 	heat := s.mu.heat
-	events := append([]Event(nil), s.mu.events...)
-	if s.mu.table == nil {
-		s.mu.table = singleNodeTable(n.cfg.Name)
-	}
-	table := s.mu.table
 	s.mu.Unlock()
 
 	if refresh {
@@ -269,17 +337,7 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 		s.mu.heat, s.mu.heatAt = heat, now
 		s.mu.Unlock()
 	}
-	return &Snapshot{
-		Time:         now,
-		Self:         n.cfg.Name,
-		Members:      []MemberSnapshot{self},
-		SlotOwners:   table.SlotOwners,
-		SlotStates:   table.SlotStates,
-		TableVersion: table.TableVersion,
-		Events:       events,
-		Wheel:        heat,
-		Hosts:        n.hosts.top(10),
-	}, nil
+	return self, heat, nil
 }
 
 // singleNodeTable returns a snapshot holding only the slot table of a

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"fmt"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
@@ -98,4 +100,58 @@ func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
 // settled reports whether no membership change happened within d before now.
 func (v *view) settled(now time.Time, d time.Duration) bool {
 	return v.changed.IsZero() || now.Sub(v.changed) >= d
+}
+
+// memberChange is one membership change, a line of the dashboard's
+// timeline.
+type memberChange struct {
+	kind string // join, dead, leave, restart, state, gone
+	text string
+}
+
+// memberChanges describes how the membership went from old to cur (both
+// by name), in name order: members that appeared or came back (join),
+// were declared dead (dead), left (leave), restarted with a new boot id
+// (restart), changed lifecycle state (state) or were dropped from the
+// membership (gone).
+func memberChanges(old, cur []gossip.Member) []memberChange {
+	prev := make(map[string]gossip.Member, len(old))
+	for _, m := range old {
+		prev[m.Name] = m
+	}
+	var out []memberChange
+	add := func(kind, format string, args ...any) {
+		out = append(out, memberChange{kind, fmt.Sprintf(format, args...)})
+	}
+	for _, m := range cur {
+		p, known := prev[m.Name]
+		delete(prev, m.Name)
+		switch {
+		case !known && m.Up():
+			add("join", "%s joined (%s, http %s)", m.Name, m.Meta.State, m.Meta.HTTPAddr)
+		case !known && m.Status == gossip.StatusLeft:
+			add("leave", "%s is known, but has left", m.Name)
+		case !known:
+			add("dead", "%s is known, but %s", m.Name, m.Status)
+		case p.Up() && m.Status == gossip.StatusDead:
+			add("dead", "%s failed: declared dead by gossip", m.Name)
+		case m.Status == gossip.StatusLeft && p.Status != gossip.StatusLeft:
+			add("leave", "%s left the cluster", m.Name)
+		case !p.Up() && m.Up():
+			add("join", "%s rejoined (%s, http %s)", m.Name, m.Meta.State, m.Meta.HTTPAddr)
+		case m.Up() && p.Meta.BootID != 0 && m.Meta.BootID != p.Meta.BootID:
+			add("restart", "%s restarted (%s)", m.Name, m.Meta.State)
+		case m.Up() && m.Meta.State != p.Meta.State:
+			add("state", "%s is %s (was %s)", m.Name, m.Meta.State, p.Meta.State)
+		}
+	}
+	gone := make([]string, 0, len(prev))
+	for name := range prev {
+		gone = append(gone, name)
+	}
+	slices.Sort(gone)
+	for _, name := range gone {
+		add("gone", "%s is no longer a member", name)
+	}
+	return out
 }

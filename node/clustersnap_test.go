@@ -1,0 +1,354 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// startSigningNode starts a standalone node that signs and checks calls
+// between nodes with secret, as a cluster member does, without gossip: the
+// merge is tested over real HTTP with views built by hand.
+func startSigningNode(t *testing.T, name string, secret []byte) *testNode {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Name = name
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	n.fwd = newForwarder(name, secret, 10*time.Second) // before anything reads it
+	t.Cleanup(n.fwd.close)
+	if err := n.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	tn := &testNode{Node: n, srv: httptest.NewServer(n.Handler()), cfg: cfg}
+	t.Cleanup(func() { tn.stop(t) })
+	return tn
+}
+
+func hostOf(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "http://") }
+
+func member(name, gossipAddr, httpAddr string, status gossip.Status) gossip.Member {
+	return gossip.Member{Name: name, Addr: gossipAddr, Status: status,
+		Meta: gossip.Meta{HTTPAddr: httpAddr, State: gossip.StateActive, BootID: 1, Proto: protoVersion}}
+}
+
+// TestClusterSnapshotMerge: the serving node lists every member of its
+// view with the row each serves at GET /internal/v1/member: a live member's
+// fresh row, an unreachable and a hung member as stale rows with their
+// gossip status and the reason, a dead member without a fetch. A member
+// that stops answering keeps its last good row, marked stale.
+func TestClusterSnapshotMerge(t *testing.T) {
+	secret := []byte("s3cret")
+	a := startSigningNode(t, "a", secret)
+	b := startSigningNode(t, "b", secret)
+
+	// c: nothing listens at its address.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := l.Addr().String()
+	l.Close()
+	// d: accepts, then never answers within the fetch timeout.
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hung.Close)
+	t.Cleanup(func() { close(release) })
+	// e: declared dead; its address counts the calls it gets (none).
+	var deadCalls atomic.Int32
+	dead := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { deadCalls.Add(1) }))
+	t.Cleanup(dead.Close)
+
+	// Two tasks on b, due in ten minutes, for its row and the wheel.
+	for _, id := range []string{"t1", "t2"} {
+		if code := b.do(t, "POST", "/v1/tasks", map[string]any{"id": id, "delay_ms": 600_000, "callback_url": "http://127.0.0.1:1/"}, nil); code != http.StatusCreated {
+			t.Fatalf("create %s on b = %d, want 201", id, code)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c, ok := b.taskCount(); !ok || c != 2; c, ok = b.taskCount() {
+		if time.Now().After(deadline) {
+			t.Fatalf("b counts %d tasks (known %v), want 2", c, ok)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	v := newView("a", []gossip.Member{
+		member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive),
+		member("b", "10.0.0.2:7946", hostOf(b.srv), gossip.StatusAlive),
+		member("c", "10.0.0.3:7946", unreachable, gossip.StatusAlive),
+		member("d", "10.0.0.4:7946", hostOf(hung), gossip.StatusAlive),
+		member("e", "10.0.0.5:7946", hostOf(dead), gossip.StatusDead),
+	}, time.Time{}, 1)
+	snapshot := func() *Snapshot {
+		t.Helper()
+		self, heat, err := a.localRow(t.Context())
+		if err != nil {
+			t.Fatalf("localRow: %v", err)
+		}
+		s := &Snapshot{Members: []MemberSnapshot{self}, Wheel: heat}
+		a.clusterSnapshot(t.Context(), v, self, s)
+		if err := s.CheckSlotTable(); err != nil {
+			t.Fatalf("CheckSlotTable() = %v", err)
+		}
+		return s
+	}
+	byName := func(s *Snapshot) map[string]MemberSnapshot {
+		out := map[string]MemberSnapshot{}
+		for _, m := range s.Members {
+			out[m.Name] = m
+		}
+		return out
+	}
+
+	s := snapshot()
+	names := make([]string, len(s.Members))
+	for i, m := range s.Members {
+		names[i] = m.Name
+	}
+	if want := []string{"a", "b", "c", "d", "e"}; !slices.Equal(names, want) {
+		t.Fatalf("members %v, want %v (the view's order)", names, want)
+	}
+	if s.TableVersion != v.table.Checksum() {
+		t.Errorf("TableVersion = %d, want the view's checksum %d", s.TableVersion, v.table.Checksum())
+	}
+	// The table: a to d own slots (alive and active), e (dead) none, and
+	// every owner byte indexes the row of the owner.
+	owned := make([]int, len(s.Members))
+	for slot, o := range s.SlotOwners {
+		if o == NoOwner {
+			t.Fatalf("slot %d has no owner", slot)
+		}
+		owned[o]++
+		if want, _ := v.table.Owner(uint16(slot)); s.Members[o].Name != want.Name {
+			t.Fatalf("slot %d: owner byte %d is %s, want %s", slot, o, s.Members[o].Name, want.Name)
+		}
+	}
+	for i, m := range s.Members {
+		if m.SlotsOwned != owned[i] || (m.Name == "e") != (owned[i] == 0) {
+			t.Errorf("%s: SlotsOwned %d, slot_owners count %d; want equal, and zero only for the dead e", m.Name, m.SlotsOwned, owned[i])
+		}
+	}
+
+	rows := byName(s)
+	tests := []struct {
+		name, status, errPart string
+		stale                 bool
+		tasks                 int64
+		gossipAddr            string
+	}{
+		{name: "a", status: "alive", tasks: 0, gossipAddr: "10.0.0.1:7946"},
+		{name: "b", status: "alive", tasks: 2, gossipAddr: "10.0.0.2:7946"},
+		{name: "c", status: "alive", stale: true, tasks: -1, errPart: "unreachable", gossipAddr: "10.0.0.3:7946"},
+		{name: "d", status: "alive", stale: true, tasks: -1, errPart: "unreachable: timed out", gossipAddr: "10.0.0.4:7946"},
+		{name: "e", status: "dead", stale: true, tasks: -1, gossipAddr: "10.0.0.5:7946"},
+	}
+	for _, tt := range tests {
+		m := rows[tt.name]
+		if m.Status != tt.status || m.Stale != tt.stale || m.TasksStored != tt.tasks || m.GossipAddr != tt.gossipAddr ||
+			(tt.errPart == "") != (m.Error == "") || !strings.Contains(m.Error, tt.errPart) {
+			t.Errorf("row %s = {status %q stale %v tasks %d gossip %q error %q}, want {%q %v %d %q error containing %q}",
+				tt.name, m.Status, m.Stale, m.TasksStored, m.GossipAddr, m.Error, tt.status, tt.stale, tt.tasks, tt.gossipAddr, tt.errPart)
+		}
+		if m.State != "active" {
+			t.Errorf("row %s state = %q, want active", tt.name, m.State)
+		}
+	}
+	if rows["b"].HTTPAddr != hostOf(b.srv) || rows["b"].UptimeSeconds <= 0 || rows["b"].Goroutines == 0 {
+		t.Errorf("b's row %+v lacks its own stats", rows["b"])
+	}
+	if got := deadCalls.Load(); got != 0 {
+		t.Errorf("the dead member was called %d times, want 0", got)
+	}
+	if sum := slices.Max(s.Wheel.Counts); sum != 2 {
+		t.Errorf("merged wheel %v, want b's two tasks in one bucket", s.Wheel.Counts)
+	}
+
+	// b stops answering: its row stays, with the last stats, stale.
+	b.srv.Close()
+	s = snapshot()
+	m := byName(s)["b"]
+	if !m.Stale || m.TasksStored != 2 || m.StatsAgeSeconds <= 0 || m.Error == "" || m.Status != "alive" {
+		t.Errorf("b after it stopped answering = {stale %v tasks %d age %v error %q status %q}, want stale, 2 tasks, an age, an error, alive",
+			m.Stale, m.TasksStored, m.StatsAgeSeconds, m.Error, m.Status)
+	}
+
+	// A view without b forgets its cached row.
+	v = newView("a", []gossip.Member{member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive)}, time.Time{}, 2)
+	s = snapshot()
+	if len(s.Members) != 1 || s.Members[0].Name != "a" || s.Members[0].Stale {
+		t.Errorf("one-member view: members %+v, want a alone, fresh", s.Members)
+	}
+	a.sampler.mu.Lock()
+	cached := len(a.sampler.mu.peers)
+	a.sampler.mu.Unlock()
+	if cached != 0 {
+		t.Errorf("%d cached rows after the other members left the view, want 0", cached)
+	}
+}
+
+// TestInternalMemberAuth: the endpoint answers only signed calls, with the
+// node's own row (decodable as a MemberSnapshot) and its wheel.
+func TestInternalMemberAuth(t *testing.T) {
+	secret := []byte("s3cret")
+	b := startSigningNode(t, "b", secret)
+	if code := b.do(t, "GET", "/internal/v1/member", nil, nil); code != http.StatusUnauthorized {
+		t.Errorf("unsigned GET /internal/v1/member = %d, want 401", code)
+	}
+	other := newForwarder("x", []byte("other"), time.Second)
+	defer other.close()
+	c, err := other.do(t.Context(), ring.Member{Name: "b", HTTPAddr: hostOf(b.srv)}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
+	if err != nil || c.status != http.StatusUnauthorized {
+		t.Errorf("GET signed with another secret = %d, %v; want 401", c.status, err)
+	}
+	signer := newForwarder("a", secret, time.Second)
+	defer signer.close()
+	c, err = signer.do(t.Context(), ring.Member{Name: "b", HTTPAddr: hostOf(b.srv)}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
+	if err != nil || c.status != http.StatusOK {
+		t.Fatalf("signed GET = %d, %v; want 200", c.status, err)
+	}
+	var row MemberSnapshot
+	var extra struct {
+		Wheel *WheelHeatmap `json:"wheel"`
+	}
+	if err := json.Unmarshal(c.body, &row); err != nil || json.Unmarshal(c.body, &extra) != nil {
+		t.Fatalf("decode %s: %v", c.body, err)
+	}
+	if row.Name != "b" || row.Status != "alive" || row.SlotsOwned != slots.Count || extra.Wheel == nil || len(extra.Wheel.Counts) != heatmapBuckets {
+		t.Errorf("answer %s: want b's row (alive, every slot) and its wheel", c.body)
+	}
+}
+
+func TestMergeWheels(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	w := func(start time.Time, truncated bool, counts ...int) WheelHeatmap {
+		return WheelHeatmap{Start: start, BucketSeconds: 60, Counts: counts, Truncated: truncated}
+	}
+	tests := []struct {
+		name string
+		in   []WheelHeatmap
+		want WheelHeatmap
+	}{
+		{"one", []WheelHeatmap{w(t0, false, 1, 2, 3)}, w(t0, false, 1, 2, 3)},
+		{"same start", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0, false, 10, 0, 5)}, w(t0, false, 11, 2, 8)},
+		{"a minute ahead", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0.Add(time.Minute), false, 10, 20, 30)}, w(t0, false, 1, 12, 23)},
+		{"a minute behind", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0.Add(-time.Minute), false, 10, 20, 30)}, w(t0, false, 21, 32, 3)},
+		{"truncated part", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0, true, 1, 1, 1)}, w(t0, true, 2, 3, 4)},
+		{"other bucket size ignored", []WheelHeatmap{w(t0, false, 1), {Start: t0, BucketSeconds: 30, Counts: []int{9}}}, w(t0, false, 1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			first := slices.Clone(tt.in[0].Counts)
+			got := mergeWheels(tt.in)
+			if !got.Start.Equal(tt.want.Start) || got.Truncated != tt.want.Truncated || !slices.Equal(got.Counts, tt.want.Counts) {
+				t.Errorf("mergeWheels() = %+v, want %+v", got, tt.want)
+			}
+			if !slices.Equal(tt.in[0].Counts, first) {
+				t.Errorf("mergeWheels changed its first input to %v", tt.in[0].Counts)
+			}
+		})
+	}
+}
+
+// TestMergeHosts: histograms add up by host, exactly: the merged
+// quantiles are those of one histogram holding every observation.
+func TestMergeHosts(t *testing.T) {
+	a, b, all := newHostStats(), newHostStats(), newHostStats()
+	obs := func(h *hostStats, host string, ms, times int) {
+		for range times {
+			h.observe(host, time.Duration(ms)*time.Millisecond)
+			all.observe(host, time.Duration(ms)*time.Millisecond)
+		}
+	}
+	obs(a, "http://x", 2, 90)
+	obs(b, "http://x", 300, 10)
+	obs(b, "http://y", 5, 50)
+	obs(a, "http://z", 1, 1)
+	got := mergeHosts(2, a.hists(hostsShared), b.hists(hostsShared), []hostHist{{Host: "http://y", Buckets: [][2]uint64{{latencyBuckets, 7}}}})
+	if want := all.top(2); !slices.Equal(got, want) {
+		t.Errorf("mergeHosts() = %+v, want %+v", got, want)
+	}
+}
+
+func TestMemberChanges(t *testing.T) {
+	m := func(name string, status gossip.Status, state gossip.State, boot uint64) gossip.Member {
+		return gossip.Member{Name: name, Addr: "g-" + name, Status: status,
+			Meta: gossip.Meta{HTTPAddr: "h-" + name, State: state, BootID: boot}}
+	}
+	const alive, dead, left = gossip.StatusAlive, gossip.StatusDead, gossip.StatusLeft
+	const active, joining = gossip.StateActive, gossip.StateJoining
+	tests := []struct {
+		name     string
+		old, cur []gossip.Member
+		want     []string
+	}{
+		{"nothing", []gossip.Member{m("a", alive, active, 1)}, []gossip.Member{m("a", alive, active, 1)}, nil},
+		{"first view", nil, []gossip.Member{m("a", alive, joining, 1), m("b", dead, active, 2)},
+			[]string{"join: a joined (joining, http h-a)", "dead: b is known, but dead"}},
+		{"join", []gossip.Member{m("a", alive, active, 1)}, []gossip.Member{m("a", alive, active, 1), m("b", alive, joining, 2)},
+			[]string{"join: b joined (joining, http h-b)"}},
+		{"active", []gossip.Member{m("b", alive, joining, 2)}, []gossip.Member{m("b", alive, active, 2)},
+			[]string{"state: b is active (was joining)"}},
+		{"death", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", dead, active, 2)},
+			[]string{"dead: b failed: declared dead by gossip"}},
+		{"leave", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", left, active, 2)},
+			[]string{"leave: b left the cluster"}},
+		{"leave after death", []gossip.Member{m("b", dead, active, 2)}, []gossip.Member{m("b", left, active, 2)},
+			[]string{"leave: b left the cluster"}},
+		{"back", []gossip.Member{m("b", dead, active, 2)}, []gossip.Member{m("b", alive, joining, 3)},
+			[]string{"join: b rejoined (joining, http h-b)"}},
+		{"restart while alive", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", alive, joining, 3)},
+			[]string{"restart: b restarted (joining)"}},
+		{"gone", []gossip.Member{m("a", alive, active, 1), m("c", dead, active, 1), m("b", left, active, 1)}, []gossip.Member{m("a", alive, active, 1)},
+			[]string{"gone: b is no longer a member", "gone: c is no longer a member"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, c := range memberChanges(tt.old, tt.cur) {
+				got = append(got, c.kind+": "+c.text)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("memberChanges() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStandaloneSnapshot: a node without a cluster is still one member that
+// owns every slot, alive, fresh, table version 1.
+func TestStandaloneSnapshot(t *testing.T) {
+	n := startNode(t, nil)
+	s, err := n.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Members) != 1 || s.TableVersion != singleTableVersion || s.CheckSlotTable() != nil {
+		t.Fatalf("snapshot members %+v, version %d; want one member, version 1, a valid table", s.Members, s.TableVersion)
+	}
+	m := s.Members[0]
+	if m.Name != "test-node" || m.State != "active" || m.Status != "alive" || m.Stale || m.SlotsOwned != slots.Count {
+		t.Errorf("member = %+v, want test-node active, alive, fresh, owning every slot", m)
+	}
+}
