@@ -40,6 +40,8 @@ type fakeSnapshot struct {
 type fakeMember struct {
 	Name           string  `json:"name"`
 	State          string  `json:"state"`
+	Status         string  `json:"status"`
+	Stale          bool    `json:"stale"`
 	HTTPAddr       string  `json:"http_addr"`
 	GossipAddr     string  `json:"gossip_addr"`
 	SlotsOwned     int     `json:"slots_owned"`
@@ -106,7 +108,7 @@ func newFakeSnapshot(n int, now time.Time) *fakeSnapshot {
 	counts := table.Counts()
 	for i, m := range members {
 		s.Members = append(s.Members, fakeMember{
-			Name: m.Name, State: "active",
+			Name: m.Name, State: "active", Status: "alive",
 			HTTPAddr: m.HTTPAddr, GossipAddr: fmt.Sprintf("127.0.0.1:%d", 7946+i),
 			SlotsOwned: counts[m.Name].Owned, SlotsFollowing: counts[m.Name].Following, TasksStored: int64(1000 * (i + 1)),
 			WheelTasks: 40 * (i + 1), FiresPerSec: float64(10 * (i + 1)), LatenessP50Ms: 1.5, LatenessP99Ms: 8,

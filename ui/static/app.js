@@ -24,6 +24,8 @@
   const UNDER_RGB = [245, 184, 61];
   const UNAVAIL_RGB = [240, 84, 92];
   const EMPTY_RGB = [16, 21, 28];
+  const DOWN_HEX = '#4b5563'; // a dead or left member, in the table, legend and slot map
+  const DOWN_RGB = hexRGB(DOWN_HEX);
   const NO_OWNER = 255; // a slot_owners byte: the slot has no owner
 
   const $ = (id) => document.getElementById(id);
@@ -342,10 +344,22 @@
 
   const members = (snap) => (snap && Array.isArray(snap.members) ? snap.members : []);
 
+  // A member is live while gossip has it alive or suspect; a row without a
+  // status (an older node) counts as live. Dead and left members stay in
+  // the node table, greyed, and out of the totals. A live member whose row
+  // is stale (it did not answer the serving node in time) keeps its last
+  // stats in the totals and is flagged unreachable.
+  const isLive = (m) => !m.status || m.status === 'alive' || m.status === 'suspect';
+  const liveMembers = (snap) => members(snap).filter(isLive);
+
   function record(snap) {
     const t = Date.parse(snap.time) || Date.now();
     const nodes = new Map();
-    for (const m of members(snap)) nodes.set(m.name, { fires: m.fires_per_sec || 0, p99: m.lateness_p99_ms || 0 });
+    // Only fresh rows of live members: a stale row would draw its last
+    // rate as a flat line; a gap says more.
+    for (const m of liveMembers(snap)) {
+      if (!m.stale) nodes.set(m.name, { fires: m.fires_per_sec || 0, p99: m.lateness_p99_ms || 0 });
+    }
     const h = state.history;
     if (h.length && t < h[h.length - 1].t) h.length = 0; // the clock went back: start over
     if (h.length && t === h[h.length - 1].t) h.pop();
@@ -376,10 +390,16 @@
   function sum(list, f) { return list.reduce((a, m) => a + (Number(f(m)) || 0), 0); }
 
   function renderKPIs(snap, ss) {
-    const ms = members(snap);
+    const all = members(snap);
+    const ms = all.filter(isLive);
     const states = {};
-    for (const m of ms) states[m.state || 'unknown'] = (states[m.state || 'unknown'] || 0) + 1;
-    setText('k-members', fmtInt(ms.length));
+    const count = (k) => { states[k] = (states[k] || 0) + 1; };
+    for (const m of all) {
+      if (!isLive(m)) count(m.status);
+      else if (m.stale) count('unreachable');
+      else count(m.state || 'unknown');
+    }
+    setText('k-members', fmtInt(ms.length), all.length > ms.length ? 'warn' : '');
     $('k-members-sub').textContent = Object.keys(states).sort().map((k) => states[k] + ' ' + k).join(' · ') || 'no members';
 
     const okPct = (100 * ss.ok) / SLOTS;
@@ -424,14 +444,35 @@
     return cell(text, 'num' + (!v ? ' zero' : ''));
   }
 
+  // staleText says why a row's stats are not fresh, for its tooltip.
+  function staleText(m) {
+    if (!m.stale) return null;
+    const age = m.stats_age_seconds > 0 ? 'stats from ' + fmtDur(m.stats_age_seconds) + ' ago' : 'no stats received';
+    return age + (m.error ? ' · ' + m.error : '');
+  }
+
+  function memberBadges(m) {
+    const out = [badge(m.state || 'unknown')];
+    if (!isLive(m)) out.push(' ', badge(m.status));
+    else if (m.status === 'suspect') out.push(' ', badge('suspect'));
+    if (isLive(m) && m.stale) out.push(' ', badge('unreachable', 'warn'));
+    return out;
+  }
+
   function renderNodes(snap) {
-    const ms = [...members(snap)].sort((a, b) => String(a.name).localeCompare(String(b.name)));
-    const rows = ms.map((m) => {
-      const nameCell = el('td', null, swatch(colorOf(m.name).hex), el('b', { text: m.name }),
+    const all = [...members(snap)].sort((a, b) => String(a.name).localeCompare(String(b.name)));
+    const ms = all.filter(isLive);
+    const rows = all.map((m) => {
+      const live = isLive(m);
+      const nameCell = el('td', null, swatch(live ? colorOf(m.name).hex : DOWN_HEX), el('b', { text: m.name }),
         m.name === snap.self ? el('span', { class: 'self-tag', text: 'this node' }) : null);
-      const tr = el('tr', { dataset: { node: m.name } },
+      const tr = el('tr', {
+        class: [live ? '' : 'down', m.stale ? 'stale' : ''].join(' ').trim() || null,
+        title: staleText(m),
+        dataset: { node: m.name, status: m.status || 'alive', stale: m.stale ? '1' : '0' },
+      },
         nameCell,
-        el('td', null, badge(m.state || 'unknown')),
+        el('td', null, ...memberBadges(m)),
         cell(m.http_addr || '–', 'addr'),
         cell(m.gossip_addr || '–', 'addr'),
         numCell(m.slots_owned, fmtInt(m.slots_owned)),
@@ -454,8 +495,9 @@
     const stored = ms.some((m) => m.tasks_stored >= 0) ? sum(ms, (m) => (m.tasks_stored > 0 ? m.tasks_stored : 0)) : -1;
     const p50 = Math.max(0, ...ms.map((m) => m.lateness_p50_ms || 0));
     const p99 = Math.max(0, ...ms.map((m) => m.lateness_p99_ms || 0));
+    const down = all.length - ms.length;
     const foot = el('tr', null,
-      el('td', { text: 'Cluster · ' + ms.length + (ms.length === 1 ? ' node' : ' nodes') }),
+      el('td', { text: 'Cluster · ' + ms.length + (ms.length === 1 ? ' node' : ' nodes') + (down ? ' live of ' + all.length : ''), title: 'totals over live members' }),
       el('td'), el('td'), el('td'),
       cell(fmtInt(sum(ms, (m) => m.slots_owned)), 'num'),
       cell(fmtInt(sum(ms, (m) => m.slots_following)), 'num'),
@@ -500,13 +542,18 @@
     const ctx = canvas.getContext('2d');
     const img = ctx.createImageData(GRID, GRID);
     const d = img.data;
-    const names = members(snap).map((m) => m.name);
+    const ms = members(snap);
+    const names = ms.map((m) => m.name);
     const owners = slotBytes(snap.slot_owners) || new Uint8Array(SLOTS).fill(NO_OWNER);
     const states = slotBytes(snap.slot_states) || new Uint8Array(SLOTS);
-    const rgbs = names.map((n) => colorOf(n).rgb);
+    // Any number of members: colours come from colorOf (the palette, then
+    // generated hues); a dead or left owner (a table older than its
+    // death) is grey.
+    const rgbs = ms.map((m) => (isLive(m) ? colorOf(m.name).rgb : DOWN_RGB));
+    const down = new Set(ms.filter((m) => !isLive(m)).map((m) => m.name));
     const counts = new Map();
     const perOwner = new Array(names.length).fill(0);
-    const stats = { ok: 0, under: 0, unavailable: 0, counts };
+    const stats = { ok: 0, under: 0, unavailable: 0, counts, down };
     for (let s = 0; s < SLOTS; s++) {
       if (owners[s] >= names.length) owners[s] = NO_OWNER; // not a member's index
       if (states[s] > 2) states[s] = 0; // a state this page does not know
@@ -531,7 +578,8 @@
   function renderLegend(ss) {
     const names = [...ss.counts.keys()].filter(Boolean).sort();
     const items = names.map((n) => el('li', { dataset: { owner: n } },
-      swatch(colorOf(n).hex), n, el('span', { class: 'n', text: fmtInt(ss.counts.get(n)) })));
+      swatch(ss.down.has(n) ? DOWN_HEX : colorOf(n).hex), n + (ss.down.has(n) ? ' (down)' : ''),
+      el('span', { class: 'n', text: fmtInt(ss.counts.get(n)) })));
     items.push(el('li', { class: 'marker' }, el('span', { class: 'swatch under' }), 'under-replicated',
       el('span', { class: 'n', text: fmtInt(ss.under) })));
     items.push(el('li', { class: 'marker' }, el('span', { class: 'swatch unavail' }), 'unavailable',
