@@ -21,9 +21,10 @@ import (
 )
 
 // The real-browser test of the dashboard: headless Chromium, driven with
-// chromedp, against a real in-process node and against a fake five-node
-// snapshot. It skips when /usr/bin/chromium is missing, unless
-// CHIME_REQUIRE_BROWSER=1 (CI), and saves docs/dashboard.png when
+// chromedp, against a real in-process node, a real in-process three-node
+// cluster (ui_cluster_test.go) and a fake five-node snapshot. It skips when
+// /usr/bin/chromium is missing, unless CHIME_REQUIRE_BROWSER=1 (CI), and
+// saves docs/dashboard.png (one node) and docs/dashboard-cluster.png when
 // CHIME_SCREENSHOT=1.
 
 const chromiumPath = "/usr/bin/chromium"
@@ -184,6 +185,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	browser := newBrowser(t)
 	t.Run("real node", func(t *testing.T) { testRealNode(t, browser) })
+	t.Run("three-node cluster", func(t *testing.T) { testCluster(t, browser) })
 	t.Run("five members with token", func(t *testing.T) { testFiveMembers(t, browser) })
 }
 
