@@ -14,6 +14,9 @@ type Batch struct {
 	pb  *pebble.Batch // nil once committed or closed
 	c   *codec        // reused value and key buffers, owned while pb != nil
 	err error         // first error met while building, returned by Commit
+	// capture, when non-nil, records every data-key mutation per slot
+	// (Capture, TakeSlotOps in replica.go).
+	capture map[uint16]*SlotOps
 }
 
 // NewBatch returns an empty batch. Release it with Commit or Close.
@@ -53,14 +56,14 @@ func (b *Batch) PutTask(t *Task, prevWake int64) {
 	c := b.c
 	c.val = appendTask(c.val[:0], t)
 	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
-	_ = b.pb.Set(c.key, c.val, nil) // pebble copies key and value; batch writes only fail on a closed batch
+	b.set(c.key, c.val)
 	if prevWake != wake && prevWake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, prevWake, t.ID)
-		_ = b.pb.Delete(c.key, nil)
+		b.del(c.key)
 	}
 	if wake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
-		_ = b.pb.Set(c.key, nil, nil)
+		b.set(c.key, nil)
 	}
 }
 
@@ -80,10 +83,10 @@ func (b *Batch) DeleteTask(t *Task) {
 	mustWake(wake)
 	c := b.c
 	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
-	_ = b.pb.Delete(c.key, nil)
+	b.del(c.key)
 	if wake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
-		_ = b.pb.Delete(c.key, nil)
+		b.del(c.key)
 	}
 	stored, err := b.deleteStoredHistory(t.Slot, t.ID)
 	if err != nil {
@@ -94,7 +97,7 @@ func (b *Batch) DeleteTask(t *Task) {
 	from := max(stored, t.HistSeq-min(t.HistSeq, b.s.historyLimit)) + 1
 	for seq := from; seq <= t.HistSeq; seq++ {
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, seq)
-		_ = b.pb.Delete(c.key, nil)
+		b.del(c.key)
 	}
 }
 
@@ -114,7 +117,7 @@ func (b *Batch) deleteStoredHistory(slot uint16, id string) (maxSeq uint64, err 
 	}
 	defer closeIter(it, &err)
 	for valid := it.First(); valid; valid = it.Next() {
-		_ = b.pb.Delete(it.Key(), nil) // the batch copies the key
+		b.del(it.Key()) // the batch copies the key
 		if _, _, seq, ok := decodeHistKey(it.Key()); ok {
 			maxSeq = max(maxSeq, seq)
 		}
@@ -133,10 +136,10 @@ func (b *Batch) AppendExecution(t *Task, e *Execution) {
 	c := b.c
 	c.val = appendExecution(c.val[:0], e)
 	c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq)
-	_ = b.pb.Set(c.key, c.val, nil)
+	b.set(c.key, c.val)
 	if limit := b.s.historyLimit; t.HistSeq > limit {
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq-limit)
-		_ = b.pb.Delete(c.key, nil)
+		b.del(c.key)
 	}
 }
 

@@ -1,0 +1,238 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Replication support. The owner of a slot builds its batches with capture
+// on (Batch.Capture); TakeSlotOps then returns, per slot, the key mutations
+// the batch made to that slot, in order, encoded compactly. The follower
+// applies them with Batch.ApplySlotOps, so a replica holds exactly the keys
+// the owner holds (tasks, due index, history) without recomputing anything.
+// Every slot also has a SlotMeta (epoch and last applied seq) that each node
+// keeps for itself: it is never captured.
+
+// Op kinds inside SlotOps.Data.
+const (
+	opSet byte = 1
+	opDel byte = 2
+)
+
+// SlotOps is the mutations of one slot from one batch.
+type SlotOps struct {
+	Slot uint16
+	// Count is the number of mutations in Data.
+	Count int
+	// Data is Count records of: kind byte (1 set, 2 delete), uvarint key
+	// length, key (a full key of the slot), and for a set a uvarint value
+	// length and the value.
+	Data []byte
+}
+
+// Capture makes b record every key mutation it makes, per slot, for
+// TakeSlotOps. Call it before the first write.
+func (b *Batch) Capture() {
+	b.mustOpen()
+	if b.capture == nil {
+		b.capture = map[uint16]*SlotOps{}
+	}
+}
+
+// set and del are the only ways Batch methods write keys.
+func (b *Batch) set(key, value []byte) {
+	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch
+	if b.capture != nil {
+		b.record(opSet, key, value)
+	}
+}
+
+func (b *Batch) del(key []byte) {
+	_ = b.pb.Delete(key, nil)
+	if b.capture != nil {
+		b.record(opDel, key, nil)
+	}
+}
+
+func (b *Batch) record(kind byte, key, value []byte) {
+	slot, _, _, ok := decodeSlotKey(key)
+	if !ok {
+		return // node-local keys are never replicated
+	}
+	o := b.capture[slot]
+	if o == nil {
+		o = &SlotOps{Slot: slot}
+		b.capture[slot] = o
+	}
+	o.Count++
+	o.Data = append(o.Data, kind)
+	o.Data = binary.AppendUvarint(o.Data, uint64(len(key)))
+	o.Data = append(o.Data, key...)
+	if kind == opSet {
+		o.Data = binary.AppendUvarint(o.Data, uint64(len(value)))
+		o.Data = append(o.Data, value...)
+	}
+}
+
+// TakeSlotOps returns the captured mutations per slot, in slot order, and
+// starts a new capture. Without Capture it returns nil.
+func (b *Batch) TakeSlotOps() []SlotOps {
+	if len(b.capture) == 0 {
+		return nil
+	}
+	out := make([]SlotOps, 0, len(b.capture))
+	for _, o := range b.capture {
+		out = append(out, *o)
+	}
+	slices.SortFunc(out, func(x, y SlotOps) int { return int(x.Slot) - int(y.Slot) })
+	clear(b.capture)
+	return out
+}
+
+// errBadOps reports malformed replicated ops.
+var errBadOps = errors.New("storage: malformed slot ops")
+
+// ApplySlotOps adds o's mutations to b. It checks every record and every
+// key (it must be a key of o.Slot other than its meta) before writing any,
+// so a malformed o writes nothing.
+func (b *Batch) ApplySlotOps(o SlotOps) error {
+	b.mustOpen()
+	type rec struct {
+		kind       byte
+		key, value []byte
+	}
+	recs := make([]rec, 0, o.Count)
+	d := o.Data
+	for len(d) > 0 {
+		kind := d[0]
+		d = d[1:]
+		if kind != opSet && kind != opDel {
+			return fmt.Errorf("%w: kind %d", errBadOps, kind)
+		}
+		n, k := binary.Uvarint(d)
+		if k <= 0 || uint64(len(d)-k) < n {
+			return fmt.Errorf("%w: key length", errBadOps)
+		}
+		key := d[k : k+int(n)]
+		d = d[k+int(n):]
+		slot, section, _, ok := decodeSlotKey(key)
+		if !ok || slot != o.Slot || section == sectionMeta {
+			return fmt.Errorf("%w: key %q is not a data key of slot %d", errBadOps, key, o.Slot)
+		}
+		r := rec{kind: kind, key: key}
+		if kind == opSet {
+			n, k := binary.Uvarint(d)
+			if k <= 0 || uint64(len(d)-k) < n {
+				return fmt.Errorf("%w: value length", errBadOps)
+			}
+			r.value = d[k : k+int(n)]
+			d = d[k+int(n):]
+		}
+		recs = append(recs, r)
+	}
+	if len(recs) != o.Count {
+		return fmt.Errorf("%w: %d records, header says %d", errBadOps, len(recs), o.Count)
+	}
+	for _, r := range recs {
+		if r.kind == opSet {
+			b.set(r.key, r.value)
+		} else {
+			b.del(r.key)
+		}
+	}
+	return nil
+}
+
+// SlotMeta is one node's replication state of a slot.
+type SlotMeta struct {
+	// Epoch is the slot's ownership generation this node knows.
+	Epoch uint64 `msgpack:"e"`
+	// Seq is the last replicated group applied (or, on the owner, sent)
+	// at Epoch.
+	Seq uint64 `msgpack:"s"`
+	// Role is the node's role for the slot, as the ownership state machine
+	// persists it (opaque to storage).
+	Role uint8 `msgpack:"r"`
+}
+
+func appendMetaKey(dst []byte, slot uint16) []byte { return appendSection(dst, slot, sectionMeta) }
+
+// PutSlotMeta sets slot's meta in b. It is never captured.
+func (b *Batch) PutSlotMeta(slot uint16, m SlotMeta) {
+	b.mustOpen()
+	val, err := msgpack.Marshal(&m)
+	if err != nil {
+		b.setErr(fmt.Errorf("storage: encode slot meta: %w", err))
+		return
+	}
+	var key [slotPrefixLen + 1]byte
+	_ = b.pb.Set(appendMetaKey(key[:0], slot), val, nil)
+}
+
+// SlotMetas returns every slot's stored meta.
+func (s *Store) SlotMetas() (_ map[uint16]SlotMeta, err error) {
+	if !s.enter() {
+		return nil, ErrClosed
+	}
+	defer s.leave()
+	out := map[uint16]SlotMeta{}
+	it, err := s.newSlotIter()
+	if err != nil {
+		return nil, err
+	}
+	defer closeIter(it, &err)
+	var key [slotPrefixLen + 1]byte
+	for slot := 0; slot <= int(^uint16(0)); slot++ {
+		k := appendMetaKey(key[:0], uint16(slot))
+		if !it.SeekGE(k) {
+			break
+		}
+		got, _, _, ok := decodeSlotKey(it.Key())
+		if !ok {
+			break
+		}
+		if int(got) > slot {
+			slot = int(got) - 1 // skip slots without keys
+			continue
+		}
+		if string(it.Key()) == string(k) {
+			var m SlotMeta
+			if err := msgpack.Unmarshal(it.Value(), &m); err != nil {
+				return nil, fmt.Errorf("storage: slot %d meta: %w", slot, err)
+			}
+			out[uint16(slot)] = m
+		}
+	}
+	return out, nil
+}
+
+// ScanSlot calls fn with every data key of slot and its value (tasks, due
+// index, history; not the meta), in key order, from one consistent
+// snapshot: the stream a new replica is built from. fn must not keep key or
+// value after it returns. fn returns false to stop.
+func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err error) {
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	var lo, hi [slotPrefixLen + 1]byte
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: appendSlotPrefix(lo[:0], slot), UpperBound: appendSlotEnd(hi[:0], slot)})
+	if err != nil {
+		return fmt.Errorf("storage: scan slot %d: %w", slot, err)
+	}
+	defer closeIter(it, &err)
+	for valid := it.First(); valid; valid = it.Next() {
+		if _, section, _, _ := decodeSlotKey(it.Key()); section == sectionMeta {
+			continue
+		}
+		if !fn(it.Key(), it.Value()) {
+			break
+		}
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// slotDump returns every data key and value of slot, in order.
+func slotDump(t *testing.T, s *Store, slot uint16) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := s.ScanSlot(slot, func(k, v []byte) bool {
+		fmt.Fprintf(&b, "%x=%x\n", k, v)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// TestReplicaMatchesOwner runs random writes on an owner store with capture
+// on, ships the captured ops of every batch to a replica, and checks that
+// both hold exactly the same keys in every slot after each batch.
+func TestReplicaMatchesOwner(t *testing.T) {
+	owner := openMem(t, Options{HistoryLimit: 3})
+	replica := openMem(t, Options{HistoryLimit: 3})
+	rng := rand.New(rand.NewPCG(1, 2))
+	slotsUsed := []uint16{0, 7, 16383}
+	live := map[string]*Task{}
+	for round := range 200 {
+		b := owner.NewBatch()
+		b.Capture()
+		for range 1 + rng.IntN(8) {
+			slot := slotsUsed[rng.IntN(len(slotsUsed))]
+			id := fmt.Sprintf("t%d-%d", slot, rng.IntN(6))
+			cur := live[id]
+			switch op := rng.IntN(4); {
+			case cur == nil:
+				tk := newTask(slot, id, int64(1+rng.IntN(1000)))
+				b.PutTask(tk, 0)
+				live[id] = tk
+			case op == 0:
+				b.DeleteTask(cur)
+				delete(live, id)
+			case op == 1:
+				b.AppendExecution(cur, &Execution{FireID: id, DueAt: cur.NextDue, Attempt: 1, StatusCode: 200})
+				prev := cur.Wake()
+				b.PutTask(cur, prev)
+			default:
+				prev := cur.Wake()
+				cur.NextDue = int64(1 + rng.IntN(1000))
+				b.PutTask(cur, prev)
+			}
+		}
+		ops := b.TakeSlotOps()
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		rb := replica.NewBatch()
+		for _, o := range ops {
+			if err := rb.ApplySlotOps(o); err != nil {
+				t.Fatalf("round %d: apply slot %d: %v", round, o.Slot, err)
+			}
+		}
+		if err := rb.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range slotsUsed {
+			if a, b := slotDump(t, owner, s), slotDump(t, replica, s); a != b {
+				t.Fatalf("round %d: slot %d differs:\nowner:\n%s\nreplica:\n%s", round, s, a, b)
+			}
+		}
+	}
+	if len(allDue(t, replica)) != len(allDue(t, owner)) {
+		t.Error("due index sizes differ")
+	}
+}
+
+func TestTakeSlotOpsWithoutCapture(t *testing.T) {
+	s := openMem(t, Options{})
+	b := s.NewBatch()
+	b.PutTask(newTask(1, "a", 5), 0)
+	if ops := b.TakeSlotOps(); ops != nil {
+		t.Errorf("TakeSlotOps without Capture = %v, want nil", ops)
+	}
+	b.Close()
+}
+
+func TestApplySlotOpsRejects(t *testing.T) {
+	src := openMem(t, Options{})
+	b := src.NewBatch()
+	b.Capture()
+	b.PutTask(newTask(5, "a", 10), 0)
+	good := b.TakeSlotOps()[0]
+	b.Close()
+
+	meta := SlotOps{Slot: 5, Count: 1, Data: append([]byte{opSet, 4}, appendMetaKey(nil, 5)...)}
+	meta.Data = append(meta.Data, 0)
+	tests := []struct {
+		name string
+		ops  SlotOps
+	}{
+		{"other slot", SlotOps{Slot: 6, Count: good.Count, Data: good.Data}},
+		{"count mismatch", SlotOps{Slot: 5, Count: good.Count + 1, Data: good.Data}},
+		{"truncated", SlotOps{Slot: 5, Count: good.Count, Data: good.Data[:len(good.Data)-1]}},
+		{"bad kind", SlotOps{Slot: 5, Count: good.Count, Data: append([]byte{9}, good.Data[1:]...)}},
+		{"meta key", meta},
+		{"huge length", SlotOps{Slot: 5, Count: 1, Data: []byte{opDel, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := openMem(t, Options{})
+			b := dst.NewBatch()
+			err := b.ApplySlotOps(tt.ops)
+			if !errors.Is(err, errBadOps) {
+				t.Fatalf("ApplySlotOps = %v, want errBadOps", err)
+			}
+			if b.Count() != 0 {
+				t.Errorf("a rejected apply left %d writes in the batch", b.Count())
+			}
+			b.Close()
+		})
+	}
+}
+
+func TestSlotMeta(t *testing.T) {
+	s := openMem(t, Options{})
+	put(t, s, newTask(3, "a", 10), newTask(9, "b", 10))
+	b := s.NewBatch()
+	b.Capture()
+	b.PutSlotMeta(3, SlotMeta{Epoch: 4, Seq: 17, Role: 2})
+	b.PutSlotMeta(200, SlotMeta{Epoch: 1})
+	if ops := b.TakeSlotOps(); ops != nil {
+		t.Errorf("slot meta was captured: %v", ops)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.SlotMetas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint16]SlotMeta{3: {Epoch: 4, Seq: 17, Role: 2}, 200: {Epoch: 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("SlotMetas = %v, want %v", got, want)
+	}
+	if d := slotDump(t, s, 3); bytes.Contains([]byte(d), []byte(fmt.Sprintf("%x", appendMetaKey(nil, 3)))) {
+		t.Errorf("ScanSlot returned the meta key:\n%s", d)
+	}
+	if err := s.DropSlot(3); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.SlotMetas()
+	if _, ok := got[3]; ok {
+		t.Error("DropSlot kept the slot's meta")
+	}
+}
