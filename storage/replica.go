@@ -236,3 +236,57 @@ func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err erro
 	}
 	return nil
 }
+
+// DropSlot deletes every key of slot in b, meta included (one range
+// deletion), before a replica is rebuilt from a snapshot in the same batch.
+// It is never captured.
+func (b *Batch) DropSlot(slot uint16) {
+	b.mustOpen()
+	var lo, hi [slotPrefixLen]byte
+	_ = b.pb.DeleteRange(appendSlotPrefix(lo[:0], slot), appendSlotEnd(hi[:0], slot), nil)
+}
+
+// SnapshotSlot returns every data key of slot as set ops: applied after
+// DropSlot, it rebuilds the slot exactly.
+func (s *Store) SnapshotSlot(slot uint16) (SlotOps, error) {
+	o := SlotOps{Slot: slot}
+	err := s.ScanSlot(slot, func(k, v []byte) bool {
+		o.Count++
+		o.Data = append(o.Data, opSet)
+		o.Data = binary.AppendUvarint(o.Data, uint64(len(k)))
+		o.Data = append(o.Data, k...)
+		o.Data = binary.AppendUvarint(o.Data, uint64(len(v)))
+		o.Data = append(o.Data, v...)
+		return true
+	})
+	return o, err
+}
+
+// TaskIDs returns the ids whose task record o sets or deletes, in order
+// (an id may repeat). Malformed data ends the list early; ApplySlotOps
+// reports it.
+func (o SlotOps) TaskIDs() []string {
+	var ids []string
+	d := o.Data
+	for len(d) > 0 {
+		kind := d[0]
+		d = d[1:]
+		n, k := binary.Uvarint(d)
+		if k <= 0 || uint64(len(d)-k) < n {
+			return ids
+		}
+		key := d[k : k+int(n)]
+		d = d[k+int(n):]
+		if _, id, ok := decodeTaskKey(key); ok {
+			ids = append(ids, id)
+		}
+		if kind == opSet {
+			n, k := binary.Uvarint(d)
+			if k <= 0 || uint64(len(d)-k) < n {
+				return ids
+			}
+			d = d[k+int(n):]
+		}
+	}
+	return ids
+}

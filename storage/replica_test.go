@@ -158,3 +158,42 @@ func TestSlotMeta(t *testing.T) {
 		t.Error("DropSlot kept the slot's meta")
 	}
 }
+
+func TestSnapshotRebuildsSlot(t *testing.T) {
+	owner := openMem(t, Options{})
+	put(t, owner, newTask(4, "a", 10), newTask(4, "b", 20), newTask(5, "c", 30))
+	b := owner.NewBatch()
+	a := newTask(4, "a", 10)
+	b.AppendExecution(a, &Execution{FireID: "a:1", Attempt: 1, StatusCode: 200})
+	b.PutTask(a, 10)
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	replica := openMem(t, Options{})
+	put(t, replica, newTask(4, "stale", 5), newTask(5, "keep", 5))
+	snap, err := owner.SnapshotSlot(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := snap.TaskIDs(); fmt.Sprint(ids) != "[a b]" {
+		t.Errorf("TaskIDs = %v, want [a b]", ids)
+	}
+	rb := replica.NewBatch()
+	rb.DropSlot(4)
+	rb.PutSlotMeta(4, SlotMeta{Epoch: 2, Seq: 9})
+	if err := rb.ApplySlotOps(snap); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := slotDump(t, owner, 4), slotDump(t, replica, 4); a != b {
+		t.Errorf("slot 4 after the snapshot:\nowner:\n%s\nreplica:\n%s", a, b)
+	}
+	if _, err := replica.Get(5, "keep"); err != nil {
+		t.Errorf("the snapshot of slot 4 touched slot 5: %v", err)
+	}
+	if m, _ := replica.SlotMetas(); m[4] != (SlotMeta{Epoch: 2, Seq: 9}) {
+		t.Errorf("meta after the rebuild = %v", m[4])
+	}
+}
