@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -30,6 +31,10 @@ type CreateConfig struct {
 	// Batch is tasks per batch request (batch mode). Default 1,000; the
 	// API allows up to 10,000.
 	Batch int `json:"batch"`
+	// Route picks the node each request goes to in a cluster: RouteAny
+	// (default: round robin), or, single mode only, RouteOwner,
+	// RouteForeign or RouteCompare (owner then foreign, N tasks each).
+	Route string `json:"route"`
 	// SkipBaseline skips baseline-pebble (no ratios then).
 	SkipBaseline bool `json:"skip_baseline"`
 	// BaselineN is the number of records baseline-pebble writes. Default
@@ -42,7 +47,7 @@ type CreateConfig struct {
 // DefaultCreateConfig returns the defaults described on each field. The
 // target is left unset.
 func DefaultCreateConfig() CreateConfig {
-	return CreateConfig{Mode: ModeBatch, N: 100_000, Concurrency: 64, Batch: 1000}
+	return CreateConfig{Mode: ModeBatch, N: 100_000, Concurrency: 64, Batch: 1000, Route: RouteAny}
 }
 
 // Validate reports every problem with c.
@@ -52,6 +57,14 @@ func (c CreateConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("bench: mode %q is not %q or %q", c.Mode, ModeSingle, ModeBatch))
 	}
 	errs = append(errs, validateLoad(c.N, c.Concurrency, c.Batch), validateBaselineN(c.BaselineN))
+	switch {
+	case !validRoute(c.Route):
+		errs = append(errs, fmt.Errorf("bench: route %q is not %s, %s, %s or %s", c.Route, RouteAny, RouteOwner, RouteForeign, RouteCompare))
+	case c.Route != RouteAny && c.Mode != ModeSingle:
+		errs = append(errs, fmt.Errorf("bench: route %s needs --mode single (a batch is split by owner on the node)", c.Route))
+	case c.Route != RouteAny && c.Target.nodeCount() < 2:
+		errs = append(errs, fmt.Errorf("bench: route %s needs a cluster of at least 2 nodes", c.Route))
+	}
 	return errors.Join(errs...)
 }
 
@@ -107,25 +120,78 @@ func RunCreate(ctx context.Context, cfg CreateConfig) (res Result, err error) {
 		return res, err
 	}
 	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
+	res.Warnings = append(res.Warnings, tg.warnings...)
 
-	run := runID(time.Now())
-	tt := newTaskTemplate("bc-"+run+"-", "http://127.0.0.1:9/bench-never", run)
-	plan := createPlan{n: cfg.N, batch: batch, concurrency: cfg.Concurrency, single: single,
-		task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
-	cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("create "+cfg.Mode, int64(cfg.N)))
-	if err != nil {
-		return res, err
+	var om ownerMap
+	if cfg.Route != RouteAny {
+		v, err := fetchCluster(ctx, tg.api)
+		if err != nil {
+			return res, err
+		}
+		if om, err = v.owners(tg.nodes); err != nil {
+			return res, err
+		}
 	}
-	res.Create = &cs
+	routes := []string{cfg.Route}
+	if cfg.Route == RouteCompare {
+		routes = []string{RouteOwner, RouteForeign}
+	}
+	run := runID(time.Now())
+	clustered := len(tg.nodes) > 1
+	for _, route := range routes {
+		prefix := "bc-" + run + "-"
+		if cfg.Route == RouteCompare {
+			prefix += route[:1] + "-" // fresh ids for each route
+		}
+		tt := newTaskTemplate(prefix, "http://127.0.0.1:9/bench-never", run)
+		via, err := routeVia(route, tg.nodes, om, func(i int) string { return prefix + strconv.Itoa(i) })
+		if err != nil {
+			return res, err
+		}
+		plan := createPlan{n: cfg.N, batch: batch, concurrency: cfg.Concurrency, single: single, via: via,
+			task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
+		fwd0, fwdOK := forwardedTotal(ctx, tg.nodes)
+		name := "create " + cfg.Mode
+		if clustered {
+			name += " via " + route
+		}
+		cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase(name, int64(cfg.N)))
+		if err != nil {
+			return res, err
+		}
+		if clustered {
+			cs.Route = route
+			if fwd1, ok := forwardedTotal(ctx, tg.nodes); ok && fwdOK {
+				d := fwd1 - fwd0
+				cs.Forwarded = &d
+			}
+		}
+		res.Routes = append(res.Routes, cs)
+	}
+	res.Create = &res.Routes[0]
+	if len(res.Routes) == 1 {
+		res.Routes = nil
+	}
 	res.Node = tg.stats()
-	res.Summary = createRows(cs, res.PebbleBaseline, fmt.Sprintf("create %s (c=%d, batch=%d)", cfg.Mode, cfg.Concurrency, batch))
-	res.Warnings = append(res.Warnings, createWarnings(cs)...)
+	res.Nodes = tg.perNode()
+	label := fmt.Sprintf("create %s (c=%d, batch=%d)", cfg.Mode, cfg.Concurrency, batch)
+	if clustered {
+		label = fmt.Sprintf("create %s via %s (%d nodes, c=%d, batch=%d)", cfg.Mode, res.Create.Route, len(tg.nodes), cfg.Concurrency, batch)
+	}
+	res.Summary = createRows(*res.Create, res.PebbleBaseline, label, clustered)
+	res.Warnings = append(res.Warnings, createWarnings(*res.Create)...)
+	if len(res.Routes) == 2 {
+		res.Summary = append(res.Summary, compareRows(res.Routes[0], res.Routes[1], len(tg.nodes))...)
+		res.Warnings = append(res.Warnings, createWarnings(res.Routes[1])...)
+	}
 	res.Seconds = time.Since(res.Started).Seconds()
 	return res, nil
 }
 
 // createRows is the summary of a creation phase next to its ceiling.
-func createRows(cs CreateStats, pb *PebbleBaselineResult, label string) []Row {
+// In a cluster the CPU is the sum over the nodes, and the requests the
+// nodes forwarded to each other are counted.
+func createRows(cs CreateStats, pb *PebbleBaselineResult, label string, clustered bool) []Row {
 	var ceil, ceilCPU float64
 	name := ""
 	if pb != nil {
@@ -137,8 +203,38 @@ func createRows(cs CreateStats, pb *PebbleBaselineResult, label string) []Row {
 		row("create request latency p50", float64(cs.Latency.P50)/1e3, "ms", 0, ""),
 		row("create request latency p99", float64(cs.Latency.P99)/1e3, "ms", 0, ""),
 	}
+	cpu := "node CPU per task"
+	if clustered {
+		cpu = "cluster CPU per task (all nodes)"
+	}
 	if cs.NodeCPUPerTask > 0 {
-		rows = append(rows, row("node CPU per task", cs.NodeCPUPerTask, "µs", ceilCPU, name))
+		rows = append(rows, row(cpu, cs.NodeCPUPerTask, "µs", ceilCPU, name))
+	}
+	if cs.Forwarded != nil {
+		rows = append(rows, row("requests forwarded between nodes", float64(*cs.Forwarded), "", 0, ""))
+	}
+	return rows
+}
+
+// compareRows sets the foreign phase of --route compare next to the owner
+// phase: the owner figures are the ceiling, so the ratio is the cost of
+// forwarding every request once.
+func compareRows(owner, foreign CreateStats, nodes int) []Row {
+	const ceil = "direct to the owner, same run"
+	ms := func(us int64) float64 { return float64(us) / 1e3 }
+	rows := []Row{
+		row(fmt.Sprintf("create single via foreign (%d nodes, c=%d) tasks/s", nodes, foreign.Concurrency), foreign.TasksPerSecond, "tasks/s", owner.TasksPerSecond, ceil),
+		row("foreign: request latency p50", ms(foreign.Latency.P50), "ms", ms(owner.Latency.P50), ceil),
+		row("foreign: request latency p99", ms(foreign.Latency.P99), "ms", ms(owner.Latency.P99), ceil),
+	}
+	if foreign.NodeCPUPerTask > 0 {
+		rows = append(rows,
+			row("foreign: cluster CPU per task (all nodes)", foreign.NodeCPUPerTask, "µs", owner.NodeCPUPerTask, ceil),
+			row("forwarding overhead: cluster CPU per task", foreign.NodeCPUPerTask-owner.NodeCPUPerTask, "µs", 0, ""))
+	}
+	rows = append(rows, row("forwarding overhead: latency p50", ms(foreign.Latency.P50-owner.Latency.P50), "ms", 0, ""))
+	if foreign.Forwarded != nil {
+		rows = append(rows, row("foreign: requests forwarded between nodes", float64(*foreign.Forwarded), "", 0, ""))
 	}
 	return rows
 }

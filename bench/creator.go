@@ -36,6 +36,12 @@ type CreateStats struct {
 	HarnessCPUPerTask float64 `json:"harness_cpu_us_per_task"`
 	// FirstError is the first error answer, for diagnosis.
 	FirstError string `json:"first_error,omitempty"`
+	// Route is how requests were spread over a cluster's nodes (RouteAny,
+	// RouteOwner, RouteForeign); empty for a single node.
+	Route string `json:"route,omitempty"`
+	// Forwarded is how many requests the nodes forwarded to a slot's owner
+	// during the phase (chime_forwarded_requests_total); nil when unknown.
+	Forwarded *int64 `json:"forwarded_requests,omitempty"`
 }
 
 // createPlan describes a creation phase: n tasks, concurrency workers, each
@@ -46,6 +52,9 @@ type createPlan struct {
 	single                bool
 	// task appends the JSON object of task i to dst.
 	task func(dst []byte, i int) []byte
+	// via picks the node that gets request req, whose first task is
+	// first; nil sends every request to the api createTasks is given.
+	via func(req, first int) *apiClient
 }
 
 // maxRetries bounds how often one request is retried on 429/503.
@@ -98,8 +107,12 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 				}
 				lo, hi := k*per, min(plan.n, (k+1)*per)
 				buf = buildCreateBody(buf[:0], plan, lo, hi)
+				c := api
+				if plan.via != nil {
+					c = plan.via(k, lo)
+				}
 				t0 := time.Now()
-				ok, bad, tries, msg, err := postCreate(ctx, api, plan.single, buf, hi-lo)
+				ok, bad, tries, msg, err := postCreate(ctx, c, plan.single, buf, hi-lo)
 				if err != nil {
 					cancel(err)
 					return

@@ -13,13 +13,27 @@
 //     completion, duplicates, node CPU per fire, RSS; ceiling baseline-http.
 //   - RunScale: N tasks stored; node RSS, data dir size, create time and,
 //     for a spawned node, stop and restart-to-ready time.
+//   - RunFailover: a fire run through a spawned cluster during which one
+//     node is SIGKILLed; time until every survivor's slot table drops it,
+//     whether and when its tasks fire again, missed and duplicate fires,
+//     and the survivors' lateness before, during and after.
+//   - RunJoin: a fire run during which one more node starts and joins;
+//     time until it is in every table, tasks stranded in the slots it took,
+//     lateness of the others before, during and after.
 //   - RunHTTPBaseline, RunPebbleBaseline: the ceilings on their own
 //     (MeasureHTTP and MeasurePebble are the building blocks workloads use).
 //
-// The node under test is either running (TargetConfig.URL) or spawned
-// (TargetConfig.Spawn): `chime serve` on a free 127.0.0.1 port with a
-// temporary data directory, stopped with SIGTERM at the end, its CPU time
-// and memory read from /proc/<pid>.
+// The nodes under test are either running (TargetConfig.URLs: one node or
+// members of one cluster) or spawned (TargetConfig.Spawn, Nodes): `chime
+// serve` on free 127.0.0.1 ports with temporary data directories, stopped
+// with SIGTERM at the end, their CPU time and memory read from /proc/<pid>
+// and reported per node and summed. More than one spawned node form a
+// cluster with the layout of scripts/cluster.sh (node I is nI on base
+// ports + I-1, joining all the others), started through that script when
+// TargetConfig.ClusterScript names it, else by the same command lines from
+// Go (the launcher interface). Work is spread over all nodes; create
+// --route owner|foreign sends each task to its slot's owner or away from it
+// (GET /v1/cluster + slots.Of) to measure forwarding.
 //
 // Ceilings are measured in the same run because absolute numbers on a
 // shared 2-core machine swing by 2-5× with the neighbours' load
@@ -35,12 +49,17 @@
 // process, one machine), not a correctness test suite (it reports early
 // and duplicate fires but asserts nothing), and not the micro-benchmarks,
 // which live next to the code they measure as *_test.go Benchmark
-// functions. The multi-node workloads (periodic, failover, join) come with
-// the cluster.
+// functions.
 //
 // Invariants:
 //   - Nothing binds anything but loopback: the Receiver refuses other
 //     addresses, a spawned node gets --http-addr 127.0.0.1:<free port>.
+//   - The harness signals only processes it started (or the pid files of
+//     the cluster script it ran, after checking /proc that the pid is that
+//     node's chime serve), by pid.
+//   - What the cluster cannot do yet is reported, not hidden: without
+//     replication a killed node's tasks are missed, without data movement a
+//     joiner's slots are stranded; both are counted.
 //   - Lateness is measured against the due time the harness scheduled, not
 //     only the X-Chime-Due-At header, so a node reporting a wrong due time
 //     shows up in DueMismatch instead of hiding lateness.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -29,6 +30,7 @@ type fakeNode struct {
 	rejectSuffix string
 
 	mu      sync.Mutex // guards the fields below
+	cluster []byte     // GET /v1/cluster answer; nil = a standalone node named "fake"
 	ids     map[string]bool
 	timers  []*time.Timer
 	creates int
@@ -52,6 +54,10 @@ func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	mux.HandleFunc("POST /v1/tasks", f.createOne)
 	mux.HandleFunc("POST /v1/tasks:batch", f.createBatch)
+	mux.HandleFunc("GET /v1/cluster", f.clusterView)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# TYPE chime_fake_metric counter\nchime_fake_metric 1\n")
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -77,6 +83,40 @@ func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
 		f.hc.CloseIdleConnections()
 	})
 	return f
+}
+
+// clusterView answers GET /v1/cluster: the view set with setCluster, or a
+// standalone node owning every slot.
+func (f *fakeNode) clusterView(w http.ResponseWriter, _ *http.Request) {
+	f.mu.Lock()
+	body := f.cluster
+	f.mu.Unlock()
+	if body == nil {
+		body = []byte(`{"self":"fake","table_version":1,"settled":true,"members":[{"name":"fake","http_addr":"` +
+			strings.TrimPrefix(f.url, "http://") + `","state":"active","status":"alive","slots_owned":16384,"owned_ranges":[[0,16383]]}]}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// setCluster makes the fake answer GET /v1/cluster as self, in a cluster
+// of members; JSON of clusterView.
+func (f *fakeNode) setCluster(t *testing.T, self string, members []clusterMember) {
+	t.Helper()
+	b, err := json.Marshal(clusterView{Self: self, TableVersion: 7, Settled: true, Members: members})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.cluster = b
+	f.mu.Unlock()
+}
+
+// storedIDs returns the ids of the tasks the fake holds.
+func (f *fakeNode) storedIDs() map[string]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.ids)
 }
 
 // throttled reports whether this create request gets a 429.

@@ -152,6 +152,7 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 		return res, err
 	}
 	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
+	res.Warnings = append(res.Warnings, tg.warnings...)
 
 	createStart := time.Now()
 	first := createStart.Add(cfg.Lead).Truncate(time.Millisecond)
@@ -159,7 +160,7 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 	lastDue := dueOf(cfg.N - 1)
 	rcv.Reset(first)
 	tt := newTaskTemplate(prefix, rcv.URL()+"/fire", run)
-	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency,
+	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: tg.spread(),
 		task: func(dst []byte, i int) []byte { return tt.appendDue(dst, i, dueOf(i)) }}
 	cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("create", int64(cfg.N)))
 	if err != nil {
@@ -210,7 +211,8 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 	}
 	res.Fire = &fs
 	res.Node = tg.stats()
-	res.Summary = fireRows(fs, res.HTTPBaseline, res.Node)
+	res.Nodes = tg.perNode()
+	res.Summary = fireRows(fs, res.HTTPBaseline, res.Node, len(tg.nodes))
 	res.Warnings = append(res.Warnings, fireWarnings(fs, res.HTTPBaseline)...)
 	res.Charts = fireCharts(fs)
 	res.Seconds = time.Since(res.Started).Seconds()
@@ -287,8 +289,9 @@ func peakRate(timeline []uint64, step time.Duration) float64 {
 	return float64(best) * float64(time.Second) / float64(time.Duration(per)*step)
 }
 
-// fireRows is the summary of a fire run next to its ceilings.
-func fireRows(fs FireStats, hb *HTTPBaselineResult, node *NodeStats) []Row {
+// fireRows is the summary of a fire run next to its ceilings. For a
+// cluster of nodes > 1, CPU and RSS are summed over the nodes.
+func fireRows(fs FireStats, hb *HTTPBaselineResult, node *NodeStats, nodes int) []Row {
 	var rate, cpu float64
 	var oneWay Summary
 	name := ""
@@ -309,11 +312,22 @@ func fireRows(fs FireStats, hb *HTTPBaselineResult, node *NodeStats) []Row {
 		row("early requests", float64(fs.Receiver.Early), "", 0, ""),
 		row("duplicate deliveries", float64(fs.Receiver.Duplicates), "", 0, ""),
 	}
-	if fs.NodeCPUPerFire > 0 {
-		rows = append(rows, row("node CPU per fire", fs.NodeCPUPerFire, "µs", cpu, "baseline-http client+receiver CPU per POST"))
+	return append(rows, resourceRows(fs.NodeCPUPerFire, "fire", cpu, node, nodes)...)
+}
+
+// resourceRows are the CPU per operation and RSS rows of a run, labelled
+// for a single node or a cluster (summed over its nodes).
+func resourceRows(cpuPerOp float64, op string, ceilCPU float64, node *NodeStats, nodes int) []Row {
+	who := "node"
+	if nodes > 1 {
+		who = fmt.Sprintf("cluster (%d nodes, summed)", nodes)
+	}
+	var rows []Row
+	if cpuPerOp > 0 {
+		rows = append(rows, row(who+" CPU per "+op, cpuPerOp, "µs", ceilCPU, "baseline-http client+receiver CPU per POST"))
 	}
 	if node != nil && node.RSSBytes > 0 {
-		rows = append(rows, row("node RSS", float64(node.RSSBytes)/(1<<20), "MiB", 0, ""))
+		rows = append(rows, row(who+" RSS", float64(node.RSSBytes)/(1<<20), "MiB", 0, ""))
 	}
 	return rows
 }

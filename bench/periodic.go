@@ -245,6 +245,7 @@ func RunPeriodic(ctx context.Context, cfg PeriodicConfig) (res Result, err error
 		return res, err
 	}
 	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
+	res.Warnings = append(res.Warnings, tg.warnings...)
 
 	createStart := time.Now()
 	base := createStart.Add(cfg.Lead).Truncate(time.Millisecond)
@@ -253,7 +254,7 @@ func RunPeriodic(ctx context.Context, cfg PeriodicConfig) (res Result, err error
 	tap.start(plan.grid, end.UnixNano())
 	rcv.Reset(base)
 	tt := newTaskTemplate(prefix, rcv.URL()+"/periodic", run)
-	cp := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency,
+	cp := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: tg.spread(),
 		task: func(dst []byte, i int) []byte { return plan.appendTask(tt, dst, i) }}
 	cs, err := createTasks(ctx, tg.api, tg, cp, cfg.Progress.startPhase("create", int64(cfg.N)))
 	if err != nil {
@@ -289,6 +290,7 @@ func RunPeriodic(ctx context.Context, cfg PeriodicConfig) (res Result, err error
 	}
 	st := rcv.Stats()
 	res.Node = tg.stats()
+	res.Nodes = tg.perNode()
 
 	ps := PeriodicStats{
 		Tasks:         cfg.N,
@@ -317,7 +319,7 @@ func RunPeriodic(ctx context.Context, cfg PeriodicConfig) (res Result, err error
 	}
 
 	res.Periodic = &ps
-	res.Summary = periodicRows(ps, res.HTTPBaseline, res.Node)
+	res.Summary = periodicRows(ps, res.HTTPBaseline, res.Node, len(tg.nodes))
 	res.Warnings = append(res.Warnings, periodicWarnings(ps, res.HTTPBaseline)...)
 	res.Charts = periodicCharts(ps, cfg.Duration)
 	res.Seconds = time.Since(res.Started).Seconds()
@@ -656,7 +658,7 @@ func deleteTasks(ctx context.Context, api *apiClient, prefix string, n, conc int
 }
 
 // periodicRows is the summary of a periodic run next to its ceilings.
-func periodicRows(ps PeriodicStats, hb *HTTPBaselineResult, node *NodeStats) []Row {
+func periodicRows(ps PeriodicStats, hb *HTTPBaselineResult, node *NodeStats, nodes int) []Row {
 	var rate, cpu float64
 	var oneWay Summary
 	name := ""
@@ -684,13 +686,7 @@ func periodicRows(ps PeriodicStats, hb *HTTPBaselineResult, node *NodeStats) []R
 		row("repeated occurrences", float64(d.Repeats), "", 0, ""),
 		row("early requests", float64(ps.Receiver.Early), "", 0, ""),
 	}
-	if ps.NodeCPUPerFire > 0 {
-		rows = append(rows, row("node CPU per fire", ps.NodeCPUPerFire, "µs", cpu, "baseline-http client+receiver CPU per POST"))
-	}
-	if node != nil && node.RSSBytes > 0 {
-		rows = append(rows, row("node RSS", float64(node.RSSBytes)/(1<<20), "MiB", 0, ""))
-	}
-	return rows
+	return append(rows, resourceRows(ps.NodeCPUPerFire, "fire", cpu, node, nodes)...)
 }
 
 // periodicWarnings flags a periodic run whose numbers are not clean.

@@ -221,7 +221,7 @@ func TestPeriodicTaskJSON(t *testing.T) {
 }
 
 func TestPeriodicConfigValidate(t *testing.T) {
-	good := TargetConfig{URL: "http://127.0.0.1:7070"}
+	good := TargetConfig{URLs: []string{"http://127.0.0.1:7070"}}
 	tests := []struct {
 		name    string
 		edit    func(*PeriodicConfig)
@@ -261,7 +261,7 @@ func TestPeriodicConfigValidate(t *testing.T) {
 func TestRunPeriodicAgainstFakeNode(t *testing.T) {
 	f := startFakePeriodicNode(t, fakePeriodicFaults{skip: [2]int{0, 2}, shiftTask: 1, shift: time.Millisecond, dupTask: 2})
 	cfg := DefaultPeriodicConfig()
-	cfg.Target.URL = f.url
+	cfg.Target.URLs = []string{f.url}
 	cfg.N, cfg.EveryMs, cfg.Concurrency, cfg.Batch = 10, 200, 2, 4
 	cfg.Duration, cfg.Lead, cfg.Drain = time.Second, 300*time.Millisecond, 2*time.Second
 	cfg.Baseline.Requests, cfg.Baseline.Concurrency = 100, 4

@@ -63,6 +63,20 @@ func readProc(pid int) (procSample, error) {
 	return s, nil
 }
 
+// procRunning reports whether process pid exists and is not a zombie.
+func procRunning(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return false
+	}
+	state := stat[i+2]
+	return state != 'Z' && state != 'X'
+}
+
 // parseKB parses a /proc/<pid>/status line like "VmRSS:   1234 kB" into
 // bytes; 0 when malformed.
 func parseKB(line []byte) int64 {

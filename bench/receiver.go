@@ -47,6 +47,11 @@ type ReceiverConfig struct {
 	// node that reports a wrong due time cannot hide lateness. It is called
 	// from the HTTP handlers concurrently and must be safe for that.
 	Expect func(fireID string) (time.Time, bool)
+	// Observe, when set, is called for every request after it was
+	// recorded: its fire id (maybe empty), arrival time and whether it
+	// was answered 2xx. It is called from the HTTP handlers concurrently,
+	// without the Receiver's lock, and must be safe for that.
+	Observe func(fireID string, arrival time.Time, delivered bool)
 	// TimelineStep is the width of a bucket of the arrivals timeline.
 	// Default 100 ms: fine enough to see a stall, coarse enough that an
 	// hour is 36,000 counters.
@@ -243,6 +248,9 @@ func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.rec.recordLocked(r.cfg.TimelineStep, arrival, key, fireID != "" && dueErr == nil, due, attempt, mismatch, status/100 == 2)
 	r.mu.Unlock()
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(fireID, arrival, status/100 == 2)
+	}
 
 	if rule.Delay > 0 {
 		t := time.NewTimer(rule.Delay)

@@ -26,8 +26,11 @@ type Result struct {
 	Env Env `json:"env"`
 	// Config is the workload's configuration as run (defaults applied).
 	Config any `json:"config"`
-	// Node describes the node under test (nil for baseline workloads).
+	// Node describes the node under test (nil for baseline workloads); for
+	// a cluster, the sum over its nodes.
 	Node *NodeStats `json:"node,omitempty"`
+	// Nodes describes each node of a cluster (nil for a single node).
+	Nodes []NodeStats `json:"nodes,omitempty"`
 
 	HTTPBaseline   *HTTPBaselineResult   `json:"baseline_http,omitempty"`
 	PebbleBaseline *PebbleBaselineResult `json:"baseline_pebble,omitempty"`
@@ -35,6 +38,11 @@ type Result struct {
 	Fire           *FireStats            `json:"fire,omitempty"`
 	Scale          *ScaleStats           `json:"scale,omitempty"`
 	Periodic       *PeriodicStats        `json:"periodic,omitempty"`
+	// Routes are the create phases of --route compare, in order (Create
+	// is the first).
+	Routes   []CreateStats  `json:"routes,omitempty"`
+	Failover *FailoverStats `json:"failover,omitempty"`
+	Join     *JoinStats     `json:"join,omitempty"`
 
 	// Summary is the table printed at the end: each Chime figure next to
 	// its in-run ceiling.
@@ -51,8 +59,10 @@ type Result struct {
 // operation) lower is better and the ratio says how many times the bare
 // cost Chime spends.
 type Row struct {
-	Metric      string  `json:"metric"`
-	Value       float64 `json:"value"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	// Text, when set, is shown instead of Value (e.g. "never").
+	Text        string  `json:"text,omitempty"`
 	Unit        string  `json:"unit"`
 	Ceiling     float64 `json:"ceiling,omitempty"`
 	CeilingName string  `json:"ceiling_name,omitempty"`
@@ -112,13 +122,46 @@ func (r *Result) WriteMarkdown(w io.Writer) error {
 			ceiling = fmt.Sprintf("%s (%s)", strings.TrimSpace(fmtNum(row.Ceiling)+" "+row.Unit), row.CeilingName)
 			ratio = strconv.FormatFloat(row.Ratio, 'f', 3, 64)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Metric, strings.TrimSpace(fmtNum(row.Value)+" "+row.Unit), ceiling, ratio)
+		value := strings.TrimSpace(fmtNum(row.Value) + " " + row.Unit)
+		if row.Text != "" {
+			value = row.Text
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", row.Metric, value, ceiling, ratio)
+	}
+	if len(r.Nodes) > 1 {
+		writeNodes(&b, r.Nodes, r.Node)
 	}
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(&b, "\n> warning: %s\n", warn)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
+}
+
+// writeNodes writes the per-node table of a cluster run and the total.
+func writeNodes(b *bytes.Buffer, nodes []NodeStats, total *NodeStats) {
+	mib := func(v int64) string { return fmtNum(float64(v) / (1 << 20)) }
+	b.WriteString("\n| node | pid | CPU s | RSS MiB | peak RSS MiB | disk MiB |\n|---|---:|---:|---:|---:|---:|\n")
+	line := func(name string, pid int, n NodeStats) {
+		p := "—"
+		if pid > 0 {
+			p = strconv.Itoa(pid)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", name, p, fmtNum(n.CPUSeconds), mib(n.RSSBytes), mib(n.PeakRSSBytes), mib(n.DiskBytes))
+	}
+	for _, n := range nodes {
+		name := n.Name
+		if name == "" {
+			name = n.URL
+		}
+		if n.Killed {
+			name += " (killed; figures from before the kill)"
+		}
+		line(name, n.PID, n)
+	}
+	if total != nil {
+		line("**total**", 0, *total)
+	}
 }
 
 // loadShort returns the 1-, 5- and 15-minute load averages of a

@@ -89,7 +89,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (res Result, err error) {
 
 	run := runID(time.Now())
 	tt := newTaskTemplate("bs-"+run+"-", "http://127.0.0.1:9/bench-never", run)
-	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency,
+	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: tg.spread(),
 		task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
 	cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("store", int64(cfg.N)))
 	if err != nil {
@@ -100,9 +100,9 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (res Result, err error) {
 	ss.RSSBytes, ss.PeakRSSBytes, ss.DiskBytes = loaded.RSSBytes, loaded.PeakRSSBytes, loaded.DiskBytes
 	ss.DiskPerTask = float64(ss.DiskBytes) / float64(max(cs.Acked, 1))
 
-	if cfg.Restart && cfg.Target.Spawn {
+	if cfg.Restart && cfg.Target.Spawn && len(tg.nodes) == 1 {
 		cfg.Progress.logf("restarting the node on %d stored tasks", cs.Acked)
-		cpuBefore := tg.lastCPU
+		var cpuBefore time.Duration
 		if s, ok := tg.sample(); ok {
 			cpuBefore = s.cpu
 		}
@@ -119,6 +119,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (res Result, err error) {
 	}
 	res.Scale = &ss
 	res.Node = tg.stats()
+	res.Nodes = tg.perNode()
 	res.Summary = scaleRows(ss, res.PebbleBaseline)
 	res.Warnings = append(res.Warnings, createWarnings(cs)...)
 	res.Seconds = time.Since(res.Started).Seconds()

@@ -4,6 +4,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,6 +29,22 @@ func TestWorkloadsSmoke(t *testing.T) {
 		}
 	}
 	target := TargetConfig{Spawn: true, ChimeBin: bin, ReadyTimeout: 15 * time.Second, StopTimeout: 15 * time.Second}
+	// Spawned clusters live under this TMPDIR, so a run that fails to stop
+	// its nodes is caught by the sweep below.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Cleanup(func() { killLeftovers(t, tmp) })
+	// Clusters are started through scripts/cluster.sh when the repository
+	// has it, as `chime bench` does; cluster/fire starts its nodes from Go
+	// either way, so both launchers stay covered.
+	script := ""
+	if p, err := filepath.Abs(filepath.Join("..", "scripts", "cluster.sh")); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			script = p
+		}
+	}
+	cluster := target
+	cluster.Nodes, cluster.ClusterScript = 3, script
 
 	for _, mode := range []string{ModeSingle, ModeBatch} {
 		t.Run("create/mode="+mode, func(t *testing.T) {
@@ -91,6 +111,139 @@ func TestWorkloadsSmoke(t *testing.T) {
 		}
 		logWarnings(t, res)
 	})
+
+	// The cluster workloads (issue 6), a few hundred tasks on 2-3 nodes.
+	t.Run("cluster/create-compare", func(t *testing.T) {
+		cfg := DefaultCreateConfig()
+		cfg.Target, cfg.Mode, cfg.Route, cfg.N, cfg.Concurrency, cfg.SkipBaseline = cluster, ModeSingle, RouteCompare, 200, 8, true
+		res, err := RunCreate(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunCreate: %v", err)
+		}
+		if len(res.Routes) != 2 {
+			t.Fatalf("Routes = %+v, want owner and foreign phases", res.Routes)
+		}
+		for k, want := range []int64{0, 200} { // owner: nothing forwarded; foreign: every request
+			cs := res.Routes[k]
+			if cs.Acked != 200 || cs.Forwarded == nil || *cs.Forwarded != want {
+				t.Errorf("%s: acked %d, forwarded %v; want 200 and %d", cs.Route, cs.Acked, cs.Forwarded, want)
+			}
+		}
+		checkNodes(t, res, 3)
+		logWarnings(t, res)
+	})
+	t.Run("cluster/fire", func(t *testing.T) {
+		cfg := DefaultFireConfig()
+		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 300, 300, 50
+		cfg.Target.ClusterScript = "" // the Go launcher
+		cfg.Lead, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 10*time.Second, 200*time.Millisecond, true
+		res, err := RunFire(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunFire: %v", err)
+		}
+		fs := res.Fire
+		if fs.Completion != 1 || fs.Receiver.Early != 0 || fs.Receiver.Duplicates != 0 || fs.Create.Acked != 300 {
+			t.Errorf("acked %d, completion %v, early %d, duplicates %d; want 300, 1, 0, 0", fs.Create.Acked, fs.Completion, fs.Receiver.Early, fs.Receiver.Duplicates)
+		}
+		checkNodes(t, res, 3)
+		logWarnings(t, res)
+	})
+	t.Run("cluster/failover", func(t *testing.T) {
+		cfg := DefaultFailoverConfig()
+		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 400, 400, 100
+		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, time.Second, 200*time.Millisecond, true
+		res, err := RunFailover(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunFailover: %v", err)
+		}
+		fs := res.Failover
+		// REPLICATION: without it nobody fires the dead node's tasks, so
+		// every one due after the kill is missed and fires never resume.
+		// When replication lands, expect VictimMissedAfterKill == 0 and
+		// Resumed (and update docs/BENCHMARKS.md).
+		if fs.VictimDueAfterKill == 0 || fs.VictimMissedAfterKill != fs.VictimDueAfterKill || fs.Resumed {
+			t.Errorf("victim %s: %d tasks due after the kill, %d missed, resumed %v; want all of them missed and no resume (no replication yet)",
+				fs.Victim, fs.VictimDueAfterKill, fs.VictimMissedAfterKill, fs.Resumed)
+		}
+		if missed := fs.Before.Missed + fs.During.Missed + fs.After.Missed; missed != 0 || fs.Duplicates != 0 || fs.Early != 0 {
+			t.Errorf("survivors missed %d, duplicates %d, early %d; want 0, 0, 0", missed, fs.Duplicates, fs.Early)
+		}
+		if fs.TableDropSeconds <= 0 || len(fs.TableDrop) != 2 {
+			t.Errorf("table drop = %v s (%v), want every survivor to drop the victim", fs.TableDropSeconds, fs.TableDrop)
+		}
+		checkNodes(t, res, 3)
+		if !res.Nodes[slices.IndexFunc(res.Nodes, func(n NodeStats) bool { return n.Name == fs.Victim })].Killed {
+			t.Errorf("Nodes = %+v, want the victim %s marked killed", res.Nodes, fs.Victim)
+		}
+		t.Logf("victim %s: table drop %.2f s, missed %d after + %d before the kill", fs.Victim, fs.TableDropSeconds, fs.VictimMissedAfterKill, fs.VictimMissedBeforeKill)
+		logWarnings(t, res)
+	})
+	t.Run("cluster/join", func(t *testing.T) {
+		cfg := DefaultJoinConfig()
+		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 400, 400, 100
+		cfg.Target.Nodes = 2
+		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, time.Second, 200*time.Millisecond, true
+		res, err := RunJoin(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunJoin: %v", err)
+		}
+		js := res.Join
+		// DATA MOVEMENT: without it the tasks of slots that move to the
+		// joiner are stranded on their old owner. When handoff lands,
+		// expect MovedMissed == 0.
+		if js.SlotsMoved == 0 || js.MovedDueAfterChange == 0 || js.MovedMissedAfterChange != js.MovedDueAfterChange {
+			t.Errorf("joiner %s took %d slots; %d moved tasks due after every table changed, %d of them missed; want all missed (no data movement yet)",
+				js.Joiner, js.SlotsMoved, js.MovedDueAfterChange, js.MovedMissedAfterChange)
+		}
+		if missed := js.Before.Missed + js.During.Missed + js.After.Missed; missed != 0 || js.Duplicates != 0 || js.Early != 0 {
+			t.Errorf("kept tasks missed %d, duplicates %d, early %d; want 0, 0, 0", missed, js.Duplicates, js.Early)
+		}
+		if js.InEveryTableSeconds <= 0 || len(js.InTable) != 3 {
+			t.Errorf("in every table after %v s (%v), want all three nodes", js.InEveryTableSeconds, js.InTable)
+		}
+		checkNodes(t, res, 3)
+		t.Logf("joiner %s: ready %.2f s, in every table %.2f s, %d slots, %d tasks stranded", js.Joiner, js.ReadySeconds, js.InEveryTableSeconds, js.SlotsMoved, js.MovedMissed)
+		logWarnings(t, res)
+	})
+}
+
+// checkNodes checks that a cluster run reports each of its n nodes with a
+// pid and memory, and a total.
+func checkNodes(t *testing.T, res Result, n int) {
+	t.Helper()
+	if len(res.Nodes) != n {
+		t.Fatalf("Nodes = %+v, want %d", res.Nodes, n)
+	}
+	var rss int64
+	for _, ns := range res.Nodes {
+		if ns.PID == 0 || ns.RSSBytes == 0 || ns.Name == "" {
+			t.Errorf("node %+v lacks a name, pid or RSS", ns)
+		}
+		rss += ns.RSSBytes
+	}
+	if res.Node == nil || res.Node.RSSBytes != rss {
+		t.Errorf("Node = %+v, want the total RSS %d", res.Node, rss)
+	}
+}
+
+// killLeftovers SIGKILLs any chime serve still running from a spawned
+// cluster under tmp (a pid file of scripts/cluster.sh) and fails the test:
+// every run must stop its nodes.
+func killLeftovers(t *testing.T, tmp string) {
+	t.Helper()
+	pids, _ := filepath.Glob(filepath.Join(tmp, "*", "cluster", "n*", "pid"))
+	for _, f := range pids {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || !isServe(pid, filepath.Join(filepath.Dir(f), "data")) {
+			continue
+		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("chime serve pid %d (%s) outlived its run; killed it", pid, f)
+	}
 }
 
 // logWarnings shows a result's warnings in the test log.

@@ -30,7 +30,7 @@ func TestCreateTasksAgainstFakeNode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := startFakeNode(t, tt.throttle, tt.rejectSuffix)
-			tg := &target{cfg: TargetConfig{URL: f.url}, api: newAPIClient(f.url, "", 4)}
+			tg := urlTarget(f.url, 4)
 			defer tg.close()
 			tt2 := newTaskTemplate("bt-x-", "http://127.0.0.1:9/never", "x")
 			plan := createPlan{n: tt.n, batch: tt.batch, concurrency: 4, single: tt.single,
@@ -57,13 +57,20 @@ func TestCreateTasksAgainstFakeNode(t *testing.T) {
 	}
 }
 
+// urlTarget is a target of one running node at url, without waiting for
+// its /readyz.
+func urlTarget(url string, conns int) *target {
+	m := &member{index: 1, api: newAPIClient(url, "", conns)}
+	return &target{cfg: TargetConfig{URLs: []string{url}}, nodes: []*member{m}, api: m.api}
+}
+
 func TestCreateTasksStopsOnTransportError(t *testing.T) {
 	addr, err := freeLoopbackAddr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := newAPIClient("http://"+addr, "", 2)
-	tg := &target{api: api}
+	tg := urlTarget("http://"+addr, 2)
+	api := tg.api
 	defer tg.close()
 	tt := newTaskTemplate("bt-", "http://127.0.0.1:9/", "x")
 	plan := createPlan{n: 10, batch: 5, concurrency: 2, task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, 1) }}
@@ -134,7 +141,7 @@ func TestRunCreateAgainstFakeNode(t *testing.T) {
 	for _, mode := range []string{ModeSingle, ModeBatch} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			cfg := DefaultCreateConfig()
-			cfg.Target.URL = f.url
+			cfg.Target.URLs = []string{f.url}
 			cfg.Mode, cfg.N, cfg.Concurrency, cfg.Batch, cfg.BaselineN = mode, 200, 4, 50, 200
 			res, err := RunCreate(t.Context(), cfg)
 			if err != nil {
@@ -159,7 +166,7 @@ func TestRunCreateAgainstFakeNode(t *testing.T) {
 func TestRunFireAgainstFakeNode(t *testing.T) {
 	f := startFakeNode(t, 0, "")
 	cfg := DefaultFireConfig()
-	cfg.Target.URL = f.url
+	cfg.Target.URLs = []string{f.url}
 	cfg.N, cfg.Rate, cfg.Batch, cfg.Concurrency = 100, 400, 30, 2
 	cfg.Lead, cfg.Timeout, cfg.Settle = 400*time.Millisecond, 10*time.Second, 50*time.Millisecond
 	cfg.Baseline.Requests, cfg.Baseline.Concurrency = 200, 4
@@ -203,7 +210,7 @@ func TestRunFireAgainstFakeNode(t *testing.T) {
 func TestRunScaleAgainstFakeNode(t *testing.T) {
 	f := startFakeNode(t, 0, "")
 	cfg := DefaultScaleConfig()
-	cfg.Target.URL = f.url
+	cfg.Target.URLs = []string{f.url}
 	cfg.N, cfg.Batch, cfg.Concurrency, cfg.SkipBaseline = 500, 100, 2, true
 	res, err := RunScale(t.Context(), cfg)
 	if err != nil {
@@ -218,7 +225,7 @@ func TestRunScaleAgainstFakeNode(t *testing.T) {
 }
 
 func TestConfigsValidate(t *testing.T) {
-	good := TargetConfig{URL: "http://127.0.0.1:7070"}
+	good := TargetConfig{URLs: []string{"http://127.0.0.1:7070"}}
 	tests := []struct {
 		name    string
 		err     error
@@ -228,8 +235,8 @@ func TestConfigsValidate(t *testing.T) {
 		{"fire defaults", func() error { c := DefaultFireConfig(); c.Target = good; return c.Validate() }(), ""},
 		{"scale defaults", func() error { c := DefaultScaleConfig(); c.Target = good; return c.Validate() }(), ""},
 		{"no target", DefaultCreateConfig().Validate(), "target URL or spawn"},
-		{"both targets", withTarget(DefaultCreateConfig(), TargetConfig{URL: good.URL, Spawn: true}).Validate(), "not both"},
-		{"bad URL", withTarget(DefaultCreateConfig(), TargetConfig{URL: "ftp://x"}).Validate(), "not an http(s) URL"},
+		{"both targets", withTarget(DefaultCreateConfig(), TargetConfig{URLs: good.URLs, Spawn: true}).Validate(), "not both"},
+		{"bad URL", withTarget(DefaultCreateConfig(), TargetConfig{URLs: []string{"ftp://x"}}).Validate(), "not an http(s) URL"},
 		{"bad mode", func() error {
 			c := withTarget(DefaultCreateConfig(), good)
 			c.Mode = "bulk"
@@ -241,6 +248,30 @@ func TestConfigsValidate(t *testing.T) {
 			return c.Validate()
 		}(), "batch 10001"},
 		{"zero rate", func() error { c := DefaultFireConfig(); c.Target = good; c.Rate = 0; return c.Validate() }(), "rate"},
+		{"route owner needs single mode", func() error {
+			c := withTarget(DefaultCreateConfig(), TargetConfig{URLs: []string{good.URLs[0], good.URLs[0]}})
+			c.Route = RouteOwner
+			return c.Validate()
+		}(), "needs --mode single"},
+		{"route foreign needs a cluster", func() error {
+			c := withTarget(DefaultCreateConfig(), good)
+			c.Mode, c.Route = ModeSingle, RouteForeign
+			return c.Validate()
+		}(), "at least 2 nodes"},
+		{"unknown route", func() error {
+			c := withTarget(DefaultCreateConfig(), good)
+			c.Route = "random"
+			return c.Validate()
+		}(), `route "random"`},
+		{"too many nodes", withTarget(DefaultCreateConfig(), TargetConfig{Spawn: true, Nodes: 17}).Validate(), "nodes 17"},
+		{"nodes with URLs", withTarget(DefaultCreateConfig(), TargetConfig{URLs: good.URLs, Nodes: 3}).Validate(), "spawned clusters"},
+		{"failover defaults", DefaultFailoverConfig().Validate(), ""},
+		{"join defaults", DefaultJoinConfig().Validate(), ""},
+		{"failover needs a spawned cluster", func() error { c := DefaultFailoverConfig(); c.Target = good; return c.Validate() }(), "needs a spawned cluster"},
+		{"failover needs two nodes", func() error { c := DefaultFailoverConfig(); c.Target.Nodes = 1; return c.Validate() }(), "nodes 1 < 2"},
+		{"kill a node that is not there", func() error { c := DefaultFailoverConfig(); c.Kill = 4; return c.Validate() }(), "kill 4"},
+		{"change after the last due", func() error { c := DefaultJoinConfig(); c.At = time.Minute; return c.Validate() }(), "after the last due"},
+		{"join leaves room for one more", func() error { c := DefaultJoinConfig(); c.Target.Nodes = 16; return c.Validate() }(), "no room"},
 		{"all problems at once", func() error {
 			c := withTarget(DefaultCreateConfig(), good)
 			c.N, c.Concurrency = 0, 0
@@ -266,7 +297,7 @@ func withTarget(c CreateConfig, t TargetConfig) CreateConfig {
 
 func TestRunRejectsBadConfigBeforeAnyWork(t *testing.T) {
 	cfg := DefaultFireConfig()
-	cfg.Target.URL = "http://127.0.0.1:1"
+	cfg.Target.URLs = []string{"http://127.0.0.1:1"}
 	cfg.N = -1
 	if _, err := RunFire(t.Context(), cfg); err == nil || !strings.Contains(err.Error(), "n -1") {
 		t.Errorf("RunFire(n=-1) = %v, want a validation error", err)

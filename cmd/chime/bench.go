@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,11 +21,14 @@ workloads:
   fire             N one-shot tasks due over N/rate s, fired into a built-in receiver; ceiling: baseline-http
   periodic         N every_ms (and optionally cron) tasks fired for --duration; lateness, drift, missed; ceiling: baseline-http
   scale            store N tasks due in 1 h; node RSS, disk size, restart time
+  failover         fire N tasks through a spawned cluster and SIGKILL one node midway; detection, missed, lateness
+  join             fire N tasks through a spawned cluster and start one more node midway; join time, stranded, lateness
   baseline-http    bare net/http client posting to the receiver: the fire ceiling and the receiver's capacity
   baseline-pebble  bare storage batches committed with sync: the create ceiling
 
-The node under test: --target URL (default $CHIME_ADDR, else ` + defaultAddr + `)
-or --spawn (start chime serve on a free loopback port with a temporary data dir).
+The nodes under test: --target URL[,URL…] (default $CHIME_ADDR, else ` + defaultAddr + `)
+or --spawn [--nodes N] (start N chime serve on free loopback ports with temporary data dirs;
+N > 1 forms a cluster, through scripts/cluster.sh when it is there).
 Results: a markdown table on stdout; JSON, markdown and (fire, periodic) SVG in --out.
 Run 'chime bench <workload> -h' for its flags; docs/BENCHMARKS.md explains them.
 `
@@ -53,11 +57,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	switch workload {
 	case "create":
 		cfg := bench.DefaultCreateConfig()
-		tf = registerTargetFlags(fs)
+		tf = registerTargetFlags(fs, bench.TargetConfig{})
 		fs.StringVar(&cfg.Mode, "mode", cfg.Mode, "single (POST /v1/tasks) or batch (POST /v1/tasks:batch)")
 		fs.IntVar(&cfg.N, "n", cfg.N, "tasks to create")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "requests in flight")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per batch request")
+		fs.StringVar(&cfg.Route, "route", cfg.Route, "in a cluster: any (round robin), owner (each task to its slot's owner), foreign (always to a non-owner: every request forwarded), compare (owner then foreign); all but any need --mode single")
 		fs.BoolVar(&cfg.SkipBaseline, "no-baseline", false, "skip baseline-pebble")
 		fs.IntVar(&cfg.BaselineN, "baseline-n", 0, "records baseline-pebble writes (default min(n, 100000))")
 		run = func() (bench.Result, error) {
@@ -66,7 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	case "fire":
 		cfg := bench.DefaultFireConfig()
-		tf = registerTargetFlags(fs)
+		tf = registerTargetFlags(fs, bench.TargetConfig{})
 		fs.IntVar(&cfg.N, "n", cfg.N, "one-shot tasks to fire")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered fires per second (dues spread over n/rate seconds)")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per create request")
@@ -83,7 +88,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	case "periodic":
 		cfg := bench.DefaultPeriodicConfig()
-		tf = registerTargetFlags(fs)
+		tf = registerTargetFlags(fs, bench.TargetConfig{})
 		fs.IntVar(&cfg.N, "n", cfg.N, "periodic tasks")
 		fs.Int64Var(&cfg.EveryMs, "every", cfg.EveryMs, "every_ms of the periodic tasks")
 		fs.Float64Var(&cfg.CronFraction, "cron-fraction", cfg.CronFraction, "fraction of the tasks scheduled with cron instead of every_ms")
@@ -105,7 +110,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	case "scale":
 		cfg := bench.DefaultScaleConfig()
-		tf = registerTargetFlags(fs)
+		tf = registerTargetFlags(fs, bench.TargetConfig{})
 		fs.IntVar(&cfg.N, "n", cfg.N, "tasks to store")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per create request")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "create requests in flight")
@@ -115,6 +120,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		run = func() (bench.Result, error) {
 			cfg.Target, cfg.Progress = tf.config(env), prog
 			return bench.RunScale(ctx, cfg)
+		}
+	case "failover":
+		cfg := bench.DefaultFailoverConfig()
+		tf = registerTargetFlags(fs, cfg.Target)
+		registerChangeFlags(fs, &cfg.ChangeConfig, "kill-after", "SIGKILL the node this long after the first due (default a quarter of n/rate)")
+		fs.IntVar(&cfg.Kill, "kill", 0, "node to SIGKILL, 1-based (default: the one owning the most tasks due after the kill, node 2 on a tie)")
+		run = func() (bench.Result, error) {
+			cfg.Target, cfg.Progress = tf.config(env), prog
+			return bench.RunFailover(ctx, cfg)
+		}
+	case "join":
+		cfg := bench.DefaultJoinConfig()
+		tf = registerTargetFlags(fs, cfg.Target)
+		registerChangeFlags(fs, &cfg.ChangeConfig, "join-after", "start node nodes+1 this long after the first due (default a quarter of n/rate)")
+		run = func() (bench.Result, error) {
+			cfg.Target, cfg.Progress = tf.config(env), prog
+			return bench.RunJoin(ctx, cfg)
 		}
 	case "baseline-http":
 		cfg := bench.DefaultHTTPBaselineConfig()
@@ -159,53 +181,114 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	return err
 }
 
-// benchTargetFlags are the flags that pick the node under test.
-type benchTargetFlags struct {
-	target, chimeBin, token, dataDir string
-	spawn                            bool
-	pid                              int
-	serveArgs                        benchArgsFlag
-	readyTimeout                     time.Duration
+// registerChangeFlags registers the flags failover and join share; at
+// names the flag of ChangeConfig.At.
+func registerChangeFlags(fs *flag.FlagSet, cfg *bench.ChangeConfig, at, atUsage string) {
+	fs.IntVar(&cfg.N, "n", cfg.N, "one-shot tasks to fire")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered fires per second (dues spread over n/rate seconds)")
+	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per create request")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "create requests in flight")
+	fs.DurationVar(&cfg.Lead, "lead", 0, "start of creation to first due (default 3s + n/10000 s)")
+	fs.DurationVar(&cfg.At, at, 0, atUsage)
+	fs.DurationVar(&cfg.Poll, "poll", cfg.Poll, "poll GET /v1/cluster on every node this often while the change spreads")
+	fs.DurationVar(&cfg.LateAfter, "late-after", cfg.LateAfter, "a fire arriving more than this after its due counts as late")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "wait this long after the last due for missing fires (stranded ones never come)")
+	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "keep listening this long after the last fire, for duplicates")
+	fs.BoolVar(&cfg.SkipBaseline, "no-baseline", false, "skip baseline-http")
+	fs.IntVar(&cfg.Baseline.Requests, "baseline-requests", cfg.Baseline.Requests, "requests baseline-http times")
+	fs.IntVar(&cfg.Baseline.Concurrency, "baseline-concurrency", cfg.Baseline.Concurrency, "baseline-http requests in flight")
 }
 
-func registerTargetFlags(fs *flag.FlagSet) *benchTargetFlags {
+// benchTargetFlags are the flags that pick the nodes under test.
+type benchTargetFlags struct {
+	target, chimeBin, token, pids, dataDirs, script string
+	spawn                                           bool
+	nodes, basePort, gossipBasePort                 int
+	serveArgs                                       benchArgsFlag
+	readyTimeout                                    time.Duration
+}
+
+// defaultClusterScript is what --cluster-script=auto looks for, relative
+// to the working directory (the repository root).
+const defaultClusterScript = "scripts/cluster.sh"
+
+// registerTargetFlags registers the target flags with def's Spawn and
+// Nodes as defaults.
+func registerTargetFlags(fs *flag.FlagSet, def bench.TargetConfig) *benchTargetFlags {
 	tf := &benchTargetFlags{}
-	fs.StringVar(&tf.target, "target", "", "`URL` of a running node (default $CHIME_ADDR, else "+defaultAddr+")")
-	fs.BoolVar(&tf.spawn, "spawn", false, "start a chime serve on a free loopback port with a temporary data dir, stop it at the end")
+	fs.StringVar(&tf.target, "target", "", "`URLs` of running nodes, comma separated: one node or members of one cluster (default $CHIME_ADDR, else "+defaultAddr+")")
+	fs.BoolVar(&tf.spawn, "spawn", def.Spawn, "start chime serve processes on free loopback ports with temporary data dirs, stop them at the end")
+	fs.IntVar(&tf.nodes, "nodes", max(def.Nodes, 1), "with --spawn: how many nodes; more than 1 forms a cluster")
+	fs.StringVar(&tf.script, "cluster-script", "auto", "with --spawn of a cluster: drive this scripts/cluster.sh; auto = "+defaultClusterScript+" if it exists here, empty = start the processes from Go")
+	fs.IntVar(&tf.basePort, "base-port", 0, "with --spawn: HTTP port of n1 (nI gets base+I-1; default free ports)")
+	fs.IntVar(&tf.gossipBasePort, "gossip-base-port", 0, "with --spawn of a cluster: gossip port of n1 (default free ports)")
 	fs.StringVar(&tf.chimeBin, "chime-bin", "", "chime `binary` to spawn (default: go build ./cmd/chime into a temp dir)")
-	fs.Var(&tf.serveArgs, "serve-arg", "extra `argument` for the spawned chime serve (repeatable)")
+	fs.Var(&tf.serveArgs, "serve-arg", "extra `argument` for every spawned chime serve (repeatable)")
 	fs.StringVar(&tf.token, "token", "", "API `token` for --target (default $CHIME_API_TOKEN)")
-	fs.IntVar(&tf.pid, "pid", 0, "process id of the --target node on this machine, to read its CPU and RSS")
-	fs.StringVar(&tf.dataDir, "data-dir", "", "data `directory` of the --target node on this machine, for its disk size")
+	fs.StringVar(&tf.pids, "pid", "", "process ids of the --target nodes on this machine, comma separated in URL order, to read their CPU and RSS")
+	fs.StringVar(&tf.dataDirs, "data-dir", "", "data `directories` of the --target nodes on this machine, comma separated in URL order, for their disk size")
 	fs.DurationVar(&tf.readyTimeout, "ready-timeout", 0, "how long to wait for /readyz (default 60s)")
 	return tf
 }
 
 // config builds the TargetConfig, taking defaults from the environment.
+// Malformed --pid entries become -1, which validation refuses.
 func (tf *benchTargetFlags) config(env func(string) string) bench.TargetConfig {
 	c := bench.TargetConfig{
-		URL:          tf.target,
-		Spawn:        tf.spawn,
-		ChimeBin:     tf.chimeBin,
-		ServeArgs:    tf.serveArgs,
-		Token:        tf.token,
-		PID:          tf.pid,
-		DataDir:      tf.dataDir,
-		ReadyTimeout: tf.readyTimeout,
+		URLs:           splitList(tf.target),
+		Spawn:          tf.spawn,
+		ChimeBin:       tf.chimeBin,
+		ServeArgs:      tf.serveArgs,
+		Token:          tf.token,
+		DataDirs:       splitList(tf.dataDirs),
+		BasePort:       tf.basePort,
+		GossipBasePort: tf.gossipBasePort,
+		ReadyTimeout:   tf.readyTimeout,
 	}
-	if !c.Spawn && c.URL == "" {
-		c.URL = env("CHIME_ADDR")
-		if c.URL == "" {
-			c.URL = defaultAddr
+	if c.Spawn {
+		c.Nodes = tf.nodes
+		c.ClusterScript = tf.script
+		if c.ClusterScript == "auto" {
+			c.ClusterScript = ""
+			if st, err := os.Stat(defaultClusterScript); err == nil && !st.IsDir() {
+				c.ClusterScript = defaultClusterScript
+			}
 		}
-		if !strings.Contains(c.URL, "://") {
-			c.URL = "http://" + c.URL
+	}
+	for _, p := range splitList(tf.pids) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			n = -1
+		}
+		c.PIDs = append(c.PIDs, n)
+	}
+	if !c.Spawn && len(c.URLs) == 0 {
+		u := env("CHIME_ADDR")
+		if u == "" {
+			u = defaultAddr
+		}
+		c.URLs = []string{u}
+	}
+	for i, u := range c.URLs {
+		if !strings.Contains(u, "://") {
+			c.URLs[i] = "http://" + u
 		}
 	}
 	if c.Token == "" && !c.Spawn {
 		c.Token = env("CHIME_API_TOKEN")
 	}
 	return c
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // benchArgsFlag collects a repeatable string flag.

@@ -6,10 +6,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
-
-	"github.com/chime-scheduler/chime/bench"
 )
 
 func TestRunBenchArguments(t *testing.T) {
@@ -29,6 +28,13 @@ func TestRunBenchArguments(t *testing.T) {
 		{name: "invalid config is refused before any work", args: []string{"create", "--target", "http://127.0.0.1:1", "--mode", "bulk"},
 			wantErr: `mode "bulk"`},
 		{name: "target and spawn together", args: []string{"fire", "--target", "http://127.0.0.1:1", "--spawn"}, wantErr: "not both"},
+		{name: "failover help", args: []string{"failover", "-h"}, wantErr: "help", wantStderr: "-kill-after"},
+		{name: "join help", args: []string{"join", "-h"}, wantErr: "help", wantStderr: "-join-after"},
+		{name: "route owner needs single creates", args: []string{"create", "--target", "http://127.0.0.1:1,http://127.0.0.1:2", "--route", "owner"},
+			wantErr: "needs --mode single"},
+		{name: "failover kills a spawned node only", args: []string{"failover", "--spawn=false", "--target", "http://127.0.0.1:1"},
+			wantErr: "needs a spawned cluster"},
+		{name: "bad pid list", args: []string{"fire", "--target", "http://127.0.0.1:1", "--pid", "x"}, wantErr: "pid -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,21 +108,26 @@ func TestBenchTargetConfig(t *testing.T) {
 		name      string
 		flags     benchTargetFlags
 		env       func(string) string
-		wantURL   string
+		wantURLs  []string
 		wantToken string
 		wantSpawn bool
+		wantNodes int
+		wantPIDs  []int
 	}{
-		{"defaults", benchTargetFlags{}, func(string) string { return "" }, defaultAddr, "", false},
-		{"from the environment", benchTargetFlags{}, getenv, "http://127.0.0.1:9999", "s3cret", false},
-		{"flags win", benchTargetFlags{target: "http://127.0.0.1:1", token: "t"}, getenv, "http://127.0.0.1:1", "t", false},
-		{"spawn ignores the environment", benchTargetFlags{spawn: true}, getenv, "", "", true},
+		{"defaults", benchTargetFlags{}, func(string) string { return "" }, []string{defaultAddr}, "", false, 0, nil},
+		{"from the environment", benchTargetFlags{}, getenv, []string{"http://127.0.0.1:9999"}, "s3cret", false, 0, nil},
+		{"flags win", benchTargetFlags{target: "http://127.0.0.1:1", token: "t"}, getenv, []string{"http://127.0.0.1:1"}, "t", false, 0, nil},
+		{"a cluster's URLs and pids", benchTargetFlags{target: "127.0.0.1:1, http://127.0.0.1:2,", pids: "10,x"}, getenv,
+			[]string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, "s3cret", false, 0, []int{10, -1}},
+		{"spawn ignores the environment", benchTargetFlags{spawn: true, nodes: 3}, getenv, nil, "", true, 3, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.flags.config(tt.env)
-			want := bench.TargetConfig{URL: tt.wantURL, Token: tt.wantToken, Spawn: tt.wantSpawn}
-			if got.URL != want.URL || got.Token != want.Token || got.Spawn != want.Spawn {
-				t.Errorf("config() = url %q token %q spawn %v, want %q %q %v", got.URL, got.Token, got.Spawn, want.URL, want.Token, want.Spawn)
+			if !slices.Equal(got.URLs, tt.wantURLs) || got.Token != tt.wantToken || got.Spawn != tt.wantSpawn ||
+				got.Nodes != tt.wantNodes || !slices.Equal(got.PIDs, tt.wantPIDs) {
+				t.Errorf("config() = urls %q token %q spawn %v nodes %d pids %v, want %q %q %v %d %v", got.URLs, got.Token, got.Spawn, got.Nodes, got.PIDs,
+					tt.wantURLs, tt.wantToken, tt.wantSpawn, tt.wantNodes, tt.wantPIDs)
 			}
 		})
 	}
