@@ -39,6 +39,8 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("GET /metrics", n.handleMetrics)
 	mux.HandleFunc("GET /internal/v1/tasks", n.handleInternalList)
+	mux.HandleFunc("POST /internal/v1/replicate", n.handleReplicate)
+	mux.HandleFunc("POST /internal/v1/pull", n.handlePull)
 	mux.HandleFunc("GET /internal/v1/member", n.handleInternalMember)
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
@@ -96,11 +98,16 @@ func writeError(w http.ResponseWriter, e *Error) {
 
 // readBody reads a request body of at most MaxBodyBytes.
 func (n *Node) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.Limits.MaxBodyBytes))
+	return n.readBodyLimit(w, r, n.cfg.Limits.MaxBodyBytes)
+}
+
+// readBodyLimit reads a request body of at most limit bytes.
+func (n *Node) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &Error{Code: CodeTooLarge, Message: "request body is over " + strconv.FormatInt(n.cfg.Limits.MaxBodyBytes, 10) + " bytes"}
+			return nil, &Error{Code: CodeTooLarge, Message: "request body is over " + strconv.FormatInt(limit, 10) + " bytes"}
 		}
 		return nil, &Error{Code: CodeInvalidArgument, Message: "reading the body: " + err.Error()}
 	}

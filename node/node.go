@@ -33,6 +33,8 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
+	ship    *shipper  // replication to followers; nil standalone
+	imp     *importer // takes over gained slots; nil standalone
 
 	sampler    sampler
 	hosts      *hostStats
@@ -96,6 +98,13 @@ func (n *Node) Start() error {
 	if seed == 0 {
 		seed = uint64(n.now().UnixNano())
 	}
+	var metas map[uint16]storage.SlotMeta
+	if n.cfg.Cluster != nil {
+		if metas, err = st.SlotMetas(); err != nil {
+			st.Close()
+			return err
+		}
+	}
 	var wr *writer
 	n.metrics = newMetrics(gauges{
 		storeBytes:    func() float64 { return float64(st.Stats().DiskBytes) },
@@ -120,6 +129,7 @@ func (n *Node) Start() error {
 		},
 		counted: func(d int64) { n.tasks.delta.Add(d) },
 		view:    n.view.Load,
+		metas:   metas,
 		log:     n.log,
 		now:     n.now,
 	}, seed)
@@ -134,6 +144,11 @@ func (n *Node) Start() error {
 	n.writer, n.loop = wr, lp
 	n.metrics.noteView(n.view.Load())
 	if n.cfg.Cluster != nil {
+		n.ship = newShipper(n, replTimeout)
+		wr.repl.ship = n.ship
+		n.imp = newImporter(n)
+		go n.ship.run()
+		go n.imp.run()
 		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
 		if err == nil {
 			err = c.start()
@@ -235,8 +250,11 @@ func (n *Node) Ready() bool {
 func (n *Node) installView(old, v *view) {
 	n.view.Store(v)
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
+	if len(lost) > 0 {
+		n.writer.send(&writeOp{kind: opLose, slots: lost})
+	}
 	if len(gained) > 0 {
-		n.loop.gain(gained)
+		n.imp.gain(gained) // loads them into the loop once it owns them
 	}
 	n.metrics.noteView(v)
 	n.noteMembers(old, v)
@@ -263,11 +281,15 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 		if n.cluster != nil {
 			n.cluster.close()
+			n.imp.close()
 		}
 		n.loop.close()
 		n.disp.close(ctx)
 		close(n.writer.stop)
 		<-n.writer.done
+		if n.ship != nil {
+			n.ship.close()
+		}
 		close(n.stopBG)
 		n.bg.Wait()
 		n.closeErr = n.store.Close()

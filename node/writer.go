@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/chime-scheduler/chime/slots"
@@ -32,6 +33,10 @@ const (
 	opTrigger                   // queue one extra fire of one task
 	opFire                      // start fires of expired wheel entries (internal)
 	opDone                      // apply one attempt's result (internal)
+	opReplica                   // apply replicated messages as a follower (internal, acked)
+	opOwn                       // become the active owner of slots (internal, acked)
+	opLose                      // stop owning slots (internal)
+	opSnapshot                  // read a slot's snapshot at its current seq (internal, acked)
 )
 
 // writeOp is one request to the writer. The writer fills the result fields
@@ -43,12 +48,19 @@ type writeOp struct {
 	id    string          // single-task ops
 	fires []wheel.Entry   // opFire
 	res   *fireResult     // opDone
+	repl  []replMsg       // opReplica: messages; opOwn: pulled snapshots; opSnapshot: the result
+	slots []uint16        // opOwn, opLose, opSnapshot
+	// opOwn: the highest epoch any holder reported per slot.
+	maxEpoch map[uint16]uint64
 
 	// Results, one per task for opCreate/opPut, one for single-task ops.
 	out     []*storage.Task
 	errs    []*Error
 	created []bool
 	err     error // the commit or sync failed: nothing of the op is acknowledged
+	replRes []uint8  // opReplica: one result per message
+	owned   []uint16 // opOwn: the slots it made this node own
+	snapErr error    // opSnapshot
 
 	reply chan struct{} // closed when durable (nil for internal ops)
 }
@@ -84,6 +96,7 @@ type wakeChange struct {
 // syncGroup is one committed batch on its way to durability.
 type syncGroup struct {
 	acked bool // some op is an API write waiting for its fsync
+	wait  *replWait // the followers' acks the group's API writes wait for; nil: none
 	ops   []*writeOp
 	wakes []wakeChange
 	jobs  []*fireJob
@@ -102,6 +115,7 @@ type writerDeps struct {
 	rebuildIDs func()            // asks for a larger id filter; never blocks
 	counted    func(delta int64) // tasks created (+) and deleted (-)
 	view       func() *view      // the current view: a slot not owned is not fired
+	metas      map[uint16]storage.SlotMeta // every slot's replication position, as stored
 	log        *slog.Logger
 	now        func() time.Time
 }
@@ -122,9 +136,23 @@ type writer struct {
 	dirty   chan struct{}            // cap 1: fire-only groups await an idle sync
 	hot     hotCache                 // encoded records of tasks waking soon
 	linger  *time.Timer              // bounds how long completions wait for company
+	repl    writerRepl               // replication state (writer_repl.go)
+	// replWaits counts groups waiting for their followers; the syncer
+	// closes done only after they are answered.
+	replWaits sync.WaitGroup
 }
 
 func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
+	w := newWriterOnly(cfg, deps, seed)
+	metas := deps.metas
+	if metas == nil {
+		metas = map[uint16]storage.SlotMeta{}
+	}
+	w.repl.init(metas)
+	return w
+}
+
+func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 	return &writer{
 		writerDeps: deps,
 		cfg:        cfg,
@@ -220,6 +248,9 @@ func (w *writer) drain() {
 func (w *writer) group(first *writeOp) {
 	b := w.store.NewBatch()
 	defer b.Close()
+	if w.repl.ship != nil {
+		b.Capture()
+	}
 	g := &syncGroup{}
 	n := w.apply(b, g, first)
 	onlyDone, lingered := first.kind == opDone, false
@@ -249,12 +280,22 @@ func (w *writer) group(first *writeOp) {
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
+	var msgs []replMsg
+	if w.repl.ship != nil {
+		msgs = w.prepareRepl(b)
+	}
 	if b.Count() > 0 {
 		start := time.Now()
 		if err := b.Commit(false); err != nil {
 			g.err = err
 		}
 		w.metrics.commit.Observe(time.Since(start).Seconds())
+	}
+	if len(msgs) > 0 && g.err == nil {
+		if g.acked {
+			g.wait = newReplWait(len(msgs), time.Now().Add(replTimeout))
+		}
+		w.repl.ship.enqueue(msgs, g.wait)
 	}
 	w.metrics.writeGroup(n)
 	if !g.acked {
@@ -279,7 +320,10 @@ func (w *writer) group(first *writeOp) {
 // per IdleSync instead of one per callback. A crash in that window repeats
 // the affected fires with the same fire ids, as at-least-once allows.
 func (w *writer) syncLoop() {
-	defer close(w.done)
+	defer func() {
+		w.replWaits.Wait()
+		close(w.done)
+	}()
 	groups := make([]*syncGroup, 0, 8)
 	dirty := false
 	idle := time.NewTimer(time.Hour)
@@ -323,6 +367,17 @@ func (w *writer) syncLoop() {
 			for _, g := range groups {
 				if g.err == nil {
 					g.err = err
+				}
+				if g.wait != nil && g.err == nil {
+					// Acknowledge once the followers have it too.
+					w.replWaits.Add(1)
+					go func() {
+						defer w.replWaits.Done()
+						<-g.wait.done
+						w.replFailed(g)
+						w.finish(g)
+					}()
+					continue
 				}
 				w.finish(g)
 			}
@@ -457,6 +512,16 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		return w.applyFire(b, g, op)
 	case opDone:
 		return w.applyDone(b, g, op)
+	case opReplica:
+		return w.applyReplica(b, op)
+	case opOwn:
+		return w.applyOwn(b, op)
+	case opLose:
+		w.applyLose(op)
+		return 0
+	case opSnapshot:
+		w.applySnapshot(op)
+		return 0
 	}
 	w.applyOne(b, g, op)
 	return 1
@@ -470,6 +535,10 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	for i, t := range op.tasks {
 		if t == nil {
 			continue // rejected by validation
+		}
+		if !w.active(t.Slot) {
+			op.errs[i] = errNotOwner
+			continue
 		}
 		old, err := w.getForCreate(t.ID)
 		if err != nil {
@@ -513,6 +582,10 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 }
 
 func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
+	if !w.active(slots.Of(op.id)) {
+		op.errs = []*Error{errNotOwner}
+		return
+	}
 	t, err := w.get(op.id)
 	if err != nil {
 		op.errs = []*Error{asError(err)}
@@ -596,7 +669,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		if t == nil {
 			continue // deleted since it was filed
 		}
-		if !w.view().owns(t.Slot) {
+		if !w.active(t.Slot) {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
 		if w.isRunning(t) {
@@ -651,6 +724,12 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	}
 	if t == nil {
 		return 0 // deleted while its callback ran
+	}
+	if !w.active(t.Slot) {
+		// The slot moved while the callback ran: the record belongs to the
+		// new owner now, which repeats the fire (same fire id) unless the
+		// result reached it.
+		return 0
 	}
 	prev := t.Wake()
 	ex, fr := finishFire(t, r, op.now, w.rnd)

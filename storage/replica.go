@@ -290,3 +290,12 @@ func (o SlotOps) TaskIDs() []string {
 	}
 	return ids
 }
+
+// WithoutCapture runs fn with capture off: what fn writes (a replica's
+// apply, a pulled snapshot) is not returned by TakeSlotOps.
+func (b *Batch) WithoutCapture(fn func()) {
+	c := b.capture
+	b.capture = nil
+	defer func() { b.capture = c }()
+	fn()
+}
