@@ -25,18 +25,18 @@ import (
 type opKind uint8
 
 const (
-	opCreate  opKind = 1 + iota // store new tasks; conflict if an id exists
-	opPut                       // create or replace tasks
-	opDelete                    // delete one task
-	opPause                     // pause one task
-	opResume                    // resume one task
-	opTrigger                   // queue one extra fire of one task
-	opFire                      // start fires of expired wheel entries (internal)
-	opDone                      // apply one attempt's result (internal)
-	opReplica                   // apply replicated messages as a follower (internal, acked)
-	opOwn                       // become the active owner of slots (internal, acked)
-	opLose                      // stop owning slots (internal)
-	opSnapshot                  // read a slot's snapshot at its current seq (internal, acked)
+	opCreate   opKind = 1 + iota // store new tasks; conflict if an id exists
+	opPut                        // create or replace tasks
+	opDelete                     // delete one task
+	opPause                      // pause one task
+	opResume                     // resume one task
+	opTrigger                    // queue one extra fire of one task
+	opFire                       // start fires of expired wheel entries (internal)
+	opDone                       // apply one attempt's result (internal)
+	opReplica                    // apply replicated messages as a follower (internal, acked)
+	opOwn                        // become the active owner of slots (internal, acked)
+	opLose                       // stop owning slots (internal)
+	opSnapshot                   // read a slot's snapshot at its current seq (internal, acked)
 )
 
 // writeOp is one request to the writer. The writer fills the result fields
@@ -57,7 +57,7 @@ type writeOp struct {
 	out     []*storage.Task
 	errs    []*Error
 	created []bool
-	err     error // the commit or sync failed: nothing of the op is acknowledged
+	err     error    // the commit or sync failed: nothing of the op is acknowledged
 	replRes []uint8  // opReplica: one result per message
 	owned   []uint16 // opOwn: the slots it made this node own
 	snapErr error    // opSnapshot
@@ -95,7 +95,7 @@ type wakeChange struct {
 
 // syncGroup is one committed batch on its way to durability.
 type syncGroup struct {
-	acked bool // some op is an API write waiting for its fsync
+	acked bool      // some op is an API write waiting for its fsync
 	wait  *replWait // the followers' acks the group's API writes wait for; nil: none
 	ops   []*writeOp
 	wakes []wakeChange
@@ -111,10 +111,10 @@ type writerDeps struct {
 	queued     func() int          // dispatcher backlog
 	metrics    *metrics
 	hosts      *hostStats
-	ids        *idFilter         // which ids may exist; creates of others skip a read
-	rebuildIDs func()            // asks for a larger id filter; never blocks
-	counted    func(delta int64) // tasks created (+) and deleted (-)
-	view       func() *view      // the current view: a slot not owned is not fired
+	ids        *idFilter                   // which ids may exist; creates of others skip a read
+	rebuildIDs func()                      // asks for a larger id filter; never blocks
+	counted    func(delta int64)           // tasks created (+) and deleted (-)
+	view       func() *view                // the current view: a slot not owned is not fired
 	metas      map[uint16]storage.SlotMeta // every slot's replication position, as stored
 	log        *slog.Logger
 	now        func() time.Time
