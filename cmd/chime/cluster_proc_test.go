@@ -342,3 +342,97 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 		break
 	}
 }
+
+// TestFailoverLosesNoAcknowledgedTask: 3 real processes; 1,500 tasks due a
+// few seconds ahead are acknowledged through n1 (so each is on its owner and
+// its follower), then the node owning most of them is SIGKILLed at once.
+// Every task must still fire (at least once), none before its due time: the
+// dead node's slots move to their followers, which hold the replicas.
+func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	procs := startCluster(t, 3)
+	// Wait for every node to own its slots (each imports from its follower).
+	time.Sleep(1500 * time.Millisecond)
+	fl := newFireLog(t)
+	cv, err := getCluster(procs[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := ownerOf(t, cv)
+	const n = 1500
+	due := time.Now().Add(6 * time.Second)
+	var tasks []map[string]any
+	perOwner := map[string]int{}
+	for i := range n {
+		id := fmt.Sprintf("f-%d", i)
+		perOwner[owners[slots.Of(id)]]++
+		tasks = append(tasks, map[string]any{"id": id, "callback_url": fl.srv.URL,
+			"due_at": due.Add(time.Duration(i%500) * time.Millisecond).Format(time.RFC3339Nano)})
+	}
+	var br struct {
+		Results []struct {
+			Status int `json:"status"`
+		} `json:"results"`
+	}
+	for off := 0; off < n; off += 500 {
+		if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks[off : off+500]}, &br); code != http.StatusOK {
+			t.Fatalf("batch: %d", code)
+		}
+		for i, r := range br.Results {
+			if r.Status != http.StatusCreated {
+				t.Fatalf("task %d: status %d", off+i, r.Status)
+			}
+		}
+	}
+	victim := 1 // n2 unless another owns more
+	for i := range procs {
+		if perOwner[fmt.Sprintf("n%d", i+1)] > perOwner[fmt.Sprintf("n%d", victim+1)] && i != 0 {
+			victim = i
+		}
+	}
+	name := fmt.Sprintf("n%d", victim+1)
+	killed := time.Now()
+	procs[victim].signal(t, syscall.SIGKILL)
+	t.Logf("killed %s (owner of %d of the %d tasks) %v before the first due time", name, perOwner[name], n, due.Sub(killed).Round(time.Millisecond))
+
+	deadline := time.Now().Add(40 * time.Second)
+	for fl.count() < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	dups, early := 0, 0
+	var firstOfVictim time.Time
+	for id, fs := range fl.got {
+		ids := map[string]bool{}
+		for _, f := range fs {
+			if ids[f.fireID] {
+				dups++
+			}
+			ids[f.fireID] = true
+			if f.at.Before(f.due) {
+				early++
+			}
+			if owners[slots.Of(id)] == name && (firstOfVictim.IsZero() || f.at.Before(firstOfVictim)) {
+				firstOfVictim = f.at
+			}
+		}
+	}
+	if len(fl.got) != n {
+		var missing []string
+		for i := range n {
+			if id := fmt.Sprintf("f-%d", i); len(fl.got[id]) == 0 && len(missing) < 5 {
+				missing = append(missing, id+"@"+owners[slots.Of(id)])
+			}
+		}
+		t.Errorf("%d of %d acknowledged tasks fired after %s was killed; e.g. missing %v", len(fl.got), n, name, missing)
+	}
+	if early > 0 {
+		t.Errorf("%d fires before their due time", early)
+	}
+	t.Logf("all fired: %d tasks, %d repeated deliveries of one fire id; the dead node's slots fired again %v after the kill",
+		len(fl.got), dups, firstOfVictim.Sub(killed).Round(time.Millisecond))
+}
