@@ -1,0 +1,452 @@
+package slots
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+)
+
+// base is the fake monotonic origin; scripts give times as offsets.
+var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// message is an in-flight message between two machines.
+type message struct {
+	from, to string
+	ev       Event
+	at       time.Time // deliverable from
+	has      bool      // ghost: a snapshot's sender had the data
+}
+
+// cluster wires Machines through an in-test message queue that can drop,
+// delay and partition messages. It checks the per-node and cross-node
+// invariants after every Step.
+type cluster struct {
+	t          testing.TB
+	numSlots   int
+	names      []string // every node ever created, sorted
+	m          map[string]*Machine
+	alive      map[string]bool
+	group      map[string]int // partition group; equal groups reach each other
+	draining   map[string]bool
+	paused     map[string]time.Time // frozen process (GC or VM stall) until then
+	ticks      int
+	probeEvery int // ticks between signs of life (0 or 1: every tick)
+	stable     int // stable cluster size for the majority check
+	disk       map[string]map[Slot]SlotState
+	queue      []message
+	now        time.Time
+	epochs     map[string][]Epoch // highest epoch each node ever reported
+	out        *strings.Builder   // effects log, nil to discard
+
+	// Ghost state for the invariants (not visible to the machines).
+	// has[n][s]: n's disk holds the slot's data by a legal chain: it
+	// bootstrapped the slot, or installed a snapshot from a node that had
+	// it. A machine may only claim a valid replica it has.
+	has map[string][]bool
+	// owners[s][e] is the one node that ever took epoch e of slot s.
+	owners []map[Epoch]string
+
+	// boot[n] counts n's restarts; known[o][n] is the boot of n that o
+	// has heard of (memberlist metadata carries it).
+	boot  map[string]int
+	known map[string]map[string]int
+
+	// Fault knobs for the simulation.
+	rng      *rand.Rand
+	sealBump bool
+	trace    bool // print every event and effect
+	dropProb float64
+	maxDelay time.Duration
+}
+
+func newCluster(t testing.TB, numSlots int) *cluster {
+	return &cluster{
+		t: t, numSlots: numSlots, m: map[string]*Machine{}, alive: map[string]bool{},
+		group: map[string]int{}, draining: map[string]bool{}, disk: map[string]map[Slot]SlotState{},
+		paused: map[string]time.Time{},
+		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
+		boot: map[string]int{}, known: map[string]map[string]int{},
+		owners: make([]map[Epoch]string, numSlots),
+	}
+}
+
+func (c *cluster) config(name string) Config {
+	cfg := DefaultLocalConfig(name)
+	cfg.NumSlots = c.numSlots
+	return cfg
+}
+
+// add creates (or restarts, with its disk) node name.
+func (c *cluster) add(name string, persisted map[Slot]SlotState) {
+	c.t.Helper()
+	m, err := New(c.config(name), persisted)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if !slices.Contains(c.names, name) {
+		c.names = append(c.names, name)
+		slices.Sort(c.names)
+		c.epochs[name] = make([]Epoch, c.numSlots)
+		c.has[name] = make([]bool, c.numSlots)
+	}
+	if c.disk[name] == nil {
+		c.disk[name] = map[Slot]SlotState{}
+	}
+	for s, st := range persisted {
+		c.disk[name][s] = st
+	}
+	c.m[name] = m
+	c.alive[name] = true
+	for s := range c.numSlots {
+		c.checkEpoch(name, Slot(s))
+	}
+	m.Step(Tick{Now: c.now})
+}
+
+func (c *cluster) crash(name string) {
+	c.alive[name] = false
+	c.queue = slices.DeleteFunc(c.queue, func(msg message) bool { return msg.to == name || msg.from == name })
+}
+
+func (c *cluster) restart(name string) {
+	c.boot[name]++
+	c.known[name] = nil // a new process has heard of nobody's boot yet
+	c.add(name, maps(c.disk[name]))
+}
+
+func maps(m map[Slot]SlotState) map[Slot]SlotState {
+	out := make(map[Slot]SlotState, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// running reports whether n's process is up and not paused. A pause ends
+// with the node's next Tick (see tick): its first event after resuming.
+func (c *cluster) running(n string) bool {
+	_, paused := c.paused[n]
+	return c.alive[n] && !paused
+}
+
+// reaches reports whether a message from a to b gets through partitions.
+func (c *cluster) reaches(a, b string) bool {
+	return c.running(a) && c.running(b) && c.group[a] == c.group[b]
+}
+
+// view returns the live members name reaches (itself included).
+func (c *cluster) view(name string) []string {
+	var v []string
+	for _, n := range c.names {
+		if c.reaches(name, n) {
+			v = append(v, n)
+		}
+	}
+	return v
+}
+
+func (c *cluster) hasMajority(name string) bool {
+	return c.alive[name] && 2*len(c.view(name)) > c.stable
+}
+
+// step delivers ev to name, logs and routes the effects, and checks
+// invariants.
+func (c *cluster) step(name string, ev Event) {
+	c.stepMsg(message{to: name, ev: ev})
+}
+
+// stepMsg delivers msg.ev to msg.to (see step).
+func (c *cluster) stepMsg(msg message) {
+	c.t.Helper()
+	name, ev := msg.to, msg.ev
+	m := c.m[name]
+	effs := m.Step(ev)
+	if c.trace {
+		if _, tick := ev.(Tick); !tick || len(effs) > 0 {
+			fmt.Printf("%v %s <- %T%+v\n", c.now.Sub(base), name, ev, ev)
+		}
+		for _, e := range effs {
+			fmt.Printf("    %s: %v\n", name, e)
+		}
+	}
+	if err := m.checkInvariants(); err != nil {
+		c.t.Fatalf("after %T%+v on %s: %v", ev, ev, name, err)
+	}
+	if snap, ok := ev.(SnapshotComplete); ok && msg.has {
+		if si := m.slots[snap.Slot]; si.synced && si.epoch == snap.Epoch && (si.leader == snap.From || si.role == RoleOwner) {
+			c.has[name][snap.Slot] = true // installed the copy (and maybe took the epoch with it)
+		}
+	}
+	for _, e := range effs {
+		if c.out != nil {
+			fmt.Fprintf(c.out, "%s: %v\n", name, e)
+		}
+		// Firing starts only with StartFiring (or a resumed pause, see
+		// tick); epochs and replicas change only with a Persist.
+		switch e := e.(type) {
+		case DropSlot:
+			c.has[name][e.Slot] = false
+		case StartFiring:
+			c.checkFiring(e.Slot)
+		case Persist:
+			c.checkEpoch(name, e.Slot)
+			if tc, ok := ev.(TableChanged); ok && tc.Bootstrap && e.State == (SlotState{Role: RoleOwner, Epoch: 1}) && c.disk[name][e.Slot].Epoch == 0 {
+				c.has[name][e.Slot] = true // a new cluster starts every slot empty
+			}
+			if m.slots[e.Slot].synced && !c.has[name][e.Slot] {
+				c.t.Fatalf("after %T%+v: %s claims a replica of slot %d it never received", ev, ev, name, e.Slot)
+			}
+			if e.State.Role != RoleOwner {
+				break
+			}
+			if o, ok := c.owners[e.Slot][e.State.Epoch]; ok && o != name {
+				c.t.Fatalf("slot %d epoch %d taken by %s, already taken by %s", e.Slot, e.State.Epoch, name, o)
+			}
+			if c.owners[e.Slot] == nil {
+				c.owners[e.Slot] = map[Epoch]string{}
+			}
+			c.owners[e.Slot][e.State.Epoch] = name
+		}
+		c.route(name, e)
+	}
+}
+
+// route turns a message effect into a queued event for its receiver.
+func (c *cluster) route(from string, e Effect) {
+	send := func(to string, ev Event) {
+		d := time.Duration(0)
+		if c.rng != nil && c.maxDelay > 0 {
+			d = time.Duration(c.rng.Int64N(int64(c.maxDelay)))
+		}
+		_, snap := ev.(SnapshotComplete)
+		c.queue = append(c.queue, message{from: from, to: to, ev: ev, at: c.now.Add(d), has: snap && c.has[from][e.(SendSnapshot).Slot]})
+	}
+	switch e := e.(type) {
+	case Persist:
+		c.disk[from][e.Slot] = e.State
+	case Heartbeat:
+		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant})
+	case Ack:
+		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced})
+	case SendSnapshot:
+		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant})
+	case RequestSnapshot:
+		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})
+	case SendNoReplica:
+		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from})
+	case OfferHandover:
+		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee})
+	case Seal:
+		// With sealBump, writes kept arriving until the seal: the final seq
+		// moves past what the importer has.
+		q := c.m[from].State(e.Slot).Seq
+		if c.sealBump && c.rng.IntN(2) == 0 {
+			q++
+		}
+		send(from, Sealed{Slot: e.Slot, Seq: q})
+	case SendHandover:
+		send(e.To, HandoverDone{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from})
+	case Announce:
+		for _, n := range c.names {
+			if n != from {
+				send(n, EpochSeen{Slot: e.Slot, Epoch: e.Epoch, From: from, Owner: true, Replicated: e.Replicated})
+			}
+		}
+	case RejectLowerEpoch:
+		send(e.To, EpochSeen{Slot: e.Slot, Epoch: e.Epoch, From: from})
+	}
+}
+
+// deliver delivers every deliverable queued message (and what they cause)
+// until the queue holds only future or no messages, up to max rounds.
+func (c *cluster) deliver(maxRounds int) {
+	c.t.Helper()
+	for range maxRounds {
+		var now, later []message
+		for _, msg := range c.queue {
+			if msg.at.After(c.now) {
+				later = append(later, msg)
+			} else {
+				now = append(now, msg)
+			}
+		}
+		if len(now) == 0 {
+			return
+		}
+		c.queue = later
+		for _, msg := range now {
+			if msg.from == msg.to && c.alive[msg.to] && !c.running(msg.to) {
+				msg.at = c.now.Add(time.Millisecond) // a local completion waits out a pause
+				c.queue = append(c.queue, msg)
+				continue
+			}
+			if !c.reaches(msg.from, msg.to) && msg.from != msg.to || !c.running(msg.to) {
+				continue
+			}
+			if msg.from != msg.to && c.rng != nil && c.rng.Float64() < c.dropProb {
+				continue // the network loses it (a local completion is never lost)
+			}
+			c.stepMsg(msg)
+		}
+	}
+}
+
+// tables sends every live node the table of its own view, after telling
+// it which of the members it reaches restarted since it last heard.
+func (c *cluster) tables(bootstrap bool) {
+	c.t.Helper()
+	for _, n := range c.names {
+		if c.running(n) {
+			c.restartsOf(n)
+		}
+	}
+	for _, n := range c.names {
+		if c.running(n) {
+			c.tableOf(n, bootstrap)
+		}
+	}
+}
+
+// deaths tells every live node which of the others it can no longer reach.
+func (c *cluster) deaths() {
+	c.t.Helper()
+	for _, n := range c.names {
+		if c.running(n) {
+			c.deathsOf(n)
+		}
+	}
+}
+
+// refresh gives live node n its current view of the membership, as
+// memberlist would once it detected every change: deaths, restarts, then
+// the table.
+func (c *cluster) refresh(n string) {
+	c.t.Helper()
+	if c.running(n) {
+		c.deathsOf(n)
+		c.restartsOf(n)
+		c.tableOf(n, false)
+	}
+}
+
+func (c *cluster) deathsOf(n string) {
+	c.t.Helper()
+	for _, o := range c.names {
+		switch {
+		case o == n:
+		case !c.reaches(n, o):
+			c.step(n, MemberDead{Name: o})
+		case c.draining[o]:
+			c.step(n, MemberAlive{Name: o}) // not in any table
+		}
+	}
+}
+
+// restartsOf tells n which members it reaches came back with a new boot id.
+func (c *cluster) restartsOf(n string) {
+	c.t.Helper()
+	if c.known[n] == nil {
+		c.known[n] = map[string]int{}
+		for _, o := range c.names {
+			c.known[n][o] = c.boot[o]
+		}
+	}
+	for _, o := range c.view(n) {
+		if c.known[n][o] < c.boot[o] {
+			c.known[n][o] = c.boot[o]
+			c.step(n, MemberAlive{Name: o, Restarted: true})
+		}
+	}
+}
+
+func (c *cluster) tableOf(n string, bootstrap bool) {
+	c.t.Helper()
+	v := c.view(n)
+	var ms []ring.Member
+	for _, name := range v {
+		if !c.draining[name] {
+			ms = append(ms, ring.Member{Name: name})
+		}
+	}
+	c.step(n, TableChanged{Table: ring.Assign(ms, c.numSlots), StableSize: c.stable, Sees: len(v), Bootstrap: bootstrap})
+}
+
+func (c *cluster) tick(now time.Time) {
+	c.t.Helper()
+	c.now = now
+	for _, n := range c.names {
+		if until, ok := c.paused[n]; ok && !now.Before(until) {
+			delete(c.paused, n)
+			c.step(n, Tick{Now: now}) // resumed: time jumps first
+			for s := range c.numSlots {
+				c.checkFiring(Slot(s)) // it may fire on from before the pause
+			}
+		}
+	}
+	for _, n := range c.names {
+		if c.running(n) {
+			c.step(n, Tick{Now: now})
+		}
+	}
+	// Signs of life (memberlist probe acks) between members that reach
+	// each other and believe each other alive, every probeEvery ticks: the
+	// machines' evidence of a majority. They change no state a Step could act on.
+	if c.ticks++; c.probeEvery > 1 && c.ticks%c.probeEvery != 0 {
+		return
+	}
+	for _, a := range c.names {
+		for _, b := range c.names {
+			if a != b && c.reaches(a, b) && !c.m[b].dead[a] {
+				if effs := c.m[b].Step(MemberAlive{Name: a}); len(effs) > 0 {
+					c.t.Fatalf("%s: MemberAlive{%s} as a sign of life caused %v", b, a, effs)
+				}
+			}
+		}
+	}
+}
+
+// checkEpoch asserts that name's epoch for slot s never decreases,
+// restarts included.
+func (c *cluster) checkEpoch(name string, s Slot) {
+	c.t.Helper()
+	e := c.m[name].State(s).Epoch
+	if e < c.epochs[name][s] {
+		c.t.Fatalf("%s slot %d epoch went from %d down to %d", name, s, c.epochs[name][s], e)
+	}
+	c.epochs[name][s] = e
+}
+
+// checkFiring asserts that no two live nodes fire slot s at once, in a
+// majority or not: DESIGN §1.3 promises it among nodes that reach a
+// majority, and the lease makes it hold for a node that has not noticed yet
+// that it was cut off. Dead and paused nodes fire nothing: their process
+// is gone or frozen, and a resumed one sees Tick before anything else.
+func (c *cluster) checkFiring(s Slot) {
+	c.t.Helper()
+	var firing []string
+	for _, n := range c.names {
+		if c.running(n) && c.m[n].Firing(s) {
+			firing = append(firing, n)
+		}
+	}
+	if len(firing) > 1 {
+		c.t.Fatalf("slot %d fired by %v at once", s, firing)
+	}
+}
+
+func (c *cluster) states() string {
+	var b strings.Builder
+	for _, n := range c.names {
+		status := ""
+		if !c.alive[n] {
+			status = " (down)"
+		}
+		fmt.Fprintf(&b, "%s%s: %s\n", n, status, c.m[n])
+	}
+	return b.String()
+}

@@ -1,0 +1,73 @@
+package slots
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures one node's Machine.
+type Config struct {
+	// Self is this node's name as it appears in ring.Member.Name.
+	Self string
+	// NumSlots is how many slots the machine tracks, slots 0..NumSlots-1.
+	// Default Count; tests use a handful so scripts stay readable.
+	NumSlots int
+	// Lease is L: an owner fires a slot only within L of sending a
+	// heartbeat its grantor acked (see Machine), and a grantor promotes only
+	// L+Margin after the last grant it accepted. Heartbeats go out every
+	// L/4. Shorter means faster failover but more stops when acks are slow;
+	// it should stay below failure detection time so it adds no latency.
+	Lease time.Duration
+	// Margin is added to Lease before a grantor promotes; it absorbs clock
+	// rate differences between the two nodes.
+	Margin time.Duration
+	// Settle is how long the membership view must have stayed unchanged
+	// (no TableChanged, MemberDead or MemberAlive) before the machine acts
+	// on it alone: promoting after a crash, handing over for a dead owner,
+	// or letting an owner fire without the lease of a follower declared
+	// dead. Deaths arrive one at a time, so for a moment a node cut off into
+	// a minority may still count the others it has not yet declared dead;
+	// Settle lets its view catch up (Akka's stable-after). It adds to
+	// failover time, so it stays short of the detection time.
+	Settle time.Duration
+}
+
+// DefaultConfig returns the production settings (research/cluster-design.md
+// §5): L = 4 s, margin 1 s, below the ~6 s median detection time of
+// memberlist's LAN profile, so the lease never delays failover; settle 2 s,
+// a few probe intervals (1 s each), within which memberlist declares the
+// members on the far side of a partition dead.
+func DefaultConfig(self string) Config {
+	return Config{Self: self, NumSlots: Count, Lease: 4 * time.Second, Margin: time.Second, Settle: 2 * time.Second}
+}
+
+// DefaultLocalConfig is DefaultConfig with the local profile's timing:
+// L = 2 s, margin 0.5 s, below its ~3 s detection time, and settle 1 s
+// (two 500 ms probe intervals): a crash is acted on ~4 s after it happens.
+func DefaultLocalConfig(self string) Config {
+	c := DefaultConfig(self)
+	c.Lease, c.Margin, c.Settle = 2*time.Second, 500*time.Millisecond, time.Second
+	return c
+}
+
+// Validate reports every problem with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Self == "" {
+		errs = append(errs, errors.New("slots: Config.Self is empty"))
+	}
+	if c.NumSlots < 1 || c.NumSlots > Count {
+		errs = append(errs, fmt.Errorf("slots: Config.NumSlots %d outside [1, %d]", c.NumSlots, Count))
+	}
+	if c.Lease <= 0 {
+		errs = append(errs, fmt.Errorf("slots: Config.Lease %v must be positive", c.Lease))
+	}
+	if c.Margin < 0 {
+		errs = append(errs, fmt.Errorf("slots: Config.Margin %v must not be negative", c.Margin))
+	}
+	if c.Settle < 0 {
+		errs = append(errs, fmt.Errorf("slots: Config.Settle %v must not be negative", c.Settle))
+	}
+	return errors.Join(errs...)
+}

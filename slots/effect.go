@@ -1,0 +1,210 @@
+package slots
+
+import (
+	"fmt"
+	"time"
+)
+
+// Effect is an output of Machine.Step that node must carry out, in order.
+// Effects naming To are messages; the receiver turns them into the event
+// named in each effect's doc. Persist must be durable before any later
+// effect of the same Step is carried out.
+type Effect interface {
+	isEffect()
+	fmt.Stringer
+}
+
+// StartFiring: node may fire the slot's due tasks at Epoch (every fire
+// intent and callback carries it as X-Chime-Slot-Epoch).
+type StartFiring struct {
+	Slot  Slot
+	Epoch Epoch
+}
+
+// StopFiring: node must stop firing the slot now. In-flight fires may finish.
+type StopFiring struct{ Slot Slot }
+
+// Persist: write State to the slot's metadata, synchronously.
+type Persist struct {
+	Slot  Slot
+	State SlotState
+}
+
+// Heartbeat: the owner sends a replication heartbeat to To; received as
+// Replicated (Sent = the owner's now). Grant offers To the lease: if To
+// accepts, it may promote once this owner is declared dead and Lease+Margin
+// passed, and its acks let this owner fire until Sent+Lease. Heartbeats go
+// out every Lease/4 to the follower and to every node that may still hold
+// a grant.
+type Heartbeat struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	To    string
+	Sent  time.Time
+	Grant bool
+}
+
+// Ack: acknowledge a heartbeat or snapshot from To; received as ReplAck.
+// Sent echoes the message's Sent. Grant: this node holds To's grant now.
+// Synced: this node holds a valid replica from To at Epoch.
+type Ack struct {
+	Slot   Slot
+	Epoch  Epoch
+	Seq    uint64
+	To     string
+	Sent   time.Time
+	Grant  bool
+	Synced bool
+}
+
+// SendSnapshot: stream a full copy of the slot at (Epoch, Seq) to To, then
+// the live tail (every later op of the slot, until To is no longer the
+// follower or the epoch changes); To receives SnapshotComplete with Sent and
+// Grant when it has the copy. Grant works as on a Heartbeat.
+type SendSnapshot struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	To    string
+	Sent  time.Time
+	Grant bool
+}
+
+// RequestSnapshot: ask From for a copy; received as SnapshotRequest.
+type RequestSnapshot struct {
+	Slot  Slot
+	Epoch Epoch // the requester's epoch
+	From  string
+}
+
+// SendNoReplica: tell To that this node holds no valid replica (at Epoch);
+// received as NoReplica.
+type SendNoReplica struct {
+	Slot  Slot
+	Epoch Epoch
+	To    string
+}
+
+// OfferHandover: ask the holder To to hand the slot over; received as
+// HandoverOffer.
+type OfferHandover struct {
+	Slot     Slot
+	Epoch    Epoch
+	Seq      uint64
+	To       string
+	WasOwner bool
+	Grantee  string
+}
+
+// Seal: stop firing (already done by a preceding StopFiring), wait for
+// in-flight fires, hold writes; then deliver Sealed.
+type Seal struct{ Slot Slot }
+
+// SendHandover: give the final (Epoch, Seq) to the importer To; received as
+// HandoverDone. Writes held by Seal are forwarded to To from now on.
+type SendHandover struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	To    string
+}
+
+// Announce: tell every member that this node owns the slot at Epoch (when
+// it takes the epoch, and when a new follower caught up: Replicated);
+// received as EpochSeen with Owner set. Best effort: the epoch rules do
+// not depend on it arriving.
+type Announce struct {
+	Slot       Slot
+	Epoch      Epoch
+	Replicated bool // the owner's follower holds the replica
+}
+
+// RejectLowerEpoch: tell To that its message carried an epoch below Epoch;
+// received as EpochSeen (Owner unset). The rejected message was not applied.
+type RejectLowerEpoch struct {
+	Slot  Slot
+	Epoch Epoch
+	To    string
+}
+
+// DropSlot: delete the slot's data (one DeleteRange).
+type DropSlot struct{ Slot Slot }
+
+// MarkUnderReplicated: the owner has no caught-up follower (On) or has one
+// again (!On). Exposed as a metric and in /v1/cluster.
+type MarkUnderReplicated struct {
+	Slot Slot
+	On   bool
+}
+
+// MarkUnavailable: no live node holds the slot (On), or one does again.
+// Exposed in /v1/cluster, /readyz and as a metric.
+type MarkUnavailable struct {
+	Slot Slot
+	On   bool
+}
+
+func (StartFiring) isEffect()         {}
+func (StopFiring) isEffect()          {}
+func (Persist) isEffect()             {}
+func (Heartbeat) isEffect()           {}
+func (Ack) isEffect()                 {}
+func (SendSnapshot) isEffect()        {}
+func (RequestSnapshot) isEffect()     {}
+func (SendNoReplica) isEffect()       {}
+func (OfferHandover) isEffect()       {}
+func (Seal) isEffect()                {}
+func (SendHandover) isEffect()        {}
+func (Announce) isEffect()            {}
+func (RejectLowerEpoch) isEffect()    {}
+func (DropSlot) isEffect()            {}
+func (MarkUnderReplicated) isEffect() {}
+func (MarkUnavailable) isEffect()     {}
+
+// The String forms are compact and stable: golden tests print them.
+
+func (e StartFiring) String() string { return fmt.Sprintf("StartFiring s=%d e=%d", e.Slot, e.Epoch) }
+func (e StopFiring) String() string  { return fmt.Sprintf("StopFiring s=%d", e.Slot) }
+func (e Persist) String() string     { return fmt.Sprintf("Persist s=%d %v", e.Slot, e.State) }
+func (e Heartbeat) String() string {
+	return fmt.Sprintf("Heartbeat s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
+}
+func (e Ack) String() string {
+	return fmt.Sprintf("Ack s=%d e=%d q=%d to=%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(!e.Synced, " unsynced"))
+}
+func (e SendSnapshot) String() string {
+	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
+}
+func (e RequestSnapshot) String() string {
+	return fmt.Sprintf("RequestSnapshot s=%d e=%d from=%s", e.Slot, e.Epoch, e.From)
+}
+func (e SendNoReplica) String() string {
+	return fmt.Sprintf("SendNoReplica s=%d e=%d to=%s", e.Slot, e.Epoch, e.To)
+}
+func (e OfferHandover) String() string {
+	return fmt.Sprintf("OfferHandover s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.WasOwner, " was-owner>"+e.Grantee))
+}
+func (e Seal) String() string { return fmt.Sprintf("Seal s=%d", e.Slot) }
+func (e SendHandover) String() string {
+	return fmt.Sprintf("SendHandover s=%d e=%d q=%d to=%s", e.Slot, e.Epoch, e.Seq, e.To)
+}
+func (e Announce) String() string {
+	return fmt.Sprintf("Announce s=%d e=%d%s", e.Slot, e.Epoch, mark(e.Replicated, " replicated"))
+}
+func (e RejectLowerEpoch) String() string {
+	return fmt.Sprintf("RejectLowerEpoch s=%d e=%d to=%s", e.Slot, e.Epoch, e.To)
+}
+func (e DropSlot) String() string { return fmt.Sprintf("DropSlot s=%d", e.Slot) }
+func (e MarkUnderReplicated) String() string {
+	return fmt.Sprintf("MarkUnderReplicated s=%d %v", e.Slot, e.On)
+}
+func (e MarkUnavailable) String() string { return fmt.Sprintf("MarkUnavailable s=%d %v", e.Slot, e.On) }
+
+// mark returns s if on, else "".
+func mark(on bool, s string) string {
+	if on {
+		return s
+	}
+	return ""
+}

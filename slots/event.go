@@ -1,0 +1,176 @@
+package slots
+
+import (
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+)
+
+// Event is an input to Machine.Step. Each event is a small struct; messages
+// from other nodes carry the sender in From. Time-dependent rules use the
+// time of the latest Tick, so node sends Tick{Now} before any other event
+// whose handling depends on the current time (cheap: Tick is O(slots)).
+type Event interface{ isEvent() }
+
+// TableChanged is a new slot table from the membership view.
+type TableChanged struct {
+	// Table is ring.Assign over the eligible members (alive or suspect,
+	// state=active) as this node sees them.
+	Table ring.Table
+	// StableSize is the last stable cluster size (members that were active
+	// before the current change). Majority means Sees > StableSize/2.
+	StableSize int
+	// Sees is how many members, this node included, it can reach. Node
+	// should count conservatively (alive, not suspect): firing depends on it.
+	Sees int
+	// Bootstrap says this is the first table of a brand-new cluster: node has
+	// established that no member holds data for any slot. Only then may a
+	// slot go from epoch 0 to 1 without a replica or a handover.
+	Bootstrap bool
+}
+
+// MemberDead reports that memberlist declared Name dead (not merely
+// suspect). It is forgotten when Name appears in a later table.
+type MemberDead struct{ Name string }
+
+// MemberAlive reports that Name is reachable again (memberlist join or
+// refute), including members that are not eligible, such as draining ones.
+// Restarted says Name came back with a new boot id (research/cluster-design
+// §1.3): the old process is gone with its volatile state, so it fires
+// nothing, holds no grant, and the leases it gave are void.
+type MemberAlive struct {
+	Name      string
+	Restarted bool
+}
+
+// Tick sets the machine's notion of now (monotonic) and runs timed rules:
+// lease expiry, promotion after the lease, heartbeats and retries.
+type Tick struct{ Now time.Time }
+
+// Replicated is a heartbeat from the owner From (its Heartbeat effect) at
+// (Epoch, Seq). Sent is the owner's monotonic time of sending, echoed in the
+// Ack; it must not go backwards within an epoch. Grant offers this node the
+// lease (see Heartbeat). Node delivers heartbeats only: replicated ops are
+// applied by node (from Leader(Slot) at State(Slot).Epoch) and need no event.
+type Replicated struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	From  string
+	Sent  time.Time
+	Grant bool
+}
+
+// ReplAck is From's Ack of a heartbeat or snapshot this owner sent at Sent.
+// Grant says From holds this owner's grant, which renews the owner's lease
+// until Sent+Lease (the owner's own clock); Synced says From holds a valid
+// replica of the slot from this owner at Epoch.
+type ReplAck struct {
+	Slot   Slot
+	Epoch  Epoch
+	Seq    uint64
+	From   string
+	Sent   time.Time
+	Grant  bool
+	Synced bool
+}
+
+// SnapshotRequest asks this node for a full copy of Slot (From imports or
+// resyncs).
+type SnapshotRequest struct {
+	Slot Slot
+	// Epoch is the requester's (possibly stale) epoch for Slot: a holder
+	// below it steps down, and an owner learns its grantor did not promote.
+	Epoch Epoch
+	From  string
+}
+
+// SnapshotComplete tells the receiving node that it holds a full copy of Slot
+// from From at (Epoch, Seq), sent at Sent (From's clock); the live tail
+// follows. Grant offers the lease as on a heartbeat (see SendSnapshot).
+type SnapshotComplete struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	From  string
+	Sent  time.Time
+	Grant bool
+}
+
+// NoReplica is From's answer to a SnapshotRequest or HandoverOffer when it
+// holds no valid replica of Slot; Epoch is its epoch for Slot then.
+type NoReplica struct {
+	Slot  Slot
+	Epoch Epoch
+	From  string
+}
+
+// HandoverOffer comes from an importer (From) that holds a caught-up replica
+// at (Epoch, Seq) and asks this node, the holder, to hand the slot over.
+// WasOwner says From owned Epoch before it restarted; Grantee is then the
+// persisted SlotState.Grantee, the one node that may hold its grant.
+type HandoverOffer struct {
+	Slot     Slot
+	Epoch    Epoch
+	Seq      uint64
+	From     string
+	WasOwner bool
+	Grantee  string
+}
+
+// Sealed reports that node finished a Seal effect: no fire is in flight and
+// writes are held. Seq is the slot's final sequence number.
+type Sealed struct {
+	Slot Slot
+	Seq  uint64
+}
+
+// HandoverDone carries the old holder's final (Epoch, Seq) to the importer.
+type HandoverDone struct {
+	Slot  Slot
+	Epoch Epoch
+	Seq   uint64
+	From  string
+}
+
+// EpochSeen reports Epoch for Slot observed from From: its Announce
+// (Owner: From owns Epoch; Replicated: its follower caught up) or its
+// RejectLowerEpoch. A node that fires the slot at a lower epoch stops at
+// once.
+type EpochSeen struct {
+	Slot       Slot
+	Epoch      Epoch
+	From       string
+	Owner      bool
+	Replicated bool
+}
+
+// Applied reports that node committed (as owner) or applied (as replica)
+// every op of Slot up to Seq at the slot's current epoch. Node persists Seq
+// with the ops; the machine uses it in heartbeats, snapshots and the
+// handover's final-seq check, and emits no Persist for it.
+type Applied struct {
+	Slot Slot
+	Seq  uint64
+}
+
+// Restarted says the node lost its volatile state while keeping its data
+// (e.g. a pause or in-place restart). Every slot must resync before it fires
+// or promotes again. New with persisted state implies the same.
+type Restarted struct{}
+
+func (TableChanged) isEvent()     {}
+func (MemberDead) isEvent()       {}
+func (MemberAlive) isEvent()      {}
+func (Tick) isEvent()             {}
+func (Replicated) isEvent()       {}
+func (ReplAck) isEvent()          {}
+func (SnapshotRequest) isEvent()  {}
+func (SnapshotComplete) isEvent() {}
+func (NoReplica) isEvent()        {}
+func (HandoverOffer) isEvent()    {}
+func (Sealed) isEvent()           {}
+func (HandoverDone) isEvent()     {}
+func (EpochSeen) isEvent()        {}
+func (Applied) isEvent()          {}
+func (Restarted) isEvent()        {}

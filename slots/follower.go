@@ -1,0 +1,154 @@
+package slots
+
+import "slices"
+
+// This file holds the follower's rules: applying heartbeats, serving and
+// installing snapshots. Reference: DESIGN §5.
+
+func (m *Machine) onReplicated(ev Replicated) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if ev.From == m.cfg.Self || m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if ev.Epoch > si.epoch {
+		m.stepDown(s, ev.Epoch, ev.From)
+		si = &m.slots[s]
+	}
+	if si.role == RoleOwner || si.role == RoleSealing {
+		return // another owner at our epoch: cannot arise (see onEpochSeen)
+	}
+	if ev.From == si.leader {
+		si.leaderOwns, si.leaderGone = true, false // only owners heartbeat
+	}
+	if si.beatFrom == ev.From && !ev.Sent.After(si.beatSeen) {
+		// Not newer than one applied (a snapshot sent in the same tick
+		// counts as applied): it must not revive a revoked grant.
+		return
+	}
+	si.beatFrom, si.beatSeen = ev.From, ev.Sent
+	delete(m.dead, ev.From) // it evidently lives
+	if !si.synced || si.leader != ev.From {
+		// Not (or not yet) a replica of From's: no grant. Fetch one if the
+		// table gives us the slot.
+		if !si.synced && m.inPosition(s) && (!si.pending || !m.now.Before(si.retryAt)) {
+			si.leader, si.leaderOwns, si.leaderGone = ev.From, true, false
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
+			m.setPending(s)
+		}
+		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent})
+		return
+	}
+	si.seq = max(si.seq, ev.Seq)
+	si.leaderOwns, si.leaderGone = true, false // only owners heartbeat
+	m.acceptGrant(s, ev.Grant)
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true})
+}
+
+// acceptGrant applies the Grant flag of a heartbeat or snapshot from the
+// leader (see lease.go).
+func (m *Machine) acceptGrant(s Slot, grant bool) {
+	si := &m.slots[s]
+	si.grantor = grant && si.synced && m.majority && m.inPosition(s)
+	if si.grantor {
+		si.grantedUntil = m.now.Add(m.cfg.Lease)
+	}
+}
+
+// onSnapshotRequest serves a copy if this node may speak for the epoch: it
+// owns or seals it, or it holds a valid replica and the requester is the
+// owner it followed (restarted), the importer it handed the slot to, or its
+// owner is dead (the requester is a new table owner and will get the slot
+// from us by handover).
+func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	switch {
+	case ev.Epoch > si.epoch:
+		m.stepDown(s, ev.Epoch, "")
+		m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})
+	case si.role == RoleOwner || si.role == RoleSealing:
+		if ev.From == si.follower {
+			// It lost its replica.
+			si.followerAcked = false
+			m.sendSnapshot(s)
+			m.setUnderReplicated(s, true)
+			m.reconcile(s)
+			return
+		}
+		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	case si.synced && (si.leader == ev.From || si.handedTo == ev.From || !m.alive(si.leader) || si.leaderGone):
+		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	default:
+		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
+	}
+}
+
+func (m *Machine) onSnapshot(ev SnapshotComplete) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if ev.From == m.cfg.Self || m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if si.role == RoleOwner || si.role == RoleSealing {
+		if ev.Epoch == si.epoch {
+			return // we hold it
+		}
+		m.stepDown(s, ev.Epoch, ev.From)
+		si = &m.slots[s]
+	}
+	owner, _ := m.position(s)
+	take := si.takeFrom == ev.From && ev.Epoch == si.takeEpoch+1
+	if !m.inPosition(s) && !take {
+		if ev.Epoch > si.epoch {
+			m.stepDown(s, ev.Epoch, ev.From)
+		}
+		// Not ours to hold; say so, so a grant in it is not counted.
+		m.emit(Ack{Slot: s, Epoch: ev.Epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent})
+		return
+	}
+	stale := si.epoch == ev.Epoch && si.beatFrom == ev.From && !ev.Sent.After(si.beatSeen)
+	offerFirst := si.offerFirst
+	role := RoleFollower
+	if owner == m.cfg.Self {
+		role = RoleImporting
+	}
+	si = m.reset(s, role, ev.Epoch)
+	if si.leader != ev.From {
+		si.leaderOwns, si.leaderGone = false, false
+	}
+	si.seq, si.synced, si.leader = ev.Seq, true, ev.From
+	if si.beatFrom != ev.From || ev.Sent.After(si.beatSeen) {
+		si.beatFrom, si.beatSeen = ev.From, ev.Sent
+	}
+	if take {
+		si.offerFirst = offerFirst // for takeOver's cover
+	}
+	m.acceptGrant(s, ev.Grant && !stale)
+	m.setUnavailable(s, false)
+	m.persist(s)
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true})
+	m.advance(s)
+}
+
+func (m *Machine) onNoReplica(ev NoReplica) {
+	si := &m.slots[ev.Slot]
+	if ev.From == si.takeFrom && ev.Epoch > si.takeEpoch && si.synced && si.epoch == si.takeEpoch &&
+		si.leader == ev.From && si.leaderOwns {
+		// The holder that handed us the epoch lost its copy before we got
+		// the final one: take it with ours. It heartbeated us, so we were
+		// its replica and lack only writes never acknowledged.
+		si.takeSeq = si.seq
+	}
+	if ev.From == si.handedTo && si.leader == ev.From && ev.Epoch > si.handedEpoch {
+		// The importer we handed the epoch to moved past it without
+		// taking it (and without a handover pending): it never will. It
+		// is gone as far as our epoch goes; we may act on our grant.
+		si.leaderGone = true
+	}
+	if !slices.Contains(si.tried, ev.From) {
+		si.tried = append(si.tried, ev.From)
+	}
+	if si.leader == ev.From && !si.synced {
+		si.leader, si.leaderOwns, si.leaderGone = "", false, false // a stale hint
+	}
+	si.pending = false
+	m.advance(ev.Slot)
+}

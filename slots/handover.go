@@ -1,0 +1,333 @@
+package slots
+
+import (
+	"slices"
+	"time"
+)
+
+// This file holds the moves of a slot between nodes: importing, the planned
+// handover (offer, seal, final (epoch, seq)) and promotion after a crash.
+// Reference: DESIGN §4 "Planned move", "Crash", "Never own from nothing".
+
+// importStep drives a slot the table gives this node but whose epoch it
+// does not hold: catch up, then take it by handover or by promotion.
+func (m *Machine) importStep(s Slot) {
+	si := &m.slots[s]
+	_, tableFollower := m.position(s)
+	if si.role != RoleUnavailable {
+		si.role = RoleImporting
+	}
+	if si.pending && m.now.Before(si.retryAt) {
+		return
+	}
+	if si.wasOwner {
+		m.reclaim(s)
+		return
+	}
+	if si.synced {
+		leaderUp := m.alive(si.leader) && !si.leaderGone
+		switch {
+		case !leaderUp && si.grantor:
+			// Crash: the owner we hold the grant of is dead (or restarted).
+			// We promote once our view is trustworthy (quorate) and the
+			// lease it may still fire under is over.
+			if m.quorate() && !m.now.Before(si.grantedUntil.Add(m.cfg.Margin)) {
+				m.becomeOwner(s, si.epoch+1, nil, "")
+			}
+		default:
+			// Planned move: ask the owner we copied from to seal and hand
+			// over: alone on every retry once it heartbeated us, else
+			// first in turn (not if we handed it this epoch: it has not
+			// taken it). If it does
+			// not, another node may hold the grant of a dead owner (or be
+			// a restarted owner that gave none) and hand the slot over:
+			// try the table follower, then every member, one per retry.
+			owns := leaderUp && si.leaderOwns && !slices.Contains(si.tried, si.leader)
+			if owns {
+				m.offer(s, si.leader)
+				return
+			}
+			cands := []string{tableFollower}
+			if leaderUp && si.handedTo != si.leader {
+				cands = []string{si.leader, tableFollower}
+			}
+			for _, c := range append(cands, m.names...) {
+				if (c != si.leader || !owns) && m.alive(c) && !slices.Contains(si.tried, c) {
+					si.tried = append(si.tried, c)
+					m.offer(s, c)
+					return
+				}
+			}
+			if !owns {
+				// Nobody can hand it over: our copy alone does not make us
+				// the owner. Report it until a holder turns up.
+				si.role = RoleUnavailable
+				m.setUnavailable(s, true)
+			}
+			if m.ticking {
+				si.tried = nil // start over next time
+				m.setPending(s)
+			}
+		}
+		return
+	}
+	// No valid replica: fetch one from a node that may hold the epoch. An
+	// unavailable slot stays so until a copy arrives.
+	for _, c := range []string{si.leader, tableFollower} {
+		if !m.alive(c) || slices.Contains(si.tried, c) {
+			continue
+		}
+		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: c})
+		m.setPending(s)
+		return
+	}
+	// Both possible holders are gone: never own from nothing.
+	si.role = RoleUnavailable
+	m.setUnavailable(s, true)
+	if m.ticking {
+		si.tried = nil // ask again next time: a holder may be back
+		m.setPending(s)
+	}
+}
+
+// reclaim takes back an epoch this node owned before it restarted. Its own
+// copy holds every write acknowledged at that epoch (none is acknowledged
+// before the owner's commit), so it needs no other node's data, only the
+// certainty that nobody else can act on the epoch: no grant was out
+// (persisted grantee ""), or the one grantee hands the epoch back.
+func (m *Machine) reclaim(s Slot) {
+	si := &m.slots[s]
+	switch {
+	case si.grantee == "":
+		if m.quorate() {
+			m.becomeOwner(s, si.epoch+1, nil, "")
+		}
+	case si.grantee != "*" && m.alive(si.grantee):
+		m.offer(s, si.grantee)
+	default:
+		// The grantee is gone (or unknown): it may still promote.
+		si.role = RoleUnavailable
+		m.setUnavailable(s, true)
+		if m.ticking {
+			m.setPending(s)
+		}
+	}
+}
+
+func (m *Machine) setPending(s Slot) {
+	si := &m.slots[s]
+	si.pending, si.retryAt = true, m.now.Add(m.cfg.Lease)
+}
+
+func (m *Machine) offer(s Slot, to string) {
+	si := &m.slots[s]
+	if si.offerFirst.IsZero() {
+		si.offerFirst = m.now
+	}
+	m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, WasOwner: si.wasOwner, Grantee: si.grantee})
+	m.setPending(s)
+}
+
+func (m *Machine) onOffer(ev HandoverOffer) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if si.handedTo == ev.From && ev.Epoch == si.handedEpoch {
+		// The importer missed our SendHandover: repeat it.
+		m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: ev.From})
+		return
+	}
+	if m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if ev.Epoch > si.epoch {
+		m.stepDown(s, ev.Epoch, "")
+		return
+	}
+	owner, _ := m.position(s)
+	if ev.WasOwner && ev.Grantee == m.cfg.Self && owner != ev.From && si.role != RoleOwner && si.role != RoleSealing {
+		// Our owner restarted and names us the one node that may hold its
+		// grant. With a copy, act on it (promote, or hand over to the table
+		// owner); without one we never can: give the epoch up, so that it
+		// hands its own copy to the table owner.
+		if !si.synced {
+			m.handOver(s, ev.From, si.seq, false)
+			return
+		}
+		si.grantor, si.leaderGone = true, true
+		m.advance(s)
+		return
+	}
+	if owner != ev.From {
+		return // our table disagrees; the importer retries
+	}
+	switch {
+	case si.role == RoleOwner:
+		if !m.majority {
+			return // the importer retries
+		}
+		si.offerFrom = ev.From
+		if m.canSeal(s, ev.From) {
+			m.seal(s)
+			return
+		}
+		// Revoke the other grants now; onAck seals once they are gone.
+		m.beat(s)
+		m.reconcile(s)
+	case si.role == RoleSealing:
+		// Sealed continues it.
+	case ev.WasOwner && ev.Grantee == m.cfg.Self:
+		// The importer owned the epoch, restarted, and we are the one node
+		// that may hold its grant: give the epoch back (it keeps its own
+		// copy, which holds every acknowledged write).
+		m.handOver(s, ev.From, si.seq, si.synced)
+	case si.wasOwner && si.grantee == "":
+		// We owned the epoch, restarted, and gave no grant: nobody else can
+		// act on it and our copy is complete. Hand it to the table owner.
+		m.handOver(s, ev.From, si.seq, true)
+	case !si.synced:
+		if si.takeFrom == "" { // else we are about to take it
+			m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
+		}
+	case si.handedTo == ev.From && !ev.WasOwner:
+		// We handed the epoch before to the importer, which never took
+		// it: nobody but us can hold a grant at it.
+		m.handOver(s, ev.From, si.seq, true)
+	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
+		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
+		// Our owner is dead, its lease ran out and we hold its grant:
+		// hand over instead of promoting, since the table names the
+		// importer owner.
+		m.handOver(s, ev.From, si.seq, true)
+	}
+}
+
+// canSeal reports whether owner s may seal for importer x: it sees a
+// majority and no node but x may hold a grant (x offering at our epoch has
+// not promoted), not even one forgotten as dead: once we hand over we no
+// longer hold the majority that keeps it from acting.
+func (m *Machine) canSeal(s Slot, x string) bool {
+	if !m.majority {
+		return false
+	}
+	for _, sp := range append(slices.Clone(m.slots[s].suspects), m.slots[s].dropped...) {
+		if sp.name != x {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *Machine) seal(s Slot) {
+	si := &m.slots[s]
+	si.role, si.sealFor, si.offerFrom = RoleSealing, si.offerFrom, ""
+	m.reconcile(s)
+	m.setUnderReplicated(s, false)
+	m.emit(Seal{Slot: s})
+}
+
+func (m *Machine) onSealed(ev Sealed) {
+	if si := &m.slots[ev.Slot]; si.role == RoleSealing {
+		m.handOver(ev.Slot, si.sealFor, max(si.seq, ev.Seq), true)
+	}
+}
+
+// handOver gives (epoch, seq) to importer `to` and becomes its follower at
+// epoch+1, which `to` will take. If it has a copy (the final data of
+// epoch), that is a valid replica at epoch+1 and, in position, it holds
+// `to`'s grant: should `to` die before acking, this node promotes (to
+// epoch+2). Without a copy it only gives up acting on epoch.
+func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
+	si := &m.slots[s]
+	e := si.epoch
+	si = m.reset(s, RoleFollower, e+1)
+	si.seq, si.synced, si.leader = seq, copy, to
+	si.handedTo, si.handedEpoch, si.handedSeq = to, e, seq
+	m.acceptGrant(s, true)
+	m.setUnderReplicated(s, false)
+	m.persist(s) // durable before the importer can take epoch+1
+	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to})
+	m.advance(s)
+}
+
+func (m *Machine) onHandover(ev HandoverDone) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if si.role == RoleOwner && si.epoch == ev.Epoch+1 {
+		return // duplicate
+	}
+	// We may have heard of epoch+1, the one handed to us, from a third
+	// party before this: it is still ours to take (unless another node
+	// demonstrably owns it).
+	if !(ev.Epoch+1 == si.epoch && si.role != RoleOwner && si.role != RoleSealing && !si.wasOwner &&
+		(!si.leaderOwns || si.leader == ev.From)) && m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	owner, _ := m.position(s)
+	if si.wasOwner && ev.From == si.grantee && ev.Epoch == si.epoch && owner != m.cfg.Self {
+		// The grantee we released gave the epoch up to us: epoch+1 is
+		// ours and nobody holds a grant at it. We hand our copy on to the
+		// table owner when it offers (it takes epoch+2).
+		si.epoch, si.grantee = si.epoch+1, ""
+		si.handedTo, si.takeFrom = "", ""
+		m.persist(s)
+		return
+	}
+	if si.role == RoleOwner && ev.Epoch == si.epoch {
+		// We own the epoch already (we took it from an earlier handover)
+		// and the sender handed it to us once more, moving to epoch+1 as
+		// our follower: take that one too.
+		m.takeOver(s, si.epoch+1, ev.From, ev.Seq == si.seq)
+		return
+	}
+	if si.role == RoleOwner || si.role == RoleSealing {
+		return
+	}
+	// The holder handed us epoch+1 and may already follow us: take it,
+	// now or once we see a majority, whatever the table says (if it names
+	// another owner, a planned move follows).
+	si.takeFrom, si.takeEpoch, si.takeSeq = ev.From, ev.Epoch, ev.Seq
+	si.pending = false // act on it now
+	m.advance(s)
+}
+
+// tryTake takes the epoch a holder handed us (slotInfo.takeFrom) once we
+// see a majority: with our own copy if it is complete (a restarted owner's
+// always is), else with the holder's final copy, which it serves us at
+// takeEpoch+1.
+func (m *Machine) tryTake(s Slot) {
+	si := &m.slots[s]
+	if si.takeFrom == "" || si.role == RoleOwner || si.role == RoleSealing || !m.majority {
+		return
+	}
+	if !m.alive(si.takeFrom) && si.synced && si.epoch == si.takeEpoch && si.leader == si.takeFrom &&
+		si.leaderOwns && m.quorate() {
+		// The holder died before we got its final copy. It heartbeated
+		// us, so we were its replica: we lack only writes it never had
+		// acknowledged. Take the epoch with our copy.
+		si.takeSeq = si.seq
+	}
+	switch {
+	case si.epoch == si.takeEpoch && (si.wasOwner || si.synced && si.seq >= si.takeSeq):
+		// A restarted owner's own copy holds every acknowledged write of
+		// its epoch (the holder may lack part of it).
+		m.takeOver(s, si.epoch+1, si.takeFrom, si.synced && si.seq == si.takeSeq)
+	case si.epoch == si.takeEpoch+1 && si.synced && si.leader == si.takeFrom && si.seq >= si.takeSeq:
+		m.takeOver(s, si.epoch, si.takeFrom, true) // the final copy arrived
+	case si.epoch <= si.takeEpoch+1 && (!si.pending || !m.now.Before(si.retryAt)):
+		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: si.takeFrom})
+		m.setPending(s)
+	}
+}
+
+// takeOver takes epoch e, handed over by holder, which may promote from
+// the moment it handed over: it cannot before our first offer + Lease.
+// caughtUp says it holds all our data: it becomes our follower as is.
+func (m *Machine) takeOver(s Slot, e Epoch, holder string, caughtUp bool) {
+	var cover time.Time
+	if first := m.slots[s].offerFirst; !first.IsZero() {
+		cover = first.Add(m.cfg.Lease)
+	}
+	f := ""
+	if caughtUp {
+		f = holder
+	}
+	m.becomeOwner(s, e, []suspect{{name: holder, leaseUntil: cover}}, f)
+}

@@ -1,0 +1,207 @@
+package slots
+
+import (
+	"slices"
+	"time"
+)
+
+// This file holds the lease: how an owner grants one node the right to
+// promote, and fires only while no such node can have done so.
+// Reference: DESIGN §4 "Lease", research/cluster-design.md §2.4(3).
+//
+// Grants. An owner sends Grant on the heartbeats (and the snapshot) for
+// one node at a time, its grantee: its follower. A node accepts a grant
+// only while it holds a valid replica from that owner, is the table's owner
+// or follower of the slot and sees a majority; it then is the slot's
+// grantor (slotInfo.grantor) and acks with Ack.Grant. Only a grantor
+// promotes, and only once the owner is declared dead and Lease+Margin has
+// passed since the last grant it accepted (its own clock). It gives the
+// grant up on a heartbeat without Grant (acking Grant=false), on losing its
+// replica and on losing the majority.
+//
+// Suspects. The owner lists every node it sent a grant to at this epoch
+// that may still hold it, with leaseUntil: the time (owner's clock) before
+// which that node cannot promote. A fresh grant sent at t covers t+Lease,
+// since the node counts from receipt; an ack of a grant sent at t extends
+// it to t+Lease. A suspect leaves the list when it acks a heartbeat sent
+// no earlier than its last grant with Grant=false (a follower applies
+// heartbeats and snapshots only in increasing Sent order, so no grant sent
+// up to then can revive it), or when it is declared dead while
+// the owner has seen a majority continuously since before its lease ran out
+// (it cannot have promoted, and being cut off it gave the grant up: the
+// design's "degraded" single-copy mode). The owner fires only while every
+// suspect is covered, grants a new node only once no other suspect is left,
+// and hands the slot over only when no suspect but the importer is left.
+// So at most one node can promote from an epoch, and never while its owner
+// fires.
+
+// suspect is a node that may hold a grant from this owner at its epoch.
+type suspect struct {
+	name       string
+	grantSent  time.Time // last grant sent to it (owner's clock)
+	leaseUntil time.Time // it cannot promote before (owner's clock)
+}
+
+// grantee is the node the owner grants the lease to: its follower, provided
+// it sees a majority, no other node may still hold a grant and no importer
+// waits for the grants to be revoked. "" means grant nobody.
+func (m *Machine) grantee(s Slot) string {
+	si := &m.slots[s]
+	f := si.follower
+	if si.role != RoleOwner || f == "" || !m.majority || (si.offerFrom != "" && si.offerFrom != f) {
+		return ""
+	}
+	for _, x := range si.suspects {
+		if x.name != f {
+			return ""
+		}
+	}
+	return f
+}
+
+// grant reports whether a message to `to` now carries Grant, and if so
+// records the grant.
+func (m *Machine) grant(s Slot, to string) bool {
+	if to == "" || to != m.grantee(s) {
+		return false
+	}
+	si := &m.slots[s]
+	if i := m.suspectIndex(s, to); i >= 0 {
+		si.suspects[i].grantSent = m.now
+	} else {
+		si.suspects = append(si.suspects, suspect{name: to, grantSent: m.now, leaseUntil: m.now.Add(m.cfg.Lease)})
+		m.persistGrantee(s) // before the grant leaves
+	}
+	return true
+}
+
+// persistGrantee persists SlotState.Grantee if the suspects (dropped ones
+// included: they may still hold the grant) changed it.
+func (m *Machine) persistGrantee(s Slot) {
+	si := &m.slots[s]
+	g := ""
+	switch n := len(si.suspects) + len(si.dropped); {
+	case n == 0:
+	case n > 1:
+		g = "*"
+	case len(si.suspects) == 1:
+		g = si.suspects[0].name
+	default:
+		g = si.dropped[0].name
+	}
+	if g != si.grantee {
+		si.grantee = g
+		m.persist(s)
+	}
+}
+
+func (m *Machine) suspectIndex(s Slot, name string) int {
+	return slices.IndexFunc(m.slots[s].suspects, func(x suspect) bool { return x.name == name })
+}
+
+func (m *Machine) droppedIndex(s Slot, name string) int {
+	return slices.IndexFunc(m.slots[s].dropped, func(x suspect) bool { return x.name == name })
+}
+
+// beat sends one heartbeat round: to the follower and every suspect not
+// declared dead. Only the grantee's carries Grant; the others' acks show
+// they gave their grant up.
+func (m *Machine) beat(s Slot) {
+	si := &m.slots[s]
+	targets := make([]string, 0, 1+len(si.suspects)+len(si.dropped))
+	if si.follower != "" {
+		targets = append(targets, si.follower)
+	}
+	for _, x := range append(slices.Clone(si.suspects), si.dropped...) {
+		if !slices.Contains(targets, x.name) {
+			targets = append(targets, x.name)
+		}
+	}
+	for _, to := range targets {
+		if m.dead[to] {
+			continue
+		}
+		m.emit(Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to)})
+	}
+	si.beatAt, si.beatSent = m.now, true
+}
+
+// covered reports whether no suspect can have promoted by now.
+func (m *Machine) covered(s Slot) bool {
+	for _, x := range m.slots[s].suspects {
+		if !m.now.Before(x.leaseUntil) {
+			return false
+		}
+	}
+	return true
+}
+
+// dropDeadSuspects forgets suspects declared dead, in a settled view, if
+// this node has seen a majority continuously since Settle before their
+// lease (plus Margin) ran out. A suspect can promote only after that, and
+// only in a view that shows it a majority and stayed settled for Settle;
+// views lag reality by less than Settle (Config.Settle), so that view
+// would have overlapped our majority. Going on, a suspect that gains a
+// majority waits Settle before it acts, and we notice losing ours sooner.
+func (m *Machine) dropDeadSuspects(s Slot) {
+	if !m.quorate() {
+		return
+	}
+	si := &m.slots[s]
+	si.suspects = slices.DeleteFunc(si.suspects, func(x suspect) bool {
+		if m.dead[x.name] && !m.evSince.After(x.leaseUntil.Add(m.cfg.Margin-m.cfg.Settle)) {
+			si.dropped = append(si.dropped, x)
+			return true
+		}
+		return false
+	})
+	m.persistGrantee(s)
+}
+
+func (m *Machine) onAck(ev ReplAck) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if ev.Epoch > si.epoch {
+		m.stepDown(s, ev.Epoch, ev.From)
+		return
+	}
+	if si.role != RoleOwner && si.role != RoleSealing {
+		return
+	}
+	if ev.From == si.follower && ev.Synced && !si.followerAcked {
+		si.followerAcked = true
+		// Tells a previous follower outside the table that it may drop.
+		m.emit(Announce{Slot: s, Epoch: si.epoch, Replicated: true})
+	}
+	i := m.suspectIndex(s, ev.From)
+	switch {
+	case ev.Grant && i >= 0:
+		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
+			si.suspects[i].leaseUntil = l
+		}
+	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
+		// A grant we stopped counting when its holder was declared dead:
+		// count it again until it is revoked. (Other grant acks from
+		// non-suspects are older than the ack that revoked the grant.)
+		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
+		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease)})
+		m.persistGrantee(s)
+	case m.droppedIndex(s, ev.From) >= 0 && !ev.Sent.Before(si.dropped[m.droppedIndex(s, ev.From)].grantSent):
+		// It came back without our grant: it never can promote now.
+		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
+		m.persistGrantee(s)
+	case i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
+		si.suspects = slices.Delete(si.suspects, i, i+1)
+		m.persistGrantee(s)
+	}
+	if si.role == RoleOwner {
+		m.setUnderReplicated(s, si.follower == "" || !si.followerAcked)
+		if si.offerFrom != "" && m.canSeal(s, si.offerFrom) {
+			m.seal(s)
+			return
+		}
+	}
+	m.reconcile(s)
+}

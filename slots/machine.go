@@ -1,0 +1,534 @@
+package slots
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+)
+
+// Machine is one node's ownership state for every slot. It is a pure state
+// machine: Step takes an Event and returns the Effects node must carry out.
+// It reads no clock (time arrives in Tick), starts no goroutine and does no
+// I/O. It is not safe for concurrent use; node's run loop owns it.
+type Machine struct {
+	cfg      Config
+	now      time.Time
+	table    ring.Table
+	hasTable bool
+	members  map[string]bool // names in table
+	names    []string        // names in table, sorted
+	dead     map[string]bool // declared dead and not seen since
+	sees     int             // TableChanged.Sees minus members declared dead since
+	stable   int
+	majority bool
+	// heard is when each other node last gave a sign of life: a message or
+	// a MemberAlive. Members heard from within Settle are evidence of a
+	// majority that a stale view cannot fake (see quorate).
+	heard      map[string]time.Time
+	evMajority bool      // heard from a majority within Settle (as of the last Tick)
+	evSince    time.Time // since when evMajority has held
+	// viewAt is when the membership view last changed (see Config.Settle).
+	viewAt time.Time
+	// staleView is set by a pause (a gap between ticks over Settle/4): the
+	// view may lag by the pause, so it is not acted on before a new table.
+	staleView bool
+	// bootstrap is true only while a TableChanged with Bootstrap is handled.
+	bootstrap bool
+	// ticking is true only while a Tick is handled: heartbeats and retries
+	// go out on ticks so that other events stay small.
+	ticking bool
+	slots   []slotInfo
+	out     []Effect
+}
+
+// slotInfo is the machine's state for one slot.
+type slotInfo struct {
+	role   Role
+	epoch  Epoch  // highest epoch known; persisted
+	seq    uint64 // last applied seq at epoch; persisted
+	synced bool   // holds a valid replica at epoch
+	firing bool   // StartFiring sent and no StopFiring since
+	leader string // the node believed to hold epoch (self when owner); a hint when !synced
+	// grantee is the persisted SlotState.Grantee: for an owner the one
+	// suspect (see lease.go), kept at the same epoch after a restart.
+	grantee  string
+	wasOwner bool // owned epoch before a restart: take it back from grantee
+
+	// Owner side (kept while sealing).
+	follower      string    // replication target: fed a snapshot, then heartbeats
+	followerAcked bool      // follower acked holding the replica at epoch
+	suspects      []suspect // nodes that may hold a grant at epoch (see lease.go)
+	dropped       []suspect // suspects forgotten as dead (degraded mode)
+	beatAt        time.Time // last heartbeat round
+	beatSent      bool
+	snapAt        time.Time // last SendSnapshot to follower
+	offerFrom     string    // importer waiting for the grants to be revoked
+	sealFor       string    // importer the seal is for
+
+	// Follower side.
+	leaderOwns   bool      // leader heartbeated us: it owns epoch
+	leaderGone   bool      // leader restarted since: it no longer fires epoch
+	grantor      bool      // holds the owner's grant: may promote (see lease.go)
+	grantedUntil time.Time // the owner may fire until then (own clock)
+	beatFrom     string    // sender of the newest heartbeat or snapshot applied
+	beatSeen     time.Time // its Sent; older ones are ignored
+
+	// Importing.
+	pending    bool // request or offer outstanding until retryAt
+	retryAt    time.Time
+	offerFirst time.Time // first OfferHandover sent at epoch
+	tried      []string  // nodes asked this round that could not help
+	// A handover whose final seq we lacked: take takeEpoch+1 once the
+	// holder's copy at takeEpoch+1 arrives.
+	takeFrom  string
+	takeEpoch Epoch
+	takeSeq   uint64
+
+	// After handing the slot over at handedEpoch.
+	handedTo    string
+	handedEpoch Epoch
+	handedSeq   uint64
+
+	underRep, unavail bool // last flags emitted
+}
+
+// New returns the machine for cfg.Self. persisted is the state node read back
+// from storage (nil for a new node). Every persisted slot starts stale, as a
+// follower without a valid replica: it neither fires nor promotes until it
+// has resynced from the slot's current holder, which is how a restarted node
+// learns whether its epoch was superseded (see Restarted). New copies what
+// it needs and keeps no reference to persisted. Nothing fires before the
+// first TableChanged.
+func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Machine{
+		cfg: cfg, dead: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
+		slots: make([]slotInfo, cfg.NumSlots),
+	}
+	for s, st := range persisted {
+		if int(s) >= cfg.NumSlots {
+			return nil, fmt.Errorf("slots: persisted slot %d outside [0, %d)", s, cfg.NumSlots)
+		}
+		si := &m.slots[s]
+		si.epoch, si.seq = st.Epoch, st.Seq
+		if st.Role != RoleNone {
+			si.role = RoleFollower
+		}
+		if st.Role == RoleOwner || st.Role == RoleSealing {
+			si.wasOwner, si.grantee = true, st.Grantee
+		}
+	}
+	return m, nil
+}
+
+// Step applies ev and returns the effects, in the order node must carry them
+// out. The returned slice is the caller's. Cost: O(1) for slot events,
+// O(NumSlots) for TableChanged, MemberDead, MemberAlive, Tick and Restarted.
+func (m *Machine) Step(ev Event) []Effect {
+	m.out = nil
+	if f := sender(ev); f != "" && f != m.cfg.Self {
+		m.heard[f] = m.now
+	}
+	switch ev := ev.(type) {
+	case TableChanged:
+		m.onTable(ev)
+	case MemberDead:
+		m.viewAt = m.now
+		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
+			m.dead[ev.Name] = true
+			// Count it out at once, before the new table arrives: a stale
+			// majority must not keep this node firing.
+			m.sees--
+			m.setMajority(2*m.sees > m.stable)
+		}
+		m.advanceAll()
+	case MemberAlive:
+		if !ev.Restarted && !m.dead[ev.Name] {
+			break // a sign of life, nothing new for the view
+		}
+		// Majority grows only with the next table.
+		m.viewAt = m.now
+		delete(m.dead, ev.Name)
+		if ev.Restarted && ev.Name != m.cfg.Self {
+			for s := range m.slots {
+				m.forgetIncarnation(Slot(s), ev.Name)
+			}
+		}
+		m.advanceAll()
+	case Tick:
+		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.Settle/4
+		if ev.Now.After(m.now) {
+			m.now = ev.Now
+		}
+		if paused {
+			// We were paused (GC, VM stall): whatever happened meanwhile
+			// is not in our view yet, and we cannot vouch for a majority
+			// throughout.
+			m.staleView, m.viewAt = true, m.now
+			m.lostMajority()
+		}
+		m.updateEvidence()
+		m.ticking = true
+		m.advanceAll()
+		m.ticking = false
+	case Restarted:
+		for s := range m.slots {
+			m.makeStale(Slot(s))
+		}
+		m.advanceAll()
+	case Applied:
+		if m.valid(ev.Slot) {
+			if si := &m.slots[ev.Slot]; si.synced && ev.Seq > si.seq {
+				si.seq = ev.Seq
+			}
+		}
+	case Replicated:
+		if m.valid(ev.Slot) {
+			m.onReplicated(ev)
+		}
+	case ReplAck:
+		if m.valid(ev.Slot) {
+			m.onAck(ev)
+		}
+	case SnapshotRequest:
+		if m.valid(ev.Slot) {
+			m.onSnapshotRequest(ev)
+		}
+	case SnapshotComplete:
+		if m.valid(ev.Slot) {
+			m.onSnapshot(ev)
+		}
+	case NoReplica:
+		if m.valid(ev.Slot) {
+			m.onNoReplica(ev)
+		}
+	case HandoverOffer:
+		if m.valid(ev.Slot) {
+			m.onOffer(ev)
+		}
+	case Sealed:
+		if m.valid(ev.Slot) {
+			m.onSealed(ev)
+		}
+	case HandoverDone:
+		if m.valid(ev.Slot) {
+			m.onHandover(ev)
+		}
+	case EpochSeen:
+		if m.valid(ev.Slot) {
+			m.onEpochSeen(ev)
+		}
+	}
+	out := m.out
+	m.out = nil
+	return out
+}
+
+// State returns the durable state of slot s (what the last Persist for s
+// wrote). O(1). Like every accessor it panics if s >= NumSlots().
+func (m *Machine) State(s Slot) SlotState {
+	si := &m.slots[s]
+	return SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee}
+}
+
+// Firing reports whether the machine has told node to fire slot s
+// (StartFiring without a StopFiring since). O(1).
+func (m *Machine) Firing(s Slot) bool { return m.slots[s].firing }
+
+// Replicas returns the nodes an owner replicates slot s to: its follower
+// and every node that may hold its grant (normally the same one node).
+// Node sends every write to all of them, tagged (slot, epoch, seq), and
+// acknowledges the client once all of them acked it: any of them may be
+// the next owner, so each must hold every acknowledged write. Empty when
+// this node does not own s, or runs it single-copy (degraded: the follower
+// was declared dead and no new one is chosen yet). The caller owns the
+// slice. O(1).
+func (m *Machine) Replicas(s Slot) []string {
+	si := &m.slots[s]
+	if si.role != RoleOwner && si.role != RoleSealing {
+		return nil
+	}
+	var out []string
+	if si.follower != "" {
+		out = append(out, si.follower)
+	}
+	for _, x := range si.suspects {
+		if x.name != si.follower {
+			out = append(out, x.name)
+		}
+	}
+	return out
+}
+
+// Leader returns the node whose replication stream this node applies for
+// slot s: node applies an op tagged (s, epoch, seq) only if it comes from
+// Leader(s) at State(s).Epoch. "" when this node holds no valid replica
+// it follows (an owner returns its own name). O(1).
+func (m *Machine) Leader(s Slot) string {
+	if si := &m.slots[s]; si.synced {
+		return si.leader
+	}
+	return ""
+}
+
+// UnderReplicated reports whether this node owns slot s without a caught-up
+// follower (the last MarkUnderReplicated for s). O(1).
+func (m *Machine) UnderReplicated(s Slot) bool { return m.slots[s].underRep }
+
+// Unavailable reports whether this node is the table owner of slot s and
+// knows no live node holding a replica of it (the last MarkUnavailable for
+// s). O(1).
+func (m *Machine) Unavailable(s Slot) bool { return m.slots[s].unavail }
+
+// Counts is a summary of one node's slots, for metrics and /v1/cluster.
+type Counts struct {
+	Owned           int // role owner or sealing
+	Firing          int
+	Following       int // role follower holding a valid replica
+	Importing       int // role importing: taking the slot over
+	UnderReplicated int
+	Unavailable     int
+}
+
+// Counts summarizes every slot. O(NumSlots).
+func (m *Machine) Counts() Counts {
+	var c Counts
+	for s := range m.slots {
+		si := &m.slots[s]
+		switch {
+		case si.role == RoleOwner || si.role == RoleSealing:
+			c.Owned++
+		case si.role == RoleFollower && si.synced:
+			c.Following++
+		case si.role == RoleImporting:
+			c.Importing++
+		}
+		if si.firing {
+			c.Firing++
+		}
+		if si.underRep {
+			c.UnderReplicated++
+		}
+		if si.unavail {
+			c.Unavailable++
+		}
+	}
+	return c
+}
+
+// NumSlots returns Config.NumSlots.
+func (m *Machine) NumSlots() int { return len(m.slots) }
+
+// String renders every slot as role@epoch#seq, with "*" for firing and "~"
+// for a role whose replica is not (yet) valid, grouping adjacent equal slots:
+//
+//	owner@1#0*:[0-1] follower@1#0:[2] none@0#0:[3]
+//
+// O(NumSlots).
+func (m *Machine) String() string {
+	var b strings.Builder
+	for i := 0; i < len(m.slots); {
+		d := m.display(Slot(i))
+		j := i
+		for j+1 < len(m.slots) && m.display(Slot(j+1)) == d {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%s:[%d-%d]", d, i, j)
+		} else {
+			fmt.Fprintf(&b, "%s:[%d]", d, i)
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
+func (m *Machine) display(s Slot) string {
+	si := &m.slots[s]
+	d := m.State(s).String()
+	if si.firing {
+		d += "*"
+	}
+	if !si.synced && si.role != RoleNone {
+		d += "~"
+	}
+	return d
+}
+
+func (m *Machine) valid(s Slot) bool { return int(s) < len(m.slots) }
+
+func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
+
+// position returns the table's owner and follower of s ("" if none).
+func (m *Machine) position(s Slot) (owner, follower string) {
+	if !m.hasTable {
+		return "", ""
+	}
+	if o, ok := m.table.Owner(s); ok {
+		owner = o.Name
+	}
+	if f, ok := m.table.Follower(s); ok {
+		follower = f.Name
+	}
+	return owner, follower
+}
+
+// inPosition reports whether the table makes this node owner or follower
+// of s: only such a node may hold a grant, promote or keep an importer's
+// copy.
+func (m *Machine) inPosition(s Slot) bool {
+	o, f := m.position(s)
+	return o == m.cfg.Self || f == m.cfg.Self
+}
+
+func (m *Machine) inTable(name string) bool { return m.members[name] }
+
+// alive reports whether name is another node not declared dead.
+func (m *Machine) alive(name string) bool {
+	return name != "" && name != m.cfg.Self && !m.dead[name]
+}
+
+// quorate reports whether this node may act on the belief that the nodes
+// it does not see are a minority: its view shows a majority, has not
+// changed for Config.Settle (and is not stale from a pause), and it heard
+// from a majority within Settle. Views lag by the detection time and a
+// topology that changed twice within it can leave a node believing in a
+// majority it lost; evidence cannot be faked that way.
+func (m *Machine) quorate() bool {
+	return m.majority && !m.staleView && !m.now.Before(m.viewAt.Add(m.cfg.Settle)) && m.evMajority
+}
+
+func (m *Machine) setMajority(ok bool) {
+	if !ok && m.majority {
+		m.lostMajority()
+	}
+	m.majority = ok
+}
+
+// lostMajority handles a lapse of the majority (view or evidence) or a
+// pause: a grantee we forgot as dead (degraded mode) may promote while we
+// cannot vouch for a majority, so it is a suspect again until it answers;
+// and the grants we hold are void, as our owner may have forgotten us.
+func (m *Machine) lostMajority() {
+	m.evMajority = false
+	for s := range m.slots {
+		si := &m.slots[s]
+		si.grantor = false
+		if len(si.dropped) == 0 {
+			continue
+		}
+		for _, x := range si.dropped {
+			if m.suspectIndex(Slot(s), x.name) < 0 {
+				si.suspects = append(si.suspects, suspect{name: x.name, grantSent: x.grantSent})
+			}
+		}
+		si.dropped = nil
+		m.persistGrantee(Slot(s))
+	}
+}
+
+// updateEvidence recomputes evMajority from heard. O(members).
+func (m *Machine) updateEvidence() {
+	n := 1 // self
+	for _, at := range m.heard {
+		if m.now.Sub(at) < m.cfg.Settle {
+			n++
+		}
+	}
+	ok := 2*n > m.stable
+	if ok && !m.evMajority {
+		m.evSince = m.now
+	}
+	if !ok && m.evMajority {
+		m.lostMajority()
+	}
+	m.evMajority = ok
+}
+
+// sender returns the node a message event comes from, "" for local events.
+func sender(ev Event) string {
+	switch ev := ev.(type) {
+	case Replicated:
+		return ev.From
+	case ReplAck:
+		return ev.From
+	case SnapshotRequest:
+		return ev.From
+	case SnapshotComplete:
+		return ev.From
+	case NoReplica:
+		return ev.From
+	case HandoverOffer:
+		return ev.From
+	case HandoverDone:
+		return ev.From
+	case EpochSeen:
+		return ev.From
+	case MemberAlive:
+		return ev.Name
+	}
+	return ""
+}
+
+func (m *Machine) advanceAll() {
+	for s := range m.slots {
+		m.advance(Slot(s))
+	}
+}
+
+// persist emits Persist with the slot's current durable state.
+func (m *Machine) persist(s Slot) {
+	m.emit(Persist{Slot: s, State: m.State(s)})
+}
+
+// reset replaces slot s's state with a fresh one in role r at epoch e,
+// without a valid replica. It stops firing first, and keeps what must
+// survive: seq, the leader hint, the flags last emitted and, at the same
+// epoch, the heartbeat order, the first offer and the handover record.
+func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
+	m.stopFiring(s)
+	old := m.slots[s]
+	si := &m.slots[s]
+	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail}
+	if e == old.epoch || e == old.takeEpoch+1 {
+		// A handover in progress survives installing the final copy.
+		si.takeFrom, si.takeEpoch, si.takeSeq = old.takeFrom, old.takeEpoch, old.takeSeq
+	}
+	if e == old.epoch {
+		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
+		si.leaderOwns, si.leaderGone = old.leaderOwns, old.leaderGone
+		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
+		si.handedTo, si.handedEpoch, si.handedSeq = old.handedTo, old.handedEpoch, old.handedSeq
+	}
+	return si
+}
+
+// makeStale forgets that s holds a valid replica (restart): it must resync.
+func (m *Machine) makeStale(s Slot) {
+	si := &m.slots[s]
+	r := RoleNone
+	if si.role != RoleNone {
+		r = RoleFollower
+	}
+	si = m.reset(s, r, si.epoch)
+	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
+	si.handedTo, si.takeFrom, si.leaderOwns, si.leaderGone = "", "", false, false
+}
+
+// forgetIncarnation applies the restart of node n to slot s: if n was our
+// owner, it no longer fires our epoch (a heartbeat from it clears that
+// again: the notice may come late). A grant n held stays a suspect of ours
+// until n answers a heartbeat: the notice may arrive after its new
+// incarnation accepted a fresh grant.
+func (m *Machine) forgetIncarnation(s Slot, n string) {
+	if si := &m.slots[s]; si.leader == n && si.role != RoleOwner && si.role != RoleSealing {
+		si.leaderGone = true
+	}
+}

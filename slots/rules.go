@@ -1,0 +1,190 @@
+package slots
+
+// This file holds the per-slot dispatch and the epoch fencing rules.
+// Reference: DESIGN §4. The other rules live by concern: owner.go (firing,
+// followers), lease.go (grants and the lease), follower.go (replicas and
+// snapshots), handover.go (import, seal, handover, promotion).
+
+// onTable installs a new table and re-plans every slot.
+func (m *Machine) onTable(ev TableChanged) {
+	m.table, m.hasTable = ev.Table, true
+	m.viewAt, m.staleView = m.now, false
+	m.sees, m.stable = ev.Sees, ev.StableSize
+	clear(m.members)
+	m.names = m.names[:0]
+	for _, mb := range ev.Table.Members() {
+		m.members[mb.Name] = true
+		m.names = append(m.names, mb.Name)
+		delete(m.dead, mb.Name) // alive again
+	}
+	m.setMajority(2*ev.Sees > ev.StableSize)
+	m.updateEvidence()
+	for s := range m.slots {
+		// Plans changed: ask again at once.
+		m.slots[s].pending, m.slots[s].tried = false, nil
+	}
+	m.bootstrap = ev.Bootstrap
+	m.advanceAll()
+	m.bootstrap = false
+}
+
+// advance moves slot s as far as its current state allows, then reconciles
+// firing. Calling it twice in a row emits nothing new, except heartbeats and
+// retries, which go out on ticks.
+func (m *Machine) advance(s Slot) {
+	si := &m.slots[s]
+	owner, follower := m.position(s)
+	self := m.cfg.Self
+	switch si.role {
+	case RoleOwner:
+		m.reconcile(s) // a lapsed lease stops firing before anything is sent
+		m.ownerStep(s)
+	case RoleSealing:
+		// Waiting for Sealed.
+	default: // none, follower, importing, unavailable
+		if m.tryTake(s); si.role == RoleOwner {
+			break
+		}
+		if !m.majority {
+			// Cut off from the majority this node gives up its grant: the
+			// owner, if it still sees a majority, continues without it
+			// (DESIGN §4 Lease).
+			si.grantor = false
+		}
+		if si.handedTo != "" && si.leader == si.handedTo && !si.leaderOwns && si.epoch == si.handedEpoch+1 &&
+			m.ticking && m.alive(si.handedTo) && (!si.pending || !m.now.Before(si.retryAt)) {
+			// The importer has not taken the epoch we handed it yet (it
+			// would heartbeat us): our SendHandover may be lost. Repeat it.
+			m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: si.handedTo})
+			m.setPending(s)
+		}
+		if si.wasOwner && owner != self && m.ticking && m.alive(si.grantee) &&
+			(!si.pending || !m.now.Before(si.retryAt)) {
+			// We owned the epoch, restarted, and the table moved the slot
+			// away: release our grantee, the one node that may act on the
+			// epoch, so that it promotes or hands the slot to its new owner.
+			m.offer(s, si.grantee)
+		}
+		switch {
+		case !m.hasTable:
+		case owner == self:
+			if m.bootstrap && si.role == RoleNone && si.epoch == 0 {
+				// Brand-new cluster: the only way to own from nothing.
+				m.becomeOwner(s, 1, nil, "")
+				break
+			}
+			m.importStep(s)
+		case follower == self:
+			m.setUnavailable(s, false)
+			if si.role != RoleNone || si.synced {
+				si.role = RoleFollower
+			}
+		default:
+			m.setUnavailable(s, false)
+			if si.role == RoleImporting || si.role == RoleUnavailable {
+				si.role = RoleFollower
+			}
+			if si.role == RoleFollower && !si.synced && !si.wasOwner {
+				m.drop(s)
+			}
+			// A synced follower outside the table keeps its replica until
+			// the owner announces a caught-up follower or a new epoch; a
+			// restarted owner keeps its copy until its epoch is taken.
+		}
+	}
+	m.reconcile(s)
+}
+
+// drop deletes the slot's data and forgets the role; the epoch is kept so
+// lower epochs are still rejected, and the leader as a hint.
+func (m *Machine) drop(s Slot) {
+	si := &m.slots[s]
+	holding := si.role != RoleNone || si.synced
+	m.reset(s, RoleNone, si.epoch).wasOwner = false // the copy is gone
+	if holding {
+		m.emit(DropSlot{Slot: s})
+		m.persist(s)
+	}
+	m.setUnderReplicated(s, false)
+}
+
+func (m *Machine) setUnderReplicated(s Slot, on bool) {
+	if si := &m.slots[s]; si.underRep != on {
+		si.underRep = on
+		m.emit(MarkUnderReplicated{Slot: s, On: on})
+	}
+}
+
+func (m *Machine) setUnavailable(s Slot, on bool) {
+	if si := &m.slots[s]; si.unavail != on {
+		si.unavail = on
+		m.emit(MarkUnavailable{Slot: s, On: on})
+	}
+}
+
+// reject answers a message below our epoch; it returns true if the message
+// must not be applied. Late messages at the epoch we handed over, from the
+// importer we handed it to, are dropped silently: the importer takes
+// epoch+1 itself, and learning of it from us first would make it step down
+// instead.
+func (m *Machine) reject(s Slot, e Epoch, from string) bool {
+	si := &m.slots[s]
+	if e >= si.epoch {
+		return false
+	}
+	if from != si.handedTo || e != si.handedEpoch {
+		m.emit(RejectLowerEpoch{Slot: s, Epoch: si.epoch, To: from})
+	}
+	return true
+}
+
+// stepDown adopts a higher epoch e, known to from (the new owner, when the
+// message comes from it): stop firing at once, persist e, and either resync
+// (the table still gives this node the slot) or drop the now stale data.
+func (m *Machine) stepDown(s Slot, e Epoch, from string) {
+	m.stopFiring(s) // first: stop at once
+	si := &m.slots[s]
+	if !m.inPosition(s) {
+		if si.role != RoleNone || si.synced {
+			si.epoch = e
+			m.drop(s)
+		} else {
+			m.reset(s, RoleNone, e)
+			m.persist(s) // epoch knowledge survives restarts too
+		}
+		m.slots[s].leader = from
+		return
+	}
+	si = m.reset(s, RoleFollower, e)
+	si.leader = from
+	m.setUnderReplicated(s, false)
+	m.persist(s)
+	m.advance(s)
+}
+
+func (m *Machine) onEpochSeen(ev EpochSeen) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if ev.From == m.cfg.Self || m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if ev.Epoch > si.epoch {
+		m.stepDown(s, ev.Epoch, ev.From)
+		return
+	}
+	if ev.Owner && ev.From == si.leader {
+		si.leaderOwns, si.leaderGone = true, false
+	}
+	switch {
+	case si.role == RoleOwner || si.role == RoleSealing:
+		// Two owners at one epoch cannot arise from these rules; if it does
+		// (e.g. corrupted state) the smaller name keeps it (R9 tie-break).
+		if ev.Owner && ev.From < m.cfg.Self {
+			m.stepDown(s, ev.Epoch, ev.From)
+		}
+	case !si.synced && ev.Owner:
+		// The announcer holds the epoch: ask it when importing.
+		si.leader, si.leaderOwns, si.leaderGone = ev.From, false, false
+	case si.role == RoleFollower && !m.inPosition(s) && ev.Owner && ev.Replicated:
+		m.drop(s) // the owner has a caught-up follower: ours is not needed
+	}
+}

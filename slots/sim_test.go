@@ -1,0 +1,230 @@
+package slots
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// TestSimulation runs seeded random fault schedules over 3 to 5 Machines
+// wired by the lossy in-test network (drop, delay, partition, crash,
+// restart with old data, join, drain) in fake time. After every Step the
+// cluster checks that, per slot, at most one node that reaches a majority
+// fires and no two owners share an epoch, and that no node's epoch ever
+// decreases (cluster.checkCluster, checkEpochs). After the faults stop and
+// the network heals, every slot must end with exactly one firing owner
+// unless some node reports it unavailable. Reference: DESIGN §1.3, §4.
+var (
+	simSeed  = flag.Int("simseed", -1, "run only this TestSimulation seed, tracing every effect")
+	simSeeds = flag.Int("simseeds", 400, "number of TestSimulation seeds (50 with -short)")
+	simSteps = flag.Int("simsteps", 200, "fault-phase steps (100 ms each) per TestSimulation seed")
+	simFirst = flag.Int("simfirst", 0, "first TestSimulation seed")
+)
+
+func TestSimulation(t *testing.T) {
+	if *simSeed >= 0 {
+		simulate(t, uint64(*simSeed), *simSteps)
+		return
+	}
+	seeds := *simSeeds
+	if testing.Short() {
+		seeds = min(seeds, 50)
+	}
+	for i := range seeds {
+		seed := uint64(*simFirst + i)
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			simulate(t, seed, *simSteps)
+		})
+	}
+}
+
+func simulate(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 0x51075))
+	c := newCluster(t, 8)
+	c.rng, c.dropProb, c.maxDelay, c.sealBump = rng, 0.05, 300*time.Millisecond, true
+	c.probeEvery = 3 // 300 ms, well within Settle
+	if *simSeed >= 0 {
+		c.trace = true
+	}
+	var log []string
+	note := func(s string) {
+		log = append(log, s)
+		if c.trace {
+			fmt.Println("==", s)
+		}
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("seed %d, schedule:\n%v", seed, log)
+		}
+	}()
+	crashed := false // some node lost its process (and volatile state)
+	initial := 3 + rng.IntN(2)
+	for i := 1; i <= initial; i++ {
+		c.add(fmt.Sprintf("n%d", i), nil)
+	}
+	c.stable = initial
+	c.tables(true)
+	const dt = 100 * time.Millisecond
+	// Long enough for detection (≤ 3.9 s), Settle, the lease and a few
+	// 2 s retries, through a chain of handovers.
+	const settleTicks = 150
+	// Nodes notice a membership change after a failure detection delay
+	// (memberlist's mid profile: ~3 s), each with its own jitter below
+	// Settle (the machine's assumption, see Config.Settle): for a while
+	// views differ and a cut-off owner does not know it is cut off. A node
+	// that (re)starts or joins sees the cluster at once.
+	settle := c.config("").Settle
+	viewDue := map[string]time.Time{}
+	membership := func() {
+		base := 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
+		for _, n := range c.names {
+			due := c.now.Add(base + time.Duration(rng.Int64N(int64(settle*9/10))))
+			if d, ok := viewDue[n]; c.alive[n] && (!ok || due.Before(d)) {
+				viewDue[n] = due
+			}
+		}
+	}
+	pausedTill := map[string]time.Time{}
+	// advance runs one tick: resumes, due view refreshes, then messages.
+	advance := func() {
+		c.tick(c.now.Add(dt))
+		for _, n := range c.names {
+			if d, ok := pausedTill[n]; ok && !d.After(c.now) {
+				delete(pausedTill, n) // resumed: it and its peers notice
+				membership()
+			}
+			if d, ok := viewDue[n]; ok && !d.After(c.now) && c.running(n) {
+				delete(viewDue, n)
+				c.refresh(n)
+			}
+		}
+		c.deliver(20)
+	}
+	for step := range steps {
+		advance()
+		if rng.IntN(20) != 0 {
+			continue
+		}
+		// One fault every ~2 s of fake time.
+		var live, down []string
+		for _, n := range c.names {
+			if c.alive[n] {
+				live = append(live, n)
+			} else {
+				down = append(down, n)
+			}
+		}
+		switch k := rng.IntN(7); {
+		case k == 0 && len(live) > 2:
+			n := live[rng.IntN(len(live))]
+			note(fmt.Sprintf("%d crash %s", step, n))
+			crashed = true
+			c.crash(n)
+			membership()
+		case k == 1 && len(down) > 0:
+			n := down[rng.IntN(len(down))]
+			note(fmt.Sprintf("%d restart %s", step, n))
+			c.restart(n)
+			c.refresh(n)
+			membership()
+		case k == 2:
+			clear(c.group)
+			for _, n := range c.names {
+				c.group[n] = rng.IntN(2)
+			}
+			note(fmt.Sprintf("%d partition %v", step, c.group))
+			membership()
+		case k == 3:
+			note(fmt.Sprintf("%d heal", step))
+			clear(c.group)
+			membership()
+		case k == 4 && len(c.names) < 5:
+			n := fmt.Sprintf("n%d", len(c.names)+1)
+			note(fmt.Sprintf("%d join %s", step, n))
+			c.add(n, nil)
+			c.stable++
+			c.refresh(n)
+			membership()
+		case k == 6 && len(live) > 0:
+			// A stop-the-world pause (GC, VM stall): peers may declare it
+			// dead; it resumes with a stale view and only its lease stops
+			// it from firing what others took meanwhile.
+			n := live[rng.IntN(len(live))]
+			d := 500*time.Millisecond + time.Duration(rng.Int64N(int64(4*time.Second)))
+			note(fmt.Sprintf("%d pause %s %v", step, n, d))
+			c.paused[n] = c.now.Add(d)
+			pausedTill[n] = c.now.Add(d)
+			membership()
+		case k == 5 && len(live) > 3:
+			n := live[rng.IntN(len(live))]
+			if !c.draining[n] {
+				note(fmt.Sprintf("%d drain %s", step, n))
+				c.draining[n] = true
+				membership()
+			}
+		}
+	}
+	// Heal the network and let paused nodes resume, but leave crashed
+	// nodes down: every slot must fire again without them (promotion,
+	// degraded mode), unless a crash took the one node that could act on
+	// it. Then restart them: they resync by epoch and every slot fires.
+	clear(c.group)
+	c.dropProb = 0
+	membership()
+	for range settleTicks {
+		advance()
+	}
+	checkLive(t, c, crashed, "crashed nodes still down")
+	for _, n := range c.names {
+		if !c.alive[n] {
+			c.restart(n)
+		}
+	}
+	for _, n := range c.names {
+		c.refresh(n)
+	}
+	for range settleTicks {
+		advance()
+	}
+	checkLive(t, c, crashed, "all nodes up")
+}
+
+// checkLive asserts that, if the live nodes are a majority and not all
+// draining, every slot is fired by exactly one node. Without crashes every owner and grant survives, so there is no excuse. A crash
+// may take the only node that could act on a slot (the owner and its
+// grantee, or a restarted grantee): the slot must then be reported
+// unavailable, never started empty.
+func checkLive(t *testing.T, c *cluster, crashed bool, when string) {
+	t.Helper()
+	up, eligible := 0, 0
+	for _, n := range c.names {
+		if c.alive[n] {
+			up++
+			if !c.draining[n] {
+				eligible++
+			}
+		}
+	}
+	if 2*up <= c.stable || eligible == 0 {
+		return // the live nodes are a minority, or all draining: nobody owns
+	}
+	for s := range c.numSlots {
+		var firing []string
+		unavailable := false
+		for _, n := range c.names {
+			if c.running(n) && c.m[n].Firing(Slot(s)) {
+				firing = append(firing, n)
+			}
+			if c.alive[n] && c.m[n].slots[s].unavail {
+				unavailable = true
+			}
+		}
+		if len(firing) != 1 && (!crashed || !unavailable) {
+			t.Errorf("%s: slot %d fired by %v (crashes: %v), want exactly one\n%s", when, s, firing, crashed, c.states())
+		}
+	}
+}

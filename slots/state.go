@@ -1,0 +1,184 @@
+package slots
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Epoch is a slot's ownership generation. Each new owner takes the previous
+// epoch plus one; a message carrying a lower epoch than the receiver knows is
+// rejected. Epoch 0 means the slot never had an owner.
+type Epoch uint64
+
+// Role is what one node is for one slot. The zero value RoleNone means the
+// node holds nothing for the slot.
+type Role uint8
+
+// Roles. Only RoleNone, RoleFollower and RoleOwner are meaningful after a
+// restart (see New); the others are transient.
+const (
+	// RoleNone: the node holds no data for the slot.
+	RoleNone Role = iota
+	// RoleFollower: the node holds (or is fetching) a replica and acks the
+	// owner's writes, which grants the owner its lease.
+	RoleFollower
+	// RoleOwner: the node holds the slot's epoch. It fires the slot only while
+	// it sees a majority and its lease holds (see Machine.Firing).
+	RoleOwner
+	// RoleImporting: the table names this node owner but it does not hold the
+	// epoch yet: it is catching up, waiting for a handover or for the lease of
+	// a dead owner to run out.
+	RoleImporting
+	// RoleSealing: the old owner of a planned move: it stopped firing and
+	// waits for in-flight fires before it hands over its final (epoch, seq).
+	RoleSealing
+	// RoleUnavailable: the table names this node owner, it has no replica and
+	// no live node is known to hold one. The slot is not started empty.
+	RoleUnavailable
+)
+
+var roleNames = [...]string{"none", "follower", "owner", "importing", "sealing", "unavailable"}
+
+// String returns the role's lower-case name, or "Role(n)".
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return "Role(" + strconv.Itoa(int(r)) + ")"
+}
+
+// parseRole is the inverse of Role.String.
+func parseRole(s string) (Role, error) {
+	for i, n := range roleNames {
+		if n == s {
+			return Role(i), nil
+		}
+	}
+	return 0, fmt.Errorf("slots: unknown role %q", s)
+}
+
+// SlotState is the durable part of one slot's ownership, as node persists it
+// in the slot's metadata (storage key s slot M) on every Persist effect.
+type SlotState struct {
+	Role  Role
+	Epoch Epoch
+	// Seq is the last applied replication sequence number at Epoch.
+	Seq uint64
+	// Grantee is, for an owner, the one node that may hold its lease grant
+	// at Epoch and so could promote ("" if none, "*" if more than one). An
+	// owner that restarts takes the slot back by handover from that node
+	// only (see HandoverOffer). It is persisted before the grant is sent.
+	Grantee string
+}
+
+// String renders the state as "owner@3#17" (role@epoch#seq), followed by
+// ">grantee" when Grantee is set.
+func (s SlotState) String() string {
+	str := s.Role.String() + "@" + strconv.FormatUint(uint64(s.Epoch), 10) + "#" + strconv.FormatUint(s.Seq, 10)
+	if s.Grantee != "" {
+		str += ">" + s.Grantee
+	}
+	return str
+}
+
+// FormatStates renders a state map compactly, grouping runs of adjacent slots
+// with equal state, in slot order:
+//
+//	owner@1#0>n2:[0-5460] follower@1#0:[5461-10922]
+//
+// It is the inverse of ParseStates. The output never depends on map order.
+// O(n log n) in the number of entries.
+func FormatStates(m map[Slot]SlotState) string {
+	keys := make([]Slot, 0, len(m))
+	for s := range m {
+		keys = append(keys, s)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i := 0; i < len(keys); {
+		j := i
+		for j+1 < len(keys) && keys[j+1] == keys[j]+1 && m[keys[j+1]] == m[keys[i]] {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(m[keys[i]].String())
+		b.WriteString(":[")
+		b.WriteString(strconv.Itoa(int(keys[i])))
+		if j > i {
+			b.WriteByte('-')
+			b.WriteString(strconv.Itoa(int(keys[j])))
+		}
+		b.WriteByte(']')
+		i = j + 1
+	}
+	return b.String()
+}
+
+// ParseStates parses the FormatStates notation. Runs may be given in any
+// order but may not overlap.
+func ParseStates(text string) (map[Slot]SlotState, error) {
+	m := make(map[Slot]SlotState)
+	for _, f := range strings.Fields(text) {
+		head, rng, ok := strings.Cut(f, ":[")
+		if !ok || !strings.HasSuffix(rng, "]") {
+			return nil, fmt.Errorf("slots: bad run %q, want role@epoch#seq[>grantee]:[from-to]", f)
+		}
+		st, err := parseState(head)
+		if err != nil {
+			return nil, err
+		}
+		from, to, err := parseRange(strings.TrimSuffix(rng, "]"))
+		if err != nil {
+			return nil, err
+		}
+		for s := from; s <= to; s++ {
+			if _, dup := m[Slot(s)]; dup {
+				return nil, fmt.Errorf("slots: slot %d given twice", s)
+			}
+			m[Slot(s)] = st
+		}
+	}
+	return m, nil
+}
+
+func parseState(s string) (SlotState, error) {
+	s, grantee, _ := strings.Cut(s, ">")
+	role, rest, ok1 := strings.Cut(s, "@")
+	ep, seq, ok2 := strings.Cut(rest, "#")
+	if !ok1 || !ok2 {
+		return SlotState{}, fmt.Errorf("slots: bad state %q, want role@epoch#seq", s)
+	}
+	r, err := parseRole(role)
+	if err != nil {
+		return SlotState{}, err
+	}
+	e, err1 := strconv.ParseUint(ep, 10, 64)
+	q, err2 := strconv.ParseUint(seq, 10, 64)
+	if err1 != nil || err2 != nil {
+		return SlotState{}, fmt.Errorf("slots: bad state %q: epoch and seq are unsigned integers", s)
+	}
+	return SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee}, nil
+}
+
+// parseRange parses "7" or "0-5460" into an inclusive range within a slot.
+func parseRange(s string) (from, to int, err error) {
+	a, b, isRange := strings.Cut(s, "-")
+	from, err = strconv.Atoi(a)
+	if err != nil {
+		return 0, 0, fmt.Errorf("slots: bad range %q", s)
+	}
+	to = from
+	if isRange {
+		if to, err = strconv.Atoi(b); err != nil {
+			return 0, 0, fmt.Errorf("slots: bad range %q", s)
+		}
+	}
+	if from < 0 || to < from || to > 0xffff {
+		return 0, 0, fmt.Errorf("slots: bad range %q", s)
+	}
+	return from, to, nil
+}
