@@ -22,14 +22,16 @@ type Config struct {
 	// Margin is added to Lease before a grantor promotes; it absorbs clock
 	// rate differences between the two nodes.
 	Margin time.Duration
-	// Settle is how long the membership view must have stayed unchanged
-	// (no TableChanged, MemberDead or MemberAlive) before the machine acts
-	// on it alone: promoting after a crash, handing over for a dead owner,
-	// or letting an owner fire without the lease of a follower declared
-	// dead. Deaths arrive one at a time, so for a moment a node cut off into
-	// a minority may still count the others it has not yet declared dead;
-	// Settle lets its view catch up (Akka's stable-after). It adds to
-	// failover time, so it stays short of the detection time.
+	// Settle guards the decisions that rest on "the members I do not see
+	// are a minority": promoting after a crash, handing over for a dead
+	// owner, forgetting the grant of a follower declared dead (degraded
+	// mode), retaking a restarted owner's epoch. They need the view
+	// unchanged for Settle (deaths arrive one at a time, and Settle lets a
+	// view catch up, like Akka's stable-after) and signs of life from a
+	// majority within the last Settle (a view can lag by the detection
+	// time; evidence cannot). Members' detection of one change should
+	// differ by less than Settle. It adds to failover time, so it stays
+	// short of the detection time; a tick gap over Settle/4 is a pause.
 	Settle time.Duration
 }
 

@@ -6,9 +6,11 @@ import (
 )
 
 // Effect is an output of Machine.Step that node must carry out, in order.
-// Effects naming To are messages; the receiver turns them into the event
-// named in each effect's doc. Persist must be durable before any later
-// effect of the same Step is carried out.
+// Effects naming To are messages, sent best effort (they may be lost,
+// repeated or reordered); the receiver turns them into the event named in
+// each effect's doc. A Persist must be durable before any later effect of
+// the same Step is carried out: it records an epoch or a grant before
+// anyone can hear of it.
 type Effect interface {
 	isEffect()
 	fmt.Stringer
@@ -24,7 +26,9 @@ type StartFiring struct {
 // StopFiring: node must stop firing the slot now. In-flight fires may finish.
 type StopFiring struct{ Slot Slot }
 
-// Persist: write State to the slot's metadata, synchronously.
+// Persist: write State to the slot's metadata, synchronously. State.Seq is
+// the machine's view; node never lowers the applied seq it stores with the
+// ops (see Applied).
 type Persist struct {
 	Slot  Slot
 	State SlotState
@@ -98,7 +102,9 @@ type OfferHandover struct {
 }
 
 // Seal: stop firing (already done by a preceding StopFiring), wait for
-// in-flight fires, hold writes; then deliver Sealed.
+// in-flight fires, hold writes; then deliver Sealed with the slot's final
+// seq. If instead the machine later says the node fires the slot again or
+// steps down, node releases or rejects the held writes accordingly.
 type Seal struct{ Slot Slot }
 
 // SendHandover: give the final (Epoch, Seq) to the importer To; received as
@@ -128,7 +134,8 @@ type RejectLowerEpoch struct {
 	To    string
 }
 
-// DropSlot: delete the slot's data (one DeleteRange).
+// DropSlot: delete the slot's data (one DeleteRange); the slot metadata
+// stays (the following Persist keeps its epoch).
 type DropSlot struct{ Slot Slot }
 
 // MarkUnderReplicated: the owner has no caught-up follower (On) or has one
@@ -138,8 +145,9 @@ type MarkUnderReplicated struct {
 	On   bool
 }
 
-// MarkUnavailable: no live node holds the slot (On), or one does again.
-// Exposed in /v1/cluster, /readyz and as a metric.
+// MarkUnavailable: this node should own the slot but cannot take it or fire
+// it, and no other node will (On), or that ended (!On); see
+// Machine.Unavailable. Exposed in /v1/cluster, /readyz and as a metric.
 type MarkUnavailable struct {
 	Slot Slot
 	On   bool

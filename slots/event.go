@@ -7,9 +7,10 @@ import (
 )
 
 // Event is an input to Machine.Step. Each event is a small struct; messages
-// from other nodes carry the sender in From. Time-dependent rules use the
-// time of the latest Tick, so node sends Tick{Now} before any other event
-// whose handling depends on the current time (cheap: Tick is O(slots)).
+// from other nodes carry the sender in From (any message also counts as a
+// sign of life of From, see MemberAlive). Time-dependent rules use the time
+// of the latest Tick. Messages between two nodes may be lost, duplicated or
+// reordered; the machine copes.
 type Event interface{ isEvent() }
 
 // TableChanged is a new slot table from the membership view.
@@ -30,21 +31,30 @@ type TableChanged struct {
 }
 
 // MemberDead reports that memberlist declared Name dead (not merely
-// suspect). It is forgotten when Name appears in a later table.
+// suspect). The machine stops counting Name towards its majority at once.
+// It is forgotten when Name appears in a later table.
 type MemberDead struct{ Name string }
 
-// MemberAlive reports that Name is reachable again (memberlist join or
-// refute), including members that are not eligible, such as draining ones.
-// Restarted says Name came back with a new boot id (research/cluster-design
-// §1.3): the old process is gone with its volatile state, so it fires
-// nothing, holds no grant, and the leases it gave are void.
+// MemberAlive reports a sign of life from Name: node sends it when
+// memberlist sees Name join or refute (including members that are not
+// eligible, such as draining ones), and for every probe ack or message from
+// a member it believes alive, at least every Settle/2 per reachable member.
+// The machine acts on the belief that the members it does not see are a
+// minority only if it heard from a majority within Settle (see
+// Config.Settle). Restarted says Name came back with a new boot id
+// (research/cluster-design §1.3): the old process is gone with its volatile
+// state, so as an owner it fires nothing any more.
 type MemberAlive struct {
 	Name      string
 	Restarted bool
 }
 
 // Tick sets the machine's notion of now (monotonic) and runs timed rules:
-// lease expiry, promotion after the lease, heartbeats and retries.
+// lease expiry, promotion after the lease, heartbeats and retries. Node
+// sends it at least every Lease/8 (heartbeats go every Lease/4) and as the
+// first event after any stall: a gap over Settle/4 counts as a pause, after
+// which the machine distrusts its view until the next TableChanged and
+// gives up the grants it holds.
 type Tick struct{ Now time.Time }
 
 // Replicated is a heartbeat from the owner From (its Heartbeat effect) at
@@ -154,9 +164,9 @@ type Applied struct {
 	Seq  uint64
 }
 
-// Restarted says the node lost its volatile state while keeping its data
-// (e.g. a pause or in-place restart). Every slot must resync before it fires
-// or promotes again. New with persisted state implies the same.
+// Restarted says this node lost its volatile state while keeping its data
+// (an in-place restart of node's components). Every slot must resync before
+// it fires or promotes again. New with persisted state implies the same.
 type Restarted struct{}
 
 func (TableChanged) isEvent()     {}

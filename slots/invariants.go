@@ -3,24 +3,37 @@ package slots
 import "fmt"
 
 // checkInvariants reports the first broken per-node invariant, or nil:
-//   - a firing slot is owned, holds a valid replica at epoch >= 1, and the
-//     machine sees a majority;
+//   - a firing slot is owned, holds a valid replica at epoch >= 1, sees a
+//     majority, every node that may hold its grant is covered by the lease,
+//     and in degraded mode it has evidence of a majority;
 //   - an owner holds a valid replica at epoch >= 1;
-//   - a sealing or unavailable slot does not fire; an unavailable slot holds
-//     no valid replica and has reported MarkUnavailable;
+//   - only an owner (or sealing owner) keeps suspects, and its persisted
+//     grantee names them;
+//   - a grantor holds a valid replica;
+//   - an unavailable slot has reported MarkUnavailable;
 //   - after a handover the epoch is above the one handed over.
 //
-// Invariants between nodes (one firing owner per slot among nodes that see
-// a majority, one owner per epoch, epochs never decrease) are checked by the
-// multi-node tests. Tests call it after every Step. O(NumSlots).
+// Invariants between nodes (at most one node fires a slot, one owner per
+// epoch ever, epochs never decrease, no replica without a copy) are checked
+// by the multi-node tests. Tests call it after every Step. O(NumSlots).
 func (m *Machine) checkInvariants() error {
 	for s := range m.slots {
 		si := &m.slots[s]
+		owner := si.role == RoleOwner || si.role == RoleSealing
 		switch {
-		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority):
-			return fmt.Errorf("slots: %s slot %d fires as %v synced=%v majority=%v", m.cfg.Self, s, m.State(Slot(s)), si.synced, m.majority)
+		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.covered(Slot(s)) ||
+			len(si.dropped) > 0 && !m.evMajority):
+			return fmt.Errorf("slots: %s slot %d fires as %v synced=%v majority=%v covered=%v", m.cfg.Self, s,
+				m.State(Slot(s)), si.synced, m.majority, m.covered(Slot(s)))
 		case si.role == RoleOwner && (!si.synced || si.epoch == 0):
 			return fmt.Errorf("slots: %s slot %d owned without a replica: %v", m.cfg.Self, s, m.State(Slot(s)))
+		case !owner && (len(si.suspects) > 0 || len(si.dropped) > 0):
+			return fmt.Errorf("slots: %s slot %d keeps suspects as %v", m.cfg.Self, s, si.role)
+		case owner && si.grantee != granteeOf(si):
+			return fmt.Errorf("slots: %s slot %d persisted grantee %q, suspects %v dropped %v", m.cfg.Self, s,
+				si.grantee, si.suspects, si.dropped)
+		case si.grantor && !si.synced:
+			return fmt.Errorf("slots: %s slot %d holds a grant without a replica", m.cfg.Self, s)
 		case si.role == RoleUnavailable && !si.unavail:
 			return fmt.Errorf("slots: %s slot %d unavailable but not flagged", m.cfg.Self, s)
 		case si.handedTo != "" && si.epoch <= si.handedEpoch:

@@ -14,10 +14,12 @@ import (
 // only while it holds a valid replica from that owner, is the table's owner
 // or follower of the slot and sees a majority; it then is the slot's
 // grantor (slotInfo.grantor) and acks with Ack.Grant. Only a grantor
-// promotes, and only once the owner is declared dead and Lease+Margin has
-// passed since the last grant it accepted (its own clock). It gives the
-// grant up on a heartbeat without Grant (acking Grant=false), on losing its
-// replica and on losing the majority.
+// promotes (or hands the slot to the table owner for a dead owner), and
+// only once the owner is declared dead or restarted, Lease+Margin has
+// passed since the last grant it accepted (its own clock), and its view is
+// quorate (Config.Settle). It gives the grant up on a heartbeat without
+// Grant (acking Grant=false), on losing its replica, on losing the
+// majority and after a pause.
 //
 // Suspects. The owner lists every node it sent a grant to at this epoch
 // that may still hold it, with leaseUntil: the time (owner's clock) before
@@ -26,14 +28,24 @@ import (
 // it to t+Lease. A suspect leaves the list when it acks a heartbeat sent
 // no earlier than its last grant with Grant=false (a follower applies
 // heartbeats and snapshots only in increasing Sent order, so no grant sent
-// up to then can revive it), or when it is declared dead while
-// the owner has seen a majority continuously since before its lease ran out
-// (it cannot have promoted, and being cut off it gave the grant up: the
-// design's "degraded" single-copy mode). The owner fires only while every
-// suspect is covered, grants a new node only once no other suspect is left,
-// and hands the slot over only when no suspect but the importer is left.
-// So at most one node can promote from an epoch, and never while its owner
-// fires.
+// up to then can revive it). The owner fires only while every suspect is
+// covered, grants a new node only once no other suspect is left, and hands
+// the slot over only when no suspect but the importer is left. So at most
+// one node can promote from an epoch, and never while its owner fires. The
+// persisted SlotState.Grantee names the suspects, so that an owner that
+// restarts knows whose consent takes its epoch back.
+//
+// Degraded mode (DESIGN §4: "unless the follower is declared dead and the
+// owner still sees a majority"). A suspect declared dead is dropped from
+// the list (kept in slotInfo.dropped, still persisted and heartbeated
+// without Grant) if the owner's view is quorate and it has heard from a
+// majority continuously since Settle before that suspect's lease ran out:
+// the suspect could only have promoted with a settled majority view after
+// its lease, which would have overlapped ours, and cut off it gives the
+// grant up. While it has dropped suspects the owner fires only with
+// evidence of a majority; any lapse of that majority, or a pause, makes
+// them suspects again until they answer, and it never seals while any is
+// left.
 
 // suspect is a node that may hold a grant from this owner at its epoch.
 type suspect struct {
@@ -75,23 +87,28 @@ func (m *Machine) grant(s Slot, to string) bool {
 	return true
 }
 
-// persistGrantee persists SlotState.Grantee if the suspects (dropped ones
-// included: they may still hold the grant) changed it.
+// persistGrantee persists SlotState.Grantee if the suspects changed it.
 func (m *Machine) persistGrantee(s Slot) {
 	si := &m.slots[s]
-	g := ""
-	switch n := len(si.suspects) + len(si.dropped); {
-	case n == 0:
-	case n > 1:
-		g = "*"
-	case len(si.suspects) == 1:
-		g = si.suspects[0].name
-	default:
-		g = si.dropped[0].name
-	}
-	if g != si.grantee {
+	if g := granteeOf(si); g != si.grantee {
 		si.grantee = g
 		m.persist(s)
+	}
+}
+
+// granteeOf is SlotState.Grantee for an owner: its one suspect (dropped
+// ones included: they may still hold the grant), "" for none, "*" for
+// several.
+func granteeOf(si *slotInfo) string {
+	switch n := len(si.suspects) + len(si.dropped); {
+	case n == 0:
+		return ""
+	case n > 1:
+		return "*"
+	case len(si.suspects) == 1:
+		return si.suspects[0].name
+	default:
+		return si.dropped[0].name
 	}
 }
 
@@ -136,13 +153,10 @@ func (m *Machine) covered(s Slot) bool {
 	return true
 }
 
-// dropDeadSuspects forgets suspects declared dead, in a settled view, if
-// this node has seen a majority continuously since Settle before their
-// lease (plus Margin) ran out. A suspect can promote only after that, and
-// only in a view that shows it a majority and stayed settled for Settle;
-// views lag reality by less than Settle (Config.Settle), so that view
-// would have overlapped our majority. Going on, a suspect that gains a
-// majority waits Settle before it acts, and we notice losing ours sooner.
+// dropDeadSuspects moves suspects declared dead to slotInfo.dropped
+// (degraded mode, see the file comment) if our view is quorate and we have
+// heard from a majority continuously since Settle before their lease (plus
+// Margin) ran out.
 func (m *Machine) dropDeadSuspects(s Slot) {
 	if !m.quorate() {
 		return

@@ -11,7 +11,9 @@ import (
 // Machine is one node's ownership state for every slot. It is a pure state
 // machine: Step takes an Event and returns the Effects node must carry out.
 // It reads no clock (time arrives in Tick), starts no goroutine and does no
-// I/O. It is not safe for concurrent use; node's run loop owns it.
+// I/O. Between Steps, State, Firing, Replicas, Leader, UnderReplicated,
+// Unavailable and Counts read it. It is not safe for concurrent use;
+// node's run loop owns it. See the package doc for its invariants.
 type Machine struct {
 	cfg      Config
 	now      time.Time
@@ -51,10 +53,10 @@ type slotInfo struct {
 	synced bool   // holds a valid replica at epoch
 	firing bool   // StartFiring sent and no StopFiring since
 	leader string // the node believed to hold epoch (self when owner); a hint when !synced
-	// grantee is the persisted SlotState.Grantee: for an owner the one
-	// suspect (see lease.go), kept at the same epoch after a restart.
+	// grantee is the persisted SlotState.Grantee: for an owner its suspects
+	// (see lease.go), kept at the same epoch after a restart.
 	grantee  string
-	wasOwner bool // owned epoch before a restart: take it back from grantee
+	wasOwner bool // owned epoch before a restart: take it back via grantee
 
 	// Owner side (kept while sealing).
 	follower      string    // replication target: fed a snapshot, then heartbeats
@@ -80,8 +82,9 @@ type slotInfo struct {
 	retryAt    time.Time
 	offerFirst time.Time // first OfferHandover sent at epoch
 	tried      []string  // nodes asked this round that could not help
-	// A handover whose final seq we lacked: take takeEpoch+1 once the
-	// holder's copy at takeEpoch+1 arrives.
+	// A handover to us (HandoverDone) not taken yet: take takeEpoch+1 once
+	// we see a majority and hold the final copy (fetched at takeEpoch+1 from
+	// takeFrom if ours lacks takeSeq).
 	takeFrom  string
 	takeEpoch Epoch
 	takeSeq   uint64
@@ -126,8 +129,9 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 }
 
 // Step applies ev and returns the effects, in the order node must carry them
-// out. The returned slice is the caller's. Cost: O(1) for slot events,
-// O(NumSlots) for TableChanged, MemberDead, MemberAlive, Tick and Restarted.
+// out. The returned slice is the caller's. Cost: O(1) for slot events and
+// signs of life, O(NumSlots) for TableChanged, MemberDead, a MemberAlive
+// that changes the view, Tick and Restarted.
 func (m *Machine) Step(ev Event) []Effect {
 	m.out = nil
 	if f := sender(ev); f != "" && f != m.cfg.Self {
@@ -279,9 +283,10 @@ func (m *Machine) Leader(s Slot) string {
 // follower (the last MarkUnderReplicated for s). O(1).
 func (m *Machine) UnderReplicated(s Slot) bool { return m.slots[s].underRep }
 
-// Unavailable reports whether this node is the table owner of slot s and
-// knows no live node holding a replica of it (the last MarkUnavailable for
-// s). O(1).
+// Unavailable reports the last MarkUnavailable for slot s: this node is its
+// table owner and cannot take it over (no live node it knows holds a replica
+// it can take it from), or owns it but cannot fire because a grantee
+// declared dead may have promoted and must come back first. O(1).
 func (m *Machine) Unavailable(s Slot) bool { return m.slots[s].unavail }
 
 // Counts is a summary of one node's slots, for metrics and /v1/cluster.

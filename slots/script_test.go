@@ -199,7 +199,8 @@ func runCommand(c *cluster, cmd string, input []string) error {
 	return nil
 }
 
-// parseEvent parses "<kind> s=0 e=1 q=2 from=n1 sent=1s" for the message
+// parseEvent parses "<kind> s=0 e=1 q=2 from=n1 sent=1s" (plus the flags
+// grant=true, synced=true, owner=true, replicated=true) for the message
 // events: repl, ack, snapreq, snap, noreplica, offer, sealed, handover,
 // epoch, restarted.
 func parseEvent(f []string) (Event, error) {

@@ -9,13 +9,24 @@ import (
 )
 
 // TestSimulation runs seeded random fault schedules over 3 to 5 Machines
-// wired by the lossy in-test network (drop, delay, partition, crash,
-// restart with old data, join, drain) in fake time. After every Step the
-// cluster checks that, per slot, at most one node that reaches a majority
-// fires and no two owners share an epoch, and that no node's epoch ever
-// decreases (cluster.checkCluster, checkEpochs). After the faults stop and
-// the network heals, every slot must end with exactly one firing owner
-// unless some node reports it unavailable. Reference: DESIGN §1.3, §4.
+// (8 slots) wired by the in-test network, in fake time: 20 s of faults, one
+// every ~2 s, among message loss (5 %) and delay (0-300 ms, reordering),
+// partitions into two groups, crashes, restarts with old data, joins,
+// drains and process pauses (0.5-4.5 s), with membership changes noticed
+// after a failure detection delay (0.5-3 s plus up to 0.9 s of jitter per
+// node). Checked after every Step (cluster.stepMsg):
+//   - each machine's own invariants (checkInvariants);
+//   - no slot is fired by two running nodes at once, majority or not;
+//   - no two nodes ever take the same epoch of a slot;
+//   - no node's epoch for a slot ever decreases, restarts included;
+//   - no node claims a valid replica it never received by a chain of
+//     snapshots from a bootstrapped copy (never own from nothing).
+//
+// Then the network heals and pauses end, crashed nodes staying down: every
+// slot must be fired by exactly one node, or (only if a node crashed) be
+// reported unavailable, unless the live nodes are a minority or all
+// draining. Then the crashed nodes restart and the same must hold again.
+// -simseed=N traces one seed. Reference: DESIGN §1.3, §4.
 var (
 	simSeed  = flag.Int("simseed", -1, "run only this TestSimulation seed, tracing every effect")
 	simSeeds = flag.Int("simseeds", 400, "number of TestSimulation seeds (50 with -short)")

@@ -16,16 +16,17 @@ type Epoch uint64
 // node holds nothing for the slot.
 type Role uint8
 
-// Roles. Only RoleNone, RoleFollower and RoleOwner are meaningful after a
-// restart (see New); the others are transient.
+// Roles. Persist writes the role of the moment; New reads any role but
+// RoleNone back as a follower without a valid replica (one that was owner
+// remembers it, to take its epoch back: see HandoverOffer.WasOwner).
 const (
 	// RoleNone: the node holds no data for the slot.
 	RoleNone Role = iota
-	// RoleFollower: the node holds (or is fetching) a replica and acks the
-	// owner's writes, which grants the owner its lease.
+	// RoleFollower: the node holds (or is fetching) a replica from the owner
+	// and acks its heartbeats; the one it grants the lease may promote.
 	RoleFollower
 	// RoleOwner: the node holds the slot's epoch. It fires the slot only while
-	// it sees a majority and its lease holds (see Machine.Firing).
+	// it sees a majority and no other node can have taken it (Machine.Firing).
 	RoleOwner
 	// RoleImporting: the table names this node owner but it does not hold the
 	// epoch yet: it is catching up, waiting for a handover or for the lease of
@@ -34,8 +35,9 @@ const (
 	// RoleSealing: the old owner of a planned move: it stopped firing and
 	// waits for in-flight fires before it hands over its final (epoch, seq).
 	RoleSealing
-	// RoleUnavailable: the table names this node owner, it has no replica and
-	// no live node is known to hold one. The slot is not started empty.
+	// RoleUnavailable: the table names this node owner and it can neither
+	// get a replica nor have the slot handed over: no live node it knows
+	// holds one it could take over from. The slot is not started empty.
 	RoleUnavailable
 )
 

@@ -1,0 +1,103 @@
+package slots
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestAccessors checks what node reads between Steps on a bootstrapped
+// 3-node cluster: who fires, where writes go, whom a follower follows.
+func TestAccessors(t *testing.T) {
+	c := newCluster(t, 4)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.deliver(10)
+	c.tick(base.Add(time.Second))
+	c.deliver(10)
+
+	// Slot 0: n1 owns it (rendezvous hashing), n2 follows (see bootstrap.txt).
+	n1, n2, n3 := c.m["n1"], c.m["n2"], c.m["n3"]
+	if got := n1.Replicas(0); !slices.Equal(got, []string{"n2"}) {
+		t.Errorf("n1.Replicas(0) = %v, want [n2]", got)
+	}
+	if got := n2.Replicas(0); got != nil {
+		t.Errorf("n2.Replicas(0) = %v, want nil (not the owner)", got)
+	}
+	if got := n2.Leader(0); got != "n1" {
+		t.Errorf("n2.Leader(0) = %q, want n1", got)
+	}
+	if got := n3.Leader(0); got != "" {
+		t.Errorf("n3.Leader(0) = %q, want \"\" (holds no replica)", got)
+	}
+	if !n1.Firing(0) || n2.Firing(0) || n1.UnderReplicated(0) || n1.Unavailable(0) {
+		t.Errorf("slot 0: n1 firing %v, n2 firing %v, under-replicated %v, unavailable %v; want true false false false",
+			n1.Firing(0), n2.Firing(0), n1.UnderReplicated(0), n1.Unavailable(0))
+	}
+	want := Counts{Owned: 4, Firing: 4}
+	if got := n1.Counts(); got != want {
+		t.Errorf("n1.Counts() = %+v, want %+v", got, want)
+	}
+	want = Counts{Following: 3}
+	if got := n2.Counts(); got != want {
+		t.Errorf("n2.Counts() = %+v, want %+v", got, want)
+	}
+	if got := n1.State(0); got != (SlotState{Role: RoleOwner, Epoch: 1, Grantee: "n2"}) {
+		t.Errorf("n1.State(0) = %v, want owner@1#0>n2", got)
+	}
+}
+
+// TestNewRejects checks that New validates its config and persisted state.
+func TestNewRejects(t *testing.T) {
+	bad := DefaultLocalConfig("")
+	bad.NumSlots, bad.Lease, bad.Settle = 0, 0, -1
+	if _, err := New(bad, nil); err == nil {
+		t.Errorf("New(%+v) = nil error, want one", bad)
+	}
+	cfg := DefaultLocalConfig("n1")
+	cfg.NumSlots = 4
+	if _, err := New(cfg, map[Slot]SlotState{4: {Role: RoleOwner, Epoch: 1}}); err == nil {
+		t.Errorf("New with persisted slot 4 of 4 = nil error, want one")
+	}
+	m, err := New(cfg, map[Slot]SlotState{2: {Role: RoleOwner, Epoch: 3, Seq: 9, Grantee: "n2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A persisted owner comes back stale: it neither fires nor claims a
+	// replica, but remembers its epoch and grantee.
+	if got, want := m.State(2), (SlotState{Role: RoleFollower, Epoch: 3, Seq: 9, Grantee: "n2"}); got != want {
+		t.Errorf("State(2) after New = %v, want %v", got, want)
+	}
+	if m.Firing(2) || m.Leader(2) != "" {
+		t.Errorf("restarted owner fires %v, follows %q; want false, \"\"", m.Firing(2), m.Leader(2))
+	}
+}
+
+// TestStatesRoundTrip checks that FormatStates and ParseStates are inverses
+// (the notation scripts give persisted state in) and that ParseStates
+// rejects malformed input.
+func TestStatesRoundTrip(t *testing.T) {
+	for _, text := range []string{
+		"",
+		"owner@1#0:[0]",
+		"owner@3#17>n2:[0-2] follower@3#17:[3] none@0#0:[5-7]",
+		"sealing@2#1>*:[4] unavailable@9#0:[9-10]",
+	} {
+		m, err := ParseStates(text)
+		if err != nil {
+			t.Errorf("ParseStates(%q): %v", text, err)
+			continue
+		}
+		if got := FormatStates(m); got != text {
+			t.Errorf("FormatStates(ParseStates(%q)) = %q, want it back", text, got)
+		}
+	}
+	for _, text := range []string{"owner@1:[0]", "boss@1#0:[0]", "owner@1#0:[3-1]", "owner@1#0:[0] none@0#0:[0]", "owner@1#0[0]"} {
+		if _, err := ParseStates(text); err == nil {
+			t.Errorf("ParseStates(%q) = nil error, want one", text)
+		}
+	}
+}
