@@ -36,14 +36,13 @@ func (m *Machine) importStep(s Slot) {
 			}
 		default:
 			// Planned move: ask the owner we copied from to seal and hand
-			// over: alone on every retry once it heartbeated us, else
-			// first in turn (not if we handed it this epoch: it has not
-			// taken it). If it does
-			// not, another node may hold the grant of a dead owner (or be
-			// a restarted owner that gave none) and hand the slot over:
-			// try the table follower, then every member, one per retry.
-			owns := leaderUp && si.leaderOwns && !slices.Contains(si.tried, si.leader)
-			if owns {
+			// over, on every retry once it heartbeated us. Otherwise
+			// another node may hold the grant of a dead owner (or be a
+			// restarted owner that gave none) and hand the slot over: try
+			// the node we copied from (unless we handed it this epoch: it
+			// has not taken it yet), the table follower, then every
+			// member, one per retry.
+			if leaderUp && si.leaderOwns && !slices.Contains(si.tried, si.leader) {
 				m.offer(s, si.leader)
 				return
 			}
@@ -52,18 +51,16 @@ func (m *Machine) importStep(s Slot) {
 				cands = []string{si.leader, tableFollower}
 			}
 			for _, c := range append(cands, m.names...) {
-				if (c != si.leader || !owns) && m.alive(c) && !slices.Contains(si.tried, c) {
+				if m.alive(c) && !slices.Contains(si.tried, c) {
 					si.tried = append(si.tried, c)
 					m.offer(s, c)
 					return
 				}
 			}
-			if !owns {
-				// Nobody can hand it over: our copy alone does not make us
-				// the owner. Report it until a holder turns up.
-				si.role = RoleUnavailable
-				m.setUnavailable(s, true)
-			}
+			// Nobody can hand it over: our copy alone does not make us the
+			// owner. Report it until a holder turns up.
+			si.role = RoleUnavailable
+			m.setUnavailable(s, true)
 			if m.ticking {
 				si.tried = nil // start over next time
 				m.setPending(s)

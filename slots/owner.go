@@ -30,6 +30,9 @@ func (m *Machine) becomeOwner(s Slot, e Epoch, sus []suspect, holder string) {
 func (m *Machine) ownerStep(s Slot) {
 	si := &m.slots[s]
 	owner, tableFollower := m.position(s)
+	if si.offerFrom != "" && (si.offerFrom != owner || m.dead[si.offerFrom]) {
+		si.offerFrom = "" // that importer is gone: grant our follower again
+	}
 	if si.follower != "" && (m.dead[si.follower] || !m.inTable(si.follower)) {
 		si.follower, si.followerAcked = "", false
 	}
