@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,13 +15,14 @@ import (
 )
 
 // importer makes this node the active owner of the slots a view gave it.
-// For each such slot it first asks the slot's follower (in the new table
-// that is the node that held the slot before: the old owner on a join, a
-// replica holder otherwise) for a newer copy, applies it, and only then
-// takes the slot's next epoch and starts firing it. Until then writes to
-// the slot answer 503 and nothing of it fires. A follower that does not
-// answer is asked again every importRetry while the view still gives the
-// slot to this node.
+// For each such slot it first asks every other live member for a newer
+// copy (the old owner on a join, the replica holder after a crash, the
+// current holder when this node comes back with old data; asking all of
+// them is right however many changes happened in a row), applies the
+// newest, and only then takes an epoch above every epoch reported and
+// starts firing the slot. Until then writes to the slot answer 503 and
+// nothing of it fires. If a member does not answer, the import is tried
+// again every importRetry while the view still gives the slot to this node.
 type importer struct {
 	n       *Node
 	mu      sync.Mutex
@@ -52,6 +55,13 @@ func (im *importer) gain(s []uint16) {
 	case im.kick <- struct{}{}:
 	default:
 	}
+}
+
+// idle reports whether no gained slot waits for its import.
+func (im *importer) idle() bool {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	return len(im.pending) == 0
 }
 
 func (im *importer) close() {
@@ -90,58 +100,75 @@ func (im *importer) pass() bool {
 	}
 	im.mu.Unlock()
 	slices.Sort(todo)
-	bySource := map[string][]uint16{}
-	sources := map[string]ring.Member{}
-	for _, s := range todo {
-		f, ok := v.table.Follower(s)
-		name := ""
-		if ok {
-			name = f.Name
-			sources[name] = f
+	var sources []ring.Member
+	for _, m := range v.members {
+		if m.Name != im.n.cfg.Name && m.Up() && m.Meta.HTTPAddr != "" {
+			sources = append(sources, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr})
 		}
-		bySource[name] = append(bySource[name], s)
 	}
 	left := false
-	for name, list := range bySource {
-		for len(list) > 0 {
-			chunk := list[:min(importChunk, len(list))]
-			list = list[len(chunk):]
-			if !im.importChunk(name, sources[name], chunk) {
-				left = true
-			}
+	for len(todo) > 0 {
+		chunk := todo[:min(importChunk, len(todo))]
+		todo = todo[len(chunk):]
+		if !im.importChunk(sources, chunk) {
+			left = true
 		}
 	}
 	return left
 }
 
-// importChunk pulls chunk from source (none: no other member) and owns it.
-func (im *importer) importChunk(name string, source ring.Member, chunk []uint16) bool {
+// importChunk asks every live member for a newer copy of the slots of
+// chunk, applies the newest, and owns the slots at an epoch above every
+// epoch any of them reported. If a member does not answer, nothing is
+// owned: it may hold the newest copy (try again later).
+func (im *importer) importChunk(sources []ring.Member, chunk []uint16) bool {
 	n := im.n
 	op := &writeOp{kind: opOwn, slots: chunk, maxEpoch: map[uint16]uint64{}}
-	if name != "" {
-		req := pullRequest{Slots: make([]slotPos, len(chunk))}
-		for i, s := range chunk {
-			p := n.writer.repl.position(s)
-			req.Slots[i] = slotPos{Slot: s, Epoch: p.Epoch, Seq: p.Seq}
-		}
-		body, _ := msgpack.Marshal(req)
-		c, err := n.fwd.do(context.Background(), source, http.MethodPost, "/internal/v1/pull", body,
-			http.Header{"Content-Type": {"application/msgpack"}}, 0)
-		if err != nil || c.status != http.StatusOK {
-			n.log.Debug("pull slots", "from", name, "slots", len(chunk), "err", err, "status", c.status)
+	req := pullRequest{Slots: make([]slotPos, len(chunk))}
+	for i, s := range chunk {
+		p := n.writer.repl.position(s)
+		req.Slots[i] = slotPos{Slot: s, Epoch: p.Epoch, Seq: p.Seq}
+	}
+	body, _ := msgpack.Marshal(req)
+	answers := make([]pullAnswer, len(sources))
+	errs := make([]error, len(sources))
+	var wg sync.WaitGroup
+	for i, src := range sources {
+		wg.Go(func() {
+			c, err := n.fwd.do(context.Background(), src, http.MethodPost, "/internal/v1/pull", body,
+				http.Header{"Content-Type": {"application/msgpack"}}, 0)
+			if err == nil && c.status != http.StatusOK {
+				err = fmt.Errorf("%d %s", c.status, c.body)
+			}
+			if err == nil {
+				err = msgpack.Unmarshal(c.body, &answers[i])
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	best := map[uint16]*replMsg{}
+	from := map[string]bool{}
+	for i, a := range answers {
+		if errs[i] != nil {
+			n.log.Debug("pull slots", "from", sources[i].Name, "slots", len(chunk), "err", errs[i])
 			return false
 		}
-		var ans pullAnswer
-		if err := msgpack.Unmarshal(c.body, &ans); err != nil {
-			n.log.Warn("pull slots: bad answer", "from", name, "err", err)
-			return false
-		}
-		op.repl = ans.Snapshots
-		for i, e := range ans.Epochs {
-			if i < len(chunk) {
-				op.maxEpoch[chunk[i]] = e
+		for k, e := range a.Epochs {
+			if k < len(chunk) {
+				op.maxEpoch[chunk[k]] = max(op.maxEpoch[chunk[k]], e)
 			}
 		}
+		for k := range a.Snapshots {
+			m := &a.Snapshots[k]
+			if b := best[m.Slot]; b == nil || newer(m.Epoch, m.Seq, b.Epoch, b.Seq) {
+				best[m.Slot] = m
+				from[sources[i].Name] = true
+			}
+		}
+	}
+	for _, m := range best {
+		op.repl = append(op.repl, *m)
 	}
 	if err := n.writer.submitInternal(nil, op); err != nil {
 		return false
@@ -153,14 +180,19 @@ func (im *importer) importChunk(name string, source ring.Member, chunk []uint16)
 	im.mu.Unlock()
 	if len(op.owned) > 0 {
 		n.loop.gain(op.owned)
-		n.event("own", "owns "+strconv.Itoa(len(op.owned))+" more slots"+fromWhom(name))
+		var names []string
+		for name := range from {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		n.event("own", "owns "+strconv.Itoa(len(op.owned))+" more slots"+fromWhom(names))
 	}
 	return true
 }
 
-func fromWhom(name string) string {
-	if name == "" {
+func fromWhom(names []string) string {
+	if len(names) == 0 {
 		return ""
 	}
-	return " (synced from " + name + ")"
+	return " (newer copies from " + strings.Join(names, ", ") + ")"
 }

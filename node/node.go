@@ -240,7 +240,7 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	if c := n.cluster; c != nil {
-		return c.ready()
+		return c.ready() && n.imp.idle()
 	}
 	return true
 }

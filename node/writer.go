@@ -369,6 +369,17 @@ func (w *writer) syncLoop() {
 					g.err = err
 				}
 				if g.wait != nil && g.err == nil {
+					// Internal ops (a replica's apply, an import, a
+					// snapshot) are answered now: only API writes wait for
+					// the followers. A replica's apply waiting for this
+					// node's own followers would deadlock two nodes that
+					// follow each other.
+					for _, op := range g.ops {
+						if op.reply != nil && op.kind >= opReplica {
+							close(op.reply)
+							op.reply = nil
+						}
+					}
 					// Acknowledge once the followers have it too.
 					w.replWaits.Add(1)
 					go func() {
@@ -697,7 +708,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		}
 		w.running[t.ID] = runningFire{seq: t.Inflight.Seq}
 		w.put(b, g, t, prev, op.now)
-		g.jobs = append(g.jobs, jobFor(t))
+		j := jobFor(t)
+		j.Epoch = w.repl.ownEpoch(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
+		g.jobs = append(g.jobs, j)
 		n++
 	}
 	return n
