@@ -151,22 +151,23 @@ func TestWorkloadsSmoke(t *testing.T) {
 	t.Run("cluster/failover", func(t *testing.T) {
 		cfg := DefaultFailoverConfig()
 		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 400, 400, 100
-		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, time.Second, 200*time.Millisecond, true
+		// Timeout covers failure detection (~3 s) and the takeover: the
+		// victim's tasks due after the kill fire late, not never.
+		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, 15*time.Second, 200*time.Millisecond, true
 		res, err := RunFailover(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("RunFailover: %v", err)
 		}
 		fs := res.Failover
-		// REPLICATION: without it nobody fires the dead node's tasks, so
-		// every one due after the kill is missed and fires never resume.
-		// When replication lands, expect VictimMissedAfterKill == 0 and
-		// Resumed (and update docs/BENCHMARKS.md).
-		if fs.VictimDueAfterKill == 0 || fs.VictimMissedAfterKill != fs.VictimDueAfterKill || fs.Resumed {
-			t.Errorf("victim %s: %d tasks due after the kill, %d missed, resumed %v; want all of them missed and no resume (no replication yet)",
-				fs.Victim, fs.VictimDueAfterKill, fs.VictimMissedAfterKill, fs.Resumed)
+		// With replication the dead node's followers fire its tasks: none
+		// is missed and firing resumes. Fires in flight at the kill may be
+		// repeated (same fire id): at least once.
+		if fs.VictimDueAfterKill == 0 || fs.VictimMissedAfterKill != 0 || fs.VictimMissedBeforeKill != 0 || !fs.Resumed {
+			t.Errorf("victim %s: %d tasks due after the kill, %d missed (+%d due before), resumed %v; want none missed and resumed",
+				fs.Victim, fs.VictimDueAfterKill, fs.VictimMissedAfterKill, fs.VictimMissedBeforeKill, fs.Resumed)
 		}
-		if missed := fs.Before.Missed + fs.During.Missed + fs.After.Missed; missed != 0 || fs.Duplicates != 0 || fs.Early != 0 {
-			t.Errorf("survivors missed %d, duplicates %d, early %d; want 0, 0, 0", missed, fs.Duplicates, fs.Early)
+		if missed := fs.Before.Missed + fs.During.Missed + fs.After.Missed; missed != 0 || fs.Early != 0 {
+			t.Errorf("survivors missed %d, early %d; want 0, 0", missed, fs.Early)
 		}
 		if fs.TableDropSeconds <= 0 || len(fs.TableDrop) != 2 {
 			t.Errorf("table drop = %v s (%v), want every survivor to drop the victim", fs.TableDropSeconds, fs.TableDrop)
@@ -175,34 +176,35 @@ func TestWorkloadsSmoke(t *testing.T) {
 		if !res.Nodes[slices.IndexFunc(res.Nodes, func(n NodeStats) bool { return n.Name == fs.Victim })].Killed {
 			t.Errorf("Nodes = %+v, want the victim %s marked killed", res.Nodes, fs.Victim)
 		}
-		t.Logf("victim %s: table drop %.2f s, missed %d after + %d before the kill", fs.Victim, fs.TableDropSeconds, fs.VictimMissedAfterKill, fs.VictimMissedBeforeKill)
+		t.Logf("victim %s: table drop %.2f s, resumed after %.2f s, missed %d after + %d before the kill, %d duplicates", fs.Victim, fs.TableDropSeconds, fs.ResumeSeconds, fs.VictimMissedAfterKill, fs.VictimMissedBeforeKill, fs.Duplicates)
 		logWarnings(t, res)
 	})
 	t.Run("cluster/join", func(t *testing.T) {
 		cfg := DefaultJoinConfig()
 		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 400, 400, 100
 		cfg.Target.Nodes = 2
-		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, time.Second, 200*time.Millisecond, true
+		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, 15*time.Second, 200*time.Millisecond, true
 		res, err := RunJoin(t.Context(), cfg)
 		if err != nil {
 			t.Fatalf("RunJoin: %v", err)
 		}
 		js := res.Join
-		// DATA MOVEMENT: without it the tasks of slots that move to the
-		// joiner are stranded on their old owner. When handoff lands,
-		// expect MovedMissed == 0.
-		if js.SlotsMoved == 0 || js.MovedDueAfterChange == 0 || js.MovedMissedAfterChange != js.MovedDueAfterChange {
-			t.Errorf("joiner %s took %d slots; %d moved tasks due after every table changed, %d of them missed; want all missed (no data movement yet)",
+		// The joiner pulls each slot it takes from its old owner before
+		// it fires it: nothing moved is stranded. The old owner does not
+		// hand over the results of fires still running at the change yet
+		// (the seal step), so those may be repeated with their fire id.
+		if js.SlotsMoved == 0 || js.MovedDueAfterChange == 0 || js.MovedMissedAfterChange != 0 {
+			t.Errorf("joiner %s took %d slots; %d moved tasks due after every table changed, %d of them missed; want none missed",
 				js.Joiner, js.SlotsMoved, js.MovedDueAfterChange, js.MovedMissedAfterChange)
 		}
-		if missed := js.Before.Missed + js.During.Missed + js.After.Missed; missed != 0 || js.Duplicates != 0 || js.Early != 0 {
-			t.Errorf("kept tasks missed %d, duplicates %d, early %d; want 0, 0, 0", missed, js.Duplicates, js.Early)
+		if missed := js.Before.Missed + js.During.Missed + js.After.Missed; missed != 0 || js.Early != 0 {
+			t.Errorf("kept tasks missed %d, early %d; want 0, 0", missed, js.Early)
 		}
 		if js.InEveryTableSeconds <= 0 || len(js.InTable) != 3 {
 			t.Errorf("in every table after %v s (%v), want all three nodes", js.InEveryTableSeconds, js.InTable)
 		}
 		checkNodes(t, res, 3)
-		t.Logf("joiner %s: ready %.2f s, in every table %.2f s, %d slots, %d tasks stranded", js.Joiner, js.ReadySeconds, js.InEveryTableSeconds, js.SlotsMoved, js.MovedMissed)
+		t.Logf("joiner %s: ready %.2f s, in every table %.2f s, %d slots, %d tasks stranded, %d duplicates", js.Joiner, js.ReadySeconds, js.InEveryTableSeconds, js.SlotsMoved, js.MovedMissed, js.Duplicates)
 		logWarnings(t, res)
 	})
 }
