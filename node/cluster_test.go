@@ -256,3 +256,48 @@ func TestClusterLeaveAndCrash(t *testing.T) {
 		})
 	}
 }
+
+// A member cut off from the others sees them dead and would own every
+// slot; without a majority it must not fire any (the majority side owns
+// them). Leaving members do not count against the majority.
+func TestClusterMinorityLosesQuorum(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTnet(t, 0)
+		var ms []*tmember
+		for i := range 3 {
+			ms = append(ms, n.start(i, allAddrs(3)))
+		}
+		time.Sleep(3 * time.Second)
+		for _, m := range ms {
+			if !m.c.view().quorum {
+				t.Fatalf("%s has no quorum in a healthy cluster", m.name)
+			}
+		}
+		n.net.Partition([]string{ms[2].addr}, []string{ms[0].addr, ms[1].addr})
+		time.Sleep(10 * time.Second)
+		lone := ms[2].c.view()
+		if lone.quorum {
+			t.Errorf("n3, alone, believes it has a majority (members %v)", lone.members)
+		}
+		if lone.owned.count() != slots.Count || lone.fires(0) {
+			t.Errorf("n3 owns %d slots and fires slot 0: %v; want it to own all (its view) yet fire none", lone.owned.count(), lone.fires(0))
+		}
+		for _, m := range ms[:2] {
+			if v := m.c.view(); !v.quorum || len(v.table.Members()) != 2 {
+				t.Errorf("%s: quorum %v with %d members; want a majority of 2", m.name, v.quorum, len(v.table.Members()))
+			}
+		}
+		n.net.Heal()
+		time.Sleep(10 * time.Second)
+		checkAgree(t, ms, "n1", "n2", "n3")
+		// A graceful leave shrinks the cluster: the two left have a majority.
+		ms[2].c.close()
+		ms[1].c.close()
+		time.Sleep(3 * time.Second)
+		if v := ms[0].c.view(); !v.quorum {
+			t.Errorf("n1 lost its majority after the others left gracefully (members %v)", v.members)
+		}
+		ms[0].c.close()
+		time.Sleep(gossipSettle)
+	})
+}

@@ -89,6 +89,10 @@ func (im *importer) run() {
 // pass imports what is pending; it reports whether something is left.
 func (im *importer) pass() bool {
 	v := im.n.view.Load()
+	if !v.quorum {
+		// Cut off in a minority: the majority side owns these slots.
+		return true
+	}
 	im.mu.Lock()
 	var todo []uint16
 	for s := range im.pending {

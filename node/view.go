@@ -26,6 +26,10 @@ type view struct {
 	changed time.Time
 	// seq counts the views this node built, from 1.
 	seq uint64
+	// quorum: this node sees a majority of the cluster, counting members
+	// declared dead (they may only be cut off) but not those that left.
+	// Without it the node fires nothing: the other side may own the slots.
+	quorum bool
 }
 
 // ownedSet is a bitmap of slots.
@@ -74,13 +78,33 @@ func eligible(members []gossip.Member) []ring.Member {
 // newView computes the view of self over members.
 func newView(self string, members []gossip.Member, changed time.Time, seq uint64) *view {
 	v := &view{self: self, members: members, changed: changed, seq: seq,
-		table: ring.Assign(eligible(members), slots.Count)}
+		table: ring.Assign(eligible(members), slots.Count), quorum: hasQuorum(members)}
 	for s := range slots.Count {
 		if o, ok := v.table.Owner(uint16(s)); ok && o.Name == self {
 			v.owned.set(uint16(s))
 		}
 	}
 	return v
+}
+
+// hasQuorum reports whether the active members that are up are a majority
+// of the active members that are up or dead. A member that left gracefully
+// handed its slots over and no longer counts.
+func hasQuorum(members []gossip.Member) bool {
+	up, all := 0, 0
+	for _, m := range members {
+		if m.Meta.State != gossip.StateActive && m.Meta.State != gossip.StateDraining {
+			continue
+		}
+		switch {
+		case m.Up():
+			up++
+			all++
+		case m.Status == gossip.StatusDead:
+			all++
+		}
+	}
+	return up*2 > all
 }
 
 // standaloneView is the view of a node without a cluster: it owns every
@@ -92,6 +116,10 @@ func standaloneView(self, httpAddr string) *view {
 
 // owns reports whether this node owns slot s in this view.
 func (v *view) owns(s uint16) bool { return v.owned.has(s) }
+
+// fires reports whether this node may fire slot s: it owns it and sees a
+// majority of the cluster.
+func (v *view) fires(s uint16) bool { return v.quorum && v.owned.has(s) }
 
 // owner returns the member that owns slot s; ok is false when no member is
 // eligible (a node that has not finished joining alone).

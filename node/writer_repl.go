@@ -51,9 +51,11 @@ func (r *writerRepl) setMeta(b *storage.Batch, slot uint16, m storage.SlotMeta) 
 }
 
 // active reports whether this node may write and fire slot as its owner:
-// the view says so and, in a cluster, it holds the slot's epoch.
+// the view gives it the slot and a majority, and, in a cluster, it holds
+// the slot's epoch. A node cut off in a minority fires nothing and takes
+// no writes (503): the majority's side owns its slots.
 func (w *writer) active(slot uint16) bool {
-	if !w.view().owns(slot) {
+	if !w.view().fires(slot) {
 		return false
 	}
 	return w.repl.ship == nil || w.repl.ownEpoch(slot) != 0
@@ -179,7 +181,7 @@ func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
 	}
 	v := w.view()
 	for _, s := range op.slots {
-		if !v.owns(s) || w.repl.ownEpoch(s) != 0 {
+		if !v.fires(s) || w.repl.ownEpoch(s) != 0 {
 			continue
 		}
 		cur := w.repl.position(s)
