@@ -388,6 +388,11 @@ func TestDispatchPool(t *testing.T) {
 	if _, err := p.get(key, false, deadline); !errors.Is(err, errDispatchPoolClosed) {
 		t.Errorf("get after closeAll = %v, want errDispatchPoolClosed", err)
 	}
+	// The server counts a connection in its own goroutine, after the
+	// client's dial returned: wait for the count to settle.
+	for wait := time.Now().Add(5 * time.Second); accepted.Load() < 5 && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond)
+	}
 	if n := accepted.Load(); n != 5 {
 		t.Errorf("dials = %d, want 5", n)
 	}

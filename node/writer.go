@@ -63,6 +63,8 @@ type writeOp struct {
 	snapErr error    // opSnapshot
 
 	reply chan struct{} // closed when durable (nil for internal ops)
+	// answered: reply was closed early (syncer only; finish skips it).
+	answered bool
 }
 
 // runningFire is an attempt at the dispatcher: its fire sequence and the
@@ -377,7 +379,7 @@ func (w *writer) syncLoop() {
 					for _, op := range g.ops {
 						if op.reply != nil && op.kind >= opReplica {
 							close(op.reply)
-							op.reply = nil
+							op.answered = true
 						}
 					}
 					// Acknowledge once the followers have it too.
@@ -421,7 +423,7 @@ func (w *writer) finish(g *syncGroup) {
 		if g.err != nil {
 			op.err = &Error{Code: CodeInternal, Message: "write failed: " + g.err.Error()}
 		}
-		if op.reply != nil {
+		if op.reply != nil && !op.answered {
 			close(op.reply)
 		}
 	}
