@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -214,6 +215,26 @@ func (c *cluster) joinLoop() {
 		case <-t.C:
 			attempt()
 		}
+	}
+}
+
+// drain announces that this node is draining, so that no table includes it
+// any more, and waits (at most max) until its own view shows that, plus a
+// moment for the change to reach the others.
+func (c *cluster) drain(ctx context.Context, max time.Duration) {
+	if err := c.mem.SetState(gossip.StateDraining); err != nil {
+		c.log.Warn("announce draining", "err", err)
+	}
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if c.view().owned.count() == 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-time.After(c.cfg.Gossip.GossipInterval * 3):
+	case <-ctx.Done():
 	}
 }
 

@@ -279,12 +279,13 @@ func (n *Node) Close(ctx context.Context) error {
 		if !n.running.Swap(false) {
 			return
 		}
+		n.loop.close() // no new fires
+		n.disp.close(ctx)
 		if n.cluster != nil {
+			n.drain(ctx)
 			n.cluster.close()
 			n.imp.close()
 		}
-		n.loop.close()
-		n.disp.close(ctx)
 		close(n.writer.stop)
 		<-n.writer.done
 		if n.ship != nil {
@@ -299,6 +300,22 @@ func (n *Node) Close(ctx context.Context) error {
 		n.log.Info("node stopped")
 	})
 	return n.closeErr
+}
+
+// drain hands this node's slots over before it leaves: the results of the
+// callbacks that finished are applied and acknowledged by the followers
+// (so the new owners do not repeat those fires), then the node announces
+// it is draining, the other nodes drop it from their tables and take its
+// slots over from the followers' copies (or from it: it still answers
+// pulls), and only then does it leave.
+func (n *Node) drain(ctx context.Context) {
+	start := time.Now()
+	if err := n.writer.barrier(); err != nil {
+		n.log.Warn("drain: writer", "err", err)
+	}
+	n.ship.flush(ctx, 5*time.Second)
+	n.cluster.drain(ctx, 3*time.Second)
+	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // errNotRunning answers requests that arrive before Start or after Close.

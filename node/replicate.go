@@ -150,6 +150,7 @@ type shipper struct {
 	timeout time.Duration // how long an API write waits for its follower
 	mu      sync.Mutex
 	queue   []queued
+	busy    int // messages of the round in progress
 	closed  bool
 	kick    chan struct{}
 	stop    chan struct{}
@@ -179,6 +180,24 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 	select {
 	case s.kick <- struct{}{}:
 	default:
+	}
+}
+
+// flush waits until every queued message was acknowledged (or max passed).
+func (s *shipper) flush(ctx context.Context, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		s.mu.Lock()
+		idle := len(s.queue) == 0 && s.busy == 0
+		s.mu.Unlock()
+		if idle {
+			return
+		}
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -219,7 +238,13 @@ func (s *shipper) round() bool {
 	s.mu.Lock()
 	batch := s.queue
 	s.queue = nil
+	s.busy = len(batch)
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.busy = 0
+		s.mu.Unlock()
+	}()
 	if len(batch) == 0 {
 		return false
 	}

@@ -37,6 +37,7 @@ const (
 	opOwn                        // become the active owner of slots (internal, acked)
 	opLose                       // stop owning slots (internal)
 	opSnapshot                   // read a slot's snapshot at its current seq (internal, acked)
+	opBarrier                    // nothing: answered once everything queued before it is committed (internal, acked)
 )
 
 // writeOp is one request to the writer. The writer fills the result fields
@@ -534,6 +535,8 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		return 0
 	case opSnapshot:
 		w.applySnapshot(op)
+		return 0
+	case opBarrier:
 		return 0
 	}
 	w.applyOne(b, g, op)

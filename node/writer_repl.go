@@ -281,6 +281,21 @@ func (w *writer) submitInternal(done <-chan struct{}, op *writeOp) error {
 	}
 }
 
+// barrier returns once every op queued before it is committed: results of
+// callbacks queue on the same channel.
+func (w *writer) barrier() error {
+	op := &writeOp{kind: opBarrier, reply: make(chan struct{})}
+	if !w.send(op) {
+		return errStopping
+	}
+	select {
+	case <-op.reply:
+		return op.err
+	case <-w.done:
+		return errStopping
+	}
+}
+
 // replFailed marks the API writes of g whose slots were not replicated:
 // they are stored here but not acknowledged (503, retry).
 func (w *writer) replFailed(g *syncGroup) {

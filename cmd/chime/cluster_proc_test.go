@@ -436,3 +436,69 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	t.Logf("all fired: %d tasks, %d repeated deliveries of one fire id; the dead node's slots fired again %v after the kill",
 		len(fl.got), dups, firstOfVictim.Sub(killed).Round(time.Millisecond))
 }
+
+// TestDrainHandsOverWithoutLossOrRepeat: SIGTERM to one of 3 nodes while
+// its slots are firing. It stops starting fires, lets the running ones
+// finish, has their results replicated, announces it is draining and only
+// then leaves: every task fires exactly once, none early, and firing of
+// its slots pauses only for the handover.
+func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	procs := startCluster(t, 3)
+	time.Sleep(1500 * time.Millisecond)
+	fl := newFireLog(t)
+	const n = 2000
+	first := time.Now().Add(3 * time.Second)
+	var tasks []map[string]any
+	for i := range n {
+		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("d-%d", i), "callback_url": fl.srv.URL,
+			"due_at": first.Add(time.Duration(i*2) * time.Millisecond).Format(time.RFC3339Nano)})
+	}
+	for off := 0; off < n; off += 500 {
+		var br struct {
+			Results []struct {
+				Status int `json:"status"`
+			} `json:"results"`
+		}
+		if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks[off : off+500]}, &br); code != http.StatusOK {
+			t.Fatalf("batch: %d", code)
+		}
+		for i, r := range br.Results {
+			if r.Status != http.StatusCreated {
+				t.Fatalf("task %d: %d", off+i, r.Status)
+			}
+		}
+	}
+	time.Sleep(time.Until(first.Add(1500 * time.Millisecond))) // mid-way through the fires
+	start := time.Now()
+	procs[1].signal(t, syscall.SIGTERM)
+	t.Logf("n2 drained and exited in %v", time.Since(start).Round(time.Millisecond))
+	if code := procs[1].cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("n2 exited with %d after SIGTERM", code)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for fl.count() < n && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	var maxLate time.Duration
+	for id, fs := range fl.got {
+		if len(fs) != 1 {
+			t.Errorf("task %s fired %d times (fire ids %v)", id, len(fs), fs)
+		}
+		for _, f := range fs {
+			if f.at.Before(f.due) {
+				t.Errorf("task %s fired %v early", id, f.due.Sub(f.at))
+			}
+			maxLate = max(maxLate, f.at.Sub(f.due))
+		}
+	}
+	if len(fl.got) != n {
+		t.Errorf("%d of %d tasks fired", len(fl.got), n)
+	}
+	t.Logf("%d tasks fired once each; the latest fire was %v late (the handover pause)", len(fl.got), maxLate.Round(time.Millisecond))
+}
