@@ -45,6 +45,7 @@ type gauges struct {
 	dispatchQueue func() float64
 	dispatchRun   func() float64
 	writeQueue    func() float64
+	replPending   func() float64
 }
 
 func newMetrics(g gauges) *metrics {
@@ -119,6 +120,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_dispatch_running", Help: "Callback attempts in flight."}, g.dispatchRun),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_write_queue", Help: "API writes waiting for the writer."}, g.writeQueue),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_replication_pending", Help: "Replicated slot groups not yet acknowledged by their follower (a follower behind or unreachable)."}, g.replPending),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -111,6 +111,12 @@ func (n *Node) Start() error {
 		dispatchQueue: func() float64 { return float64(n.disp.queued()) },
 		dispatchRun:   func() float64 { return float64(n.disp.running()) },
 		writeQueue:    func() float64 { return float64(len(wr.api)) },
+		replPending: func() float64 {
+			if n.ship == nil {
+				return 0
+			}
+			return float64(n.ship.pending())
+		},
 	})
 	var lp *loop
 	wr = newWriter(&n.cfg, writerDeps{

@@ -183,6 +183,13 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 	}
 }
 
+// pending returns how many messages wait for a follower's acknowledgement.
+func (s *shipper) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue) + s.busy
+}
+
 // flush waits until every queued message was acknowledged (or max passed).
 func (s *shipper) flush(ctx context.Context, max time.Duration) {
 	deadline := time.Now().Add(max)
