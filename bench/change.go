@@ -116,6 +116,7 @@ type changeRun struct {
 	view      clusterView // the first node's view when the tasks were created
 	owners    ownerMap
 	create    CreateStats
+	acked     []bool // per task: the node acknowledged its create
 
 	node0  procSample
 	nodeOK bool
@@ -128,8 +129,15 @@ func (r *changeRun) dueOf(i int) time.Time {
 
 func (r *changeRun) id(i int) string { return r.prefix + strconv.Itoa(i) }
 
-// owner returns the index in tg.nodes of task i's owner at creation.
-func (r *changeRun) owner(i int) int { return r.owners.of(r.id(i)) }
+// owner returns the index in tg.nodes of task i's owner at creation, -1
+// for a task the cluster did not acknowledge (it is left out of every
+// count but Create's).
+func (r *changeRun) owner(i int) int {
+	if !r.acked[i] {
+		return -1
+	}
+	return r.owners.of(r.id(i))
+}
 
 // startChange sets a run up: the receiver, baseline-http, the cluster
 // (spare more nodes' ports reserved), the owners, and the tasks. It returns
@@ -179,8 +187,10 @@ func startChange(ctx context.Context, cfg ChangeConfig, spare int, res *Result) 
 	r.lastDue = r.dueOf(cfg.N - 1)
 	rcv.Reset(r.firstDue)
 	tt := newTaskTemplate(r.prefix, rcv.URL()+"/fire", r.prefix)
+	r.acked = make([]bool, cfg.N)
 	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: r.tg.spread(),
-		task: func(dst []byte, i int) []byte { return tt.appendDue(dst, i, r.dueOf(i)) }}
+		task:   func(dst []byte, i int) []byte { return tt.appendDue(dst, i, r.dueOf(i)) },
+		result: func(i int, ok bool) { r.acked[i] = ok }}
 	if r.create, err = createTasks(ctx, r.tg.api, r.tg, plan, cfg.Progress.startPhase("create", int64(cfg.N))); err != nil {
 		return r, err
 	}
@@ -193,6 +203,21 @@ func startChange(ctx context.Context, cfg ChangeConfig, spare int, res *Result) 
 	r.node0, r.nodeOK = r.tg.sample()
 	r.self0 = selfCPU()
 	return r, nil
+}
+
+// changeAt returns when the change is due, and an error when creation
+// overran the whole run (nothing would be left to measure); a change that
+// comes late because creation overran it is a warning in res.
+func (r *changeRun) changeAt(res *Result) (time.Time, error) {
+	at := r.firstDue.Add(r.cfg.At)
+	if late := r.createEnd.Sub(at); late > 0 {
+		if r.createEnd.After(r.lastDue) {
+			return at, fmt.Errorf("bench: creating the tasks took until %s after the last due (%d requests retried); nothing left to measure",
+				r.createEnd.Sub(r.lastDue).Round(time.Millisecond), r.create.Retries)
+		}
+		res.Warnings = append(res.Warnings, fmt.Sprintf("creation ended %s after the change was due, so the change came that late; raise --lead", late.Round(time.Millisecond)))
+	}
+	return at, nil
 }
 
 // changeFires is what a change run measured over all its fires.

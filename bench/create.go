@@ -246,7 +246,10 @@ func createWarnings(cs CreateStats) []string {
 		w = append(w, fmt.Sprintf("%d of %d tasks rejected; first error: %s", cs.Rejected, cs.Tasks, cs.FirstError))
 	}
 	if cs.Retries > 0 {
-		w = append(w, fmt.Sprintf("%d requests were answered 429/503 and retried", cs.Retries))
+		w = append(w, fmt.Sprintf("%d requests were answered 429/503 and retried (%d tasks of batches retried on their own)", cs.Retries, cs.TaskRetries))
+	}
+	if cs.ExistedOnRetry > 0 {
+		w = append(w, fmt.Sprintf("%d tasks answered 503 were found stored when retried (409); counted as acknowledged", cs.ExistedOnRetry))
 	}
 	return w
 }

@@ -22,8 +22,15 @@ type CreateStats struct {
 	Acked int64 `json:"acked"`
 	// Rejected counts tasks the node refused with an error.
 	Rejected int64 `json:"rejected"`
-	// Retries counts requests answered 429 or 503 and sent again.
+	// Retries counts requests answered 429 or 503 and sent again, and
+	// batches sent again with the tasks a batch answer refused with 429 or
+	// 503 (a slot moving between nodes).
 	Retries int64 `json:"retries"`
+	// TaskRetries counts tasks sent again after such a per-task answer.
+	TaskRetries int64 `json:"task_retries,omitempty"`
+	// ExistedOnRetry counts tasks answered 409 after a retry: an attempt
+	// answered 503 had stored them after all. They count as acknowledged.
+	ExistedOnRetry int64 `json:"existed_on_retry,omitempty"`
 	// Seconds is the wall time of the phase; TasksPerSecond is Acked over it.
 	Seconds        float64 `json:"seconds"`
 	TasksPerSecond float64 `json:"tasks_per_second"`
@@ -55,10 +62,18 @@ type createPlan struct {
 	// via picks the node that gets request req, whose first task is
 	// first; nil sends every request to the api createTasks is given.
 	via func(req, first int) *apiClient
+	// result, when set, learns whether task i was acknowledged. It is
+	// called once per task, from the creating goroutines (for distinct i).
+	result func(i int, ok bool)
 }
 
-// maxRetries bounds how often one request is retried on 429/503.
-const maxRetries = 100
+// maxRetries bounds how often one request is retried on 429/503, and
+// retryBudget how long it keeps retrying: a node that answers 503 for good
+// (a stuck follower: 10 s per attempt) must not stall a run for hours.
+const (
+	maxRetries  = 100
+	retryBudget = time.Minute
+)
 
 // createTasks runs plan against api. It returns an error only for transport
 // failures or a cancelled ctx; error answers are counted in the stats.
@@ -76,6 +91,7 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 	var (
 		next                     atomic.Int64
 		acked, rejected, retries atomic.Int64
+		taskRetries, existed     atomic.Int64
 		mu                       sync.Mutex // guards lat and firstErr
 		lat                      Histogram
 		firstErr                 string
@@ -99,30 +115,35 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 				lat.Merge(&local)
 				mu.Unlock()
 			}()
-			var buf []byte
+			var idx []int
 			for {
 				k := int(next.Add(1) - 1)
 				if k >= ops || ctx.Err() != nil {
 					return
 				}
 				lo, hi := k*per, min(plan.n, (k+1)*per)
-				buf = buildCreateBody(buf[:0], plan, lo, hi)
+				idx = idx[:0]
+				for i := lo; i < hi; i++ {
+					idx = append(idx, i)
+				}
 				c := api
 				if plan.via != nil {
 					c = plan.via(k, lo)
 				}
 				t0 := time.Now()
-				ok, bad, tries, msg, err := postCreate(ctx, c, plan.single, buf, hi-lo)
+				out, err := postCreate(ctx, c, plan, idx)
 				if err != nil {
 					cancel(err)
 					return
 				}
 				local.RecordDuration(time.Since(t0))
-				acked.Add(int64(ok))
-				rejected.Add(int64(bad))
-				retries.Add(int64(tries))
-				if msg != "" {
-					noteErr(msg)
+				acked.Add(int64(out.ok))
+				rejected.Add(int64(out.bad))
+				retries.Add(int64(out.tries))
+				taskRetries.Add(int64(out.taskRetries))
+				existed.Add(int64(out.existed))
+				if out.msg != "" {
+					noteErr(out.msg)
 				}
 				ph.Add(int64(hi - lo))
 			}
@@ -135,6 +156,7 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 		return st, err
 	}
 	st.Acked, st.Rejected, st.Retries = acked.Load(), rejected.Load(), retries.Load()
+	st.TaskRetries, st.ExistedOnRetry = taskRetries.Load(), existed.Load()
 	st.Seconds = took.Seconds()
 	st.TasksPerSecond = perSecond(st.Acked, took)
 	st.Latency = lat.Summary()
@@ -148,12 +170,21 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 
 // buildCreateBody appends the request body for tasks [lo, hi).
 func buildCreateBody(dst []byte, plan createPlan, lo, hi int) []byte {
+	idx := make([]int, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		idx = append(idx, i)
+	}
+	return buildBody(dst, plan, idx)
+}
+
+// buildBody appends the request body for the tasks idx (single: idx[0]).
+func buildBody(dst []byte, plan createPlan, idx []int) []byte {
 	if plan.single {
-		return plan.task(dst, lo)
+		return plan.task(dst, idx[0])
 	}
 	dst = append(dst, `{"tasks":[`...)
-	for i := lo; i < hi; i++ {
-		if i > lo {
+	for k, i := range idx {
+		if k > 0 {
 			dst = append(dst, ',')
 		}
 		dst = plan.task(dst, i)
@@ -164,7 +195,8 @@ func buildCreateBody(dst []byte, plan createPlan, lo, hi int) []byte {
 // batchAnswer is the body of a POST /v1/tasks:batch answer.
 type batchAnswer struct {
 	Results []struct {
-		Status int `json:"status"`
+		Index  *int `json:"index"` // position in the request
+		Status int  `json:"status"`
 		Error  *struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
@@ -173,61 +205,157 @@ type batchAnswer struct {
 	} `json:"results"`
 }
 
-// postCreate sends one create request of count tasks, retrying on 429 and
-// 503, and returns the tasks acknowledged and rejected, the retries, and the
-// first error answer as text.
-func postCreate(ctx context.Context, api *apiClient, single bool, body []byte, count int) (ok, bad, tries int, msg string, err error) {
+// createOutcome is what one create request, with its retries, came to.
+type createOutcome struct {
+	ok, bad int
+	// tries counts requests sent again: the whole request after a 429 or
+	// 503, or the tasks of a batch answered 503 or 429 on their own.
+	tries int
+	// taskRetries counts tasks sent again after a per-task 503 or 429 in
+	// a batch answer (a slot moving between nodes answers that).
+	taskRetries int
+	// existed counts tasks answered 409 after a retry: an attempt answered
+	// 503 had stored them after all. They count as acknowledged.
+	existed int
+	msg     string
+}
+
+// retryable reports whether a status asks the client to come back later.
+func retryable(status int) bool {
+	return status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable
+}
+
+// postCreate sends one create request for the tasks idx (single: one
+// task), retrying the whole request on 429 and 503 and, in a batch, the
+// tasks answered 429 or 503 on their own, up to maxRetries times within
+// retryBudget; then the last answer counts as a rejection. It calls
+// plan.result for every task. Errors are transport failures only.
+func postCreate(ctx context.Context, api *apiClient, plan createPlan, idx []int) (createOutcome, error) {
 	path := "/v1/tasks:batch"
-	if single {
+	if plan.single {
 		path = "/v1/tasks"
 	}
+	var out createOutcome
+	result := func(i int, ok bool) {
+		if plan.result != nil {
+			plan.result(i, ok)
+		}
+	}
+	fail := func(idx []int, msg string) {
+		out.bad += len(idx)
+		for _, i := range idx {
+			result(i, false)
+		}
+		if out.msg == "" {
+			out.msg = msg
+		}
+	}
 	backoff := 10 * time.Millisecond
-	for {
+	wait := func(d time.Duration) error {
+		if d == 0 {
+			d, backoff = backoff, min(2*backoff, time.Second)
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-t.C:
+			return nil
+		}
+	}
+	var body []byte
+	retried := false
+	giveUp := time.Now().Add(retryBudget)
+	canRetry := func() bool { return out.tries < maxRetries && time.Now().Before(giveUp) }
+	for len(idx) > 0 {
+		body = buildBody(body[:0], plan, idx)
 		a, err := api.do(ctx, http.MethodPost, path, body)
 		if err != nil {
-			return 0, 0, tries, "", err
+			return out, err
 		}
-		if (a.status == http.StatusTooManyRequests || a.status == http.StatusServiceUnavailable) && tries < maxRetries {
-			tries++
-			wait := a.retryAfter
-			if wait == 0 {
-				wait, backoff = backoff, min(2*backoff, time.Second)
-			}
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return 0, 0, tries, "", context.Cause(ctx)
-			case <-t.C:
+		if retryable(a.status) && canRetry() {
+			out.tries++
+			retried = true
+			if err := wait(a.retryAfter); err != nil {
+				return out, err
 			}
 			continue
 		}
-		switch {
-		case single && (a.status == http.StatusCreated || a.status == http.StatusOK):
-			return 1, 0, tries, "", nil
-		case single || a.status != http.StatusOK:
-			return 0, count, tries, answerText(a), nil
+		if plan.single {
+			switch {
+			case a.status == http.StatusCreated || a.status == http.StatusOK:
+				out.ok++
+				result(idx[0], true)
+			case a.status == http.StatusConflict && retried:
+				out.ok++
+				out.existed++
+				result(idx[0], true)
+			default:
+				fail(idx, answerText(a))
+			}
+			return out, nil
+		}
+		if a.status != http.StatusOK {
+			fail(idx, answerText(a))
+			return out, nil
 		}
 		var ba batchAnswer
 		if err := json.Unmarshal(a.body, &ba); err != nil {
-			return 0, count, tries, "batch answer: " + err.Error(), nil
+			fail(idx, "batch answer: "+err.Error())
+			return out, nil
 		}
-		for _, r := range ba.Results {
+		answered := make([]bool, len(idx))
+		var again []int
+		for k, r := range ba.Results {
+			pos := k
+			if r.Index != nil {
+				pos = *r.Index
+			}
+			if pos < 0 || pos >= len(idx) || answered[pos] {
+				continue
+			}
+			answered[pos] = true
+			i := idx[pos]
 			switch {
 			case r.Error == nil && (r.Status == http.StatusCreated || r.Status == http.StatusOK):
-				ok++
+				out.ok++
+				result(i, true)
+			case r.Status == http.StatusConflict && retried:
+				out.ok++
+				out.existed++
+				result(i, true)
+			case retryable(r.Status) && canRetry():
+				again = append(again, i)
 			default:
-				bad++
-				if msg == "" && r.Error != nil {
+				msg := fmt.Sprintf("status %d", r.Status)
+				if r.Error != nil {
 					msg = fmt.Sprintf("%s: %s %s", r.Error.Code, r.Error.Field, r.Error.Message)
 				}
+				fail([]int{i}, msg)
 			}
 		}
-		if ok+bad != count && msg == "" {
-			msg = fmt.Sprintf("batch of %d answered %d results", count, ok+bad)
+		var missing []int
+		for pos, ok := range answered {
+			if !ok {
+				missing = append(missing, idx[pos])
+			}
 		}
-		return ok, count - ok, tries, msg, nil
+		if len(missing) > 0 {
+			fail(missing, fmt.Sprintf("batch of %d answered %d results", len(idx), len(idx)-len(missing)))
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		out.tries++
+		out.taskRetries += len(again)
+		retried = true
+		if err := wait(0); err != nil {
+			return out, err
+		}
+		idx = again
 	}
+	return out, nil
 }
 
 // answerText renders an error answer briefly.

@@ -74,6 +74,9 @@ type FailoverStats struct {
 	// someone; ResumeSeconds is from the kill to the first such fire.
 	Resumed       bool    `json:"resumed"`
 	ResumeSeconds float64 `json:"resume_seconds"`
+	// VictimAfter are the fires of the victim's tasks due after the kill:
+	// how late a takeover delivered them.
+	VictimAfter WindowStats `json:"victim_after"`
 	// SurvivorTasks is how many tasks the survivors owned; Before, During
 	// and After split them by due: before the kill, from the kill until
 	// one second after the slowest survivor dropped the victim, and after.
@@ -106,7 +109,10 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (res Result, err error
 		return res, err
 	}
 	tg := r.tg
-	killAt := r.firstDue.Add(cfg.At)
+	killAt, err := r.changeAt(&res)
+	if err != nil {
+		return res, err
+	}
 	victim := cfg.Kill - 1
 	if cfg.Kill == 0 {
 		victim = busiestAfter(r, killAt)
@@ -188,6 +194,7 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (res Result, err error
 		done = lastDrop.Add(time.Second)
 	}
 	fs.Before, fs.During, fs.After = r.windowsAround(fs.KilledAt, done, ofSurvivor)
+	fs.VictimAfter = r.led.window(fs.KilledAt, r.lastDue.Add(time.Millisecond), fs.KilledAt, r.dueOf, ofVictim, cfg.LateAfter)
 	st := fires.stats
 	fs.Fired, fs.Duplicates, fs.Early, fs.Receiver = st.Delivered, st.Duplicates, st.Early, st
 	fs.ClusterCPUPerFire, fs.ReceiverCPUPerFire = fires.cpuPerFire, fires.rcvPerFire
@@ -225,9 +232,10 @@ func failoverRows(fs FailoverStats, hb *HTTPBaselineResult, node *NodeStats, cfg
 	if hb != nil {
 		cpu = hb.CPUPerRequest
 	}
+	ms := func(us int64) float64 { return float64(us) / 1e3 }
 	resume := row(fmt.Sprintf("fires of %s's tasks resume (kill → first fire of one due after it)", fs.Victim), fs.ResumeSeconds, "s", 0, "")
 	if !fs.Resumed {
-		resume.Text = "never (no replication yet)"
+		resume.Text = "never"
 	}
 	rows := []Row{
 		{Metric: "killed", Text: fmt.Sprintf("%s (pid %d) with SIGKILL at first due + %.1f s; it owned %s of %s tasks",
@@ -248,6 +256,9 @@ func failoverRows(fs FailoverStats, hb *HTTPBaselineResult, node *NodeStats, cfg
 	rows = append(rows, resume,
 		row(fmt.Sprintf("missed: %s's tasks due after the kill", fs.Victim), float64(fs.VictimMissedAfterKill), fmt.Sprintf("of %s", fmtNum(float64(fs.VictimDueAfterKill))), 0, ""),
 		row(fmt.Sprintf("missed: %s's tasks due before the kill", fs.Victim), float64(fs.VictimMissedBeforeKill), "", 0, ""),
+		row(fmt.Sprintf("%s's tasks due after the kill: lateness p50", fs.Victim), ms(fs.VictimAfter.Lateness.P50), "ms", 0, ""),
+		row(fmt.Sprintf("%s's tasks due after the kill: lateness max", fs.Victim), ms(fs.VictimAfter.Lateness.Max), "ms", 0, ""),
+		row(fmt.Sprintf("%s's tasks due after the kill: late fires > %s", fs.Victim, cfg.LateAfter), float64(fs.VictimAfter.Late), "", 0, ""),
 		row("missed: survivors' tasks", float64(fs.Before.Missed+fs.During.Missed+fs.After.Missed), fmt.Sprintf("of %s", fmtNum(float64(fs.SurvivorTasks))), 0, ""),
 		row("duplicate deliveries (all tasks)", float64(fs.Duplicates), "", 0, ""),
 		row("early requests (all tasks)", float64(fs.Early), "", 0, ""))

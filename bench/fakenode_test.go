@@ -28,10 +28,17 @@ type fakeNode struct {
 	throttle int
 	// rejectSuffix makes tasks whose id ends in it fail with invalid_argument.
 	rejectSuffix string
+	// movingSuffix answers the first create of a task whose id ends in it
+	// 503 unavailable, as a node does for a slot that is moving; with
+	// movingStores the task is stored all the same (written on the owner,
+	// not replicated), so a retry finds it: 409.
+	movingSuffix string
+	movingStores bool
 
 	mu      sync.Mutex // guards the fields below
 	cluster []byte     // GET /v1/cluster answer; nil = a standalone node named "fake"
 	ids     map[string]bool
+	moved   map[string]bool // ids answered 503 once (movingSuffix)
 	timers  []*time.Timer
 	creates int
 	fired   sync.WaitGroup
@@ -48,7 +55,7 @@ type taskReq struct {
 
 func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
 	t.Helper()
-	f := &fakeNode{throttle: throttle, rejectSuffix: rejectSuffix, ids: map[string]bool{},
+	f := &fakeNode{throttle: throttle, rejectSuffix: rejectSuffix, ids: map[string]bool{}, moved: map[string]bool{},
 		hc: newHTTPClient(16, 10*time.Second)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
@@ -167,7 +174,14 @@ func (f *fakeNode) createBatch(w http.ResponseWriter, r *http.Request) {
 		if status == http.StatusCreated {
 			fmt.Fprintf(&out, `{"id":%q,"status":201}`, tr.ID)
 		} else {
-			fmt.Fprintf(&out, `{"index":%d,"error":{"code":"invalid_argument","message":%q,"field":"id"}}`, i, msg)
+			code := "invalid_argument"
+			switch status {
+			case http.StatusConflict:
+				code = "conflict"
+			case http.StatusServiceUnavailable:
+				code = "unavailable"
+			}
+			fmt.Fprintf(&out, `{"index":%d,"status":%d,"error":{"code":%q,"message":%q,"field":"id"}}`, i, status, code, msg)
 		}
 	}
 	out.WriteString(`]}`)
@@ -188,6 +202,13 @@ func (f *fakeNode) accept(tr taskReq) (int, string) {
 	defer f.mu.Unlock()
 	if f.ids[tr.ID] {
 		return http.StatusConflict, "exists"
+	}
+	if f.movingSuffix != "" && strings.HasSuffix(tr.ID, f.movingSuffix) && !f.moved[tr.ID] {
+		f.moved[tr.ID] = true
+		if f.movingStores {
+			f.ids[tr.ID] = true
+		}
+		return http.StatusServiceUnavailable, "this node does not serve the slot right now (it is moving); retry"
 	}
 	f.ids[tr.ID] = true
 	if tr.DueAt == "" {

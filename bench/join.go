@@ -76,6 +76,9 @@ type JoinStats struct {
 	// MovedMissedAfterChange those of them due after every table changed.
 	MovedMissed            int `json:"moved_missed"`
 	MovedMissedAfterChange int `json:"moved_missed_after_change"`
+	// MovedAfter are the fires of moved tasks due after the start: how
+	// late the handoff delivered them.
+	MovedAfter WindowStats `json:"moved_after"`
 	// StayedTasks is how many tasks kept their owner; Before, During and
 	// After split them by due: before the start, from the start until one
 	// second after the last table changed, and after.
@@ -115,7 +118,11 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 		return res, err
 	}
 	js.Joiner = jm.name
-	if err := sleepCtx(ctx, time.Until(r.firstDue.Add(cfg.At))); err != nil {
+	at, err := r.changeAt(&res)
+	if err != nil {
+		return res, err
+	}
+	if err := sleepCtx(ctx, time.Until(at)); err != nil {
 		return res, err
 	}
 
@@ -168,7 +175,7 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 	}
 	js.SlotsMoved = after.owned(jm.name)
 	joiner := len(tg.nodes) - 1
-	moved := func(i int) bool { return newOwners.of(r.id(i)) == joiner }
+	moved := func(i int) bool { return r.acked[i] && newOwners.of(r.id(i)) == joiner }
 	stayed := func(i int) bool { return !moved(i) && r.owner(i) >= 0 }
 	for i := range cfg.N {
 		if !moved(i) {
@@ -195,6 +202,7 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 		}
 	}
 	js.Before, js.During, js.After = r.windowsAround(js.StartedAt, changed.Add(time.Second), stayed)
+	js.MovedAfter = r.led.window(js.StartedAt, r.lastDue.Add(time.Millisecond), js.StartedAt, r.dueOf, moved, cfg.LateAfter)
 	st := fires.stats
 	js.Fired, js.Duplicates, js.Early, js.Receiver = st.Delivered, st.Duplicates, st.Early, st
 	js.ClusterCPUPerFire, js.ReceiverCPUPerFire = fires.cpuPerFire, fires.rcvPerFire
@@ -214,6 +222,7 @@ func joinRows(js JoinStats, hb *HTTPBaselineResult, node *NodeStats, cfg ChangeC
 	if hb != nil {
 		cpu = hb.CPUPerRequest
 	}
+	ms := func(us int64) float64 { return float64(us) / 1e3 }
 	rows := []Row{
 		{Metric: "joined", Text: fmt.Sprintf("%s (pid %d) started at first due + %.1f s into %d nodes", js.Joiner, js.JoinerPID, js.StartAfterSeconds, js.Nodes)},
 		row(fmt.Sprintf("start → %s answers /readyz", js.Joiner), js.ReadySeconds, "s", 0, ""),
@@ -233,8 +242,11 @@ func joinRows(js JoinStats, hb *HTTPBaselineResult, node *NodeStats, cfg ChangeC
 	rows = append(rows,
 		row(fmt.Sprintf("slots moved to %s", js.Joiner), float64(js.SlotsMoved), "of 16,384", 0, ""),
 		row("tasks in moved slots (due after the start)", float64(js.MovedTasks), fmt.Sprintf("(%s)", fmtNum(float64(js.MovedDueAfterStart))), 0, ""),
-		row("stranded: moved tasks never fired (no data movement yet)", float64(js.MovedMissed), fmt.Sprintf("of %s", fmtNum(float64(js.MovedTasks))), 0, ""),
+		row("stranded: moved tasks never fired", float64(js.MovedMissed), fmt.Sprintf("of %s", fmtNum(float64(js.MovedTasks))), 0, ""),
 		row("  … of them due after every table changed", float64(js.MovedMissedAfterChange), fmt.Sprintf("of %s", fmtNum(float64(js.MovedDueAfterChange))), 0, ""),
+		row("moved tasks due after the start: lateness p50", ms(js.MovedAfter.Lateness.P50), "ms", 0, ""),
+		row("moved tasks due after the start: lateness max", ms(js.MovedAfter.Lateness.Max), "ms", 0, ""),
+		row(fmt.Sprintf("moved tasks due after the start: late fires > %s", cfg.LateAfter), float64(js.MovedAfter.Late), "", 0, ""),
 		row("missed: tasks that kept their owner", float64(js.Before.Missed+js.During.Missed+js.After.Missed), fmt.Sprintf("of %s", fmtNum(float64(js.StayedTasks))), 0, ""),
 		row("duplicate deliveries (all tasks)", float64(js.Duplicates), "", 0, ""),
 		row("early requests (all tasks)", float64(js.Early), "", 0, ""))

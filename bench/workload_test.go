@@ -2,7 +2,9 @@ package bench
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -62,6 +64,62 @@ func TestCreateTasksAgainstFakeNode(t *testing.T) {
 func urlTarget(url string, conns int) *target {
 	m := &member{index: 1, api: newAPIClient(url, "", conns)}
 	return &target{cfg: TargetConfig{URLs: []string{url}}, nodes: []*member{m}, api: m.api}
+}
+
+// A node answers 503 for the tasks of a slot that is moving (and for a
+// write it stored but could not replicate); the harness sends those tasks
+// again on their own and reports every task's outcome.
+func TestCreateTasksRetriesTasksOfMovingSlots(t *testing.T) {
+	for _, stores := range []bool{false, true} {
+		for _, single := range []bool{false, true} {
+			t.Run(fmt.Sprintf("single=%v/stored=%v", single, stores), func(t *testing.T) {
+				f := startFakeNode(t, 0, "9")
+				f.movingSuffix, f.movingStores = "3", stores
+				tg := urlTarget(f.url, 4)
+				defer tg.close()
+				tt := newTaskTemplate("bt-m-", "http://127.0.0.1:9/never", "m")
+				var mu sync.Mutex
+				results := map[int]bool{}
+				plan := createPlan{n: 100, batch: 25, concurrency: 2, single: single,
+					task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, 3_600_000) },
+					result: func(i int, ok bool) {
+						mu.Lock()
+						defer mu.Unlock()
+						if _, dup := results[i]; dup {
+							t.Errorf("result(%d) called twice", i)
+						}
+						results[i] = ok
+					}}
+				st, err := createTasks(t.Context(), tg.api, tg, plan, Progress{}.startPhase("create", 100))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Ids ending in 9 are rejected for good; those ending in 3
+				// are answered 503 once, then stored (or found stored).
+				wantExisted := int64(0)
+				if stores {
+					wantExisted = 10
+				}
+				if st.Acked != 90 || st.Rejected != 10 || st.ExistedOnRetry != wantExisted {
+					t.Errorf("acked %d, rejected %d, existed on retry %d; want 90, 10, %d (first error %q)", st.Acked, st.Rejected, st.ExistedOnRetry, wantExisted, st.FirstError)
+				}
+				if !single && st.TaskRetries != 10 {
+					t.Errorf("task retries = %d, want 10", st.TaskRetries)
+				}
+				if st.Retries == 0 {
+					t.Error("retries = 0, want the requests sent again counted")
+				}
+				if len(results) != 100 {
+					t.Fatalf("result called for %d tasks, want 100", len(results))
+				}
+				for i, ok := range results {
+					if want := i%10 != 9; ok != want {
+						t.Errorf("result(%d) = %v, want %v", i, ok, want)
+					}
+				}
+			})
+		}
+	}
 }
 
 func TestCreateTasksStopsOnTransportError(t *testing.T) {
