@@ -214,6 +214,10 @@ func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
 		op.owned = append(op.owned, s)
 		n++
 	}
+	if len(op.owned) > 0 {
+		w.log.Info("owning slots", "slots", len(op.owned), "newer_copies", len(op.repl), "first", op.owned[0],
+			"first_epoch", w.repl.ownEpoch(op.owned[0]))
+	}
 	return n
 }
 

@@ -502,3 +502,161 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	}
 	t.Logf("%d tasks fired once each; the latest fire was %v late (the handover pause)", len(fl.got), maxLate.Round(time.Millisecond))
 }
+
+// argAfter returns the value after flag in args.
+func argAfter(args []string, flag string) string {
+	for i := range len(args) - 1 {
+		if args[i] == flag {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// TestRestartWithOldDataResurrectsNothing: a node is SIGKILLed, and while
+// it is down some of its tasks are deleted and others replaced through
+// the survivors (which took its slots over). When it comes back with its
+// old data it takes its slots back only after pulling the newer copies:
+// the deleted tasks stay deleted and never fire, the replaced ones fire
+// with their new payload, the rest fire once.
+func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	procs := startCluster(t, 3)
+	time.Sleep(1500 * time.Millisecond)
+	fl := newFireLog(t)
+	cv, err := getCluster(procs[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owners := ownerOf(t, cv)
+	const n = 600
+	due := time.Now().Add(20 * time.Second)
+	var tasks []map[string]any
+	for i := range n {
+		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("r-%d", i), "callback_url": fl.srv.URL,
+			"due_at": due.Format(time.RFC3339Nano), "payload": map[string]any{"v": 1}})
+	}
+	var br struct {
+		Results []struct {
+			Status int `json:"status"`
+		} `json:"results"`
+	}
+	if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks}, &br); code != http.StatusOK {
+		t.Fatalf("batch: %d", code)
+	}
+	for i, r := range br.Results {
+		if r.Status != http.StatusCreated {
+			t.Fatalf("task %d: %d", i, r.Status)
+		}
+	}
+	victim := procs[2]
+	dataDir, args := argAfter(victim.cmd.Args, "--data-dir"), victim.cmd.Args[6:] // after chime serve --data-dir D --http-addr A
+	victim.signal(t, syscall.SIGKILL)
+	// Wait until the survivors took n3's slots over (a write to one works).
+	var ofVictim []string
+	for i := range n {
+		if id := fmt.Sprintf("r-%d", i); owners[slots.Of(id)] == "n3" {
+			ofVictim = append(ofVictim, id)
+		}
+	}
+	if len(ofVictim) < 20 {
+		t.Fatalf("n3 owns only %d tasks", len(ofVictim))
+	}
+	deleted, replaced := map[string]bool{}, map[string]bool{}
+	for k, id := range ofVictim {
+		if k%2 == 0 {
+			deleted[id] = true
+		} else {
+			replaced[id] = true
+		}
+	}
+	change := func(id string) int {
+		var req *http.Request
+		if deleted[id] {
+			req, _ = http.NewRequest(http.MethodDelete, procs[0].url+"/v1/tasks/"+id, nil)
+		} else {
+			buf, _ := json.Marshal(map[string]any{"callback_url": fl.srv.URL, "due_at": due.Format(time.RFC3339Nano), "payload": map[string]any{"v": 2}})
+			req, _ = http.NewRequest(http.MethodPut, procs[0].url+"/v1/tasks/"+id, strings.NewReader(string(buf)))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var failed sync.Map
+	for range 16 {
+		wg.Go(func() {
+			for id := range work {
+				for {
+					code := change(id)
+					if code == http.StatusNoContent || code == http.StatusOK {
+						break
+					}
+					if (code != http.StatusServiceUnavailable && code != 0) || time.Now().After(deadline) {
+						failed.Store(id, code)
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		})
+	}
+	for _, id := range ofVictim {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	failed.Range(func(id, code any) bool {
+		t.Errorf("change %s while n3 is down: %v", id, code)
+		return true
+	})
+	// n3 comes back on its old data and takes its slots back.
+	back := startChime(t, dataDir, args...)
+	procs[2] = back
+	if left := time.Until(due); left < time.Second {
+		t.Fatalf("n3 was back only %v before the tasks' due time; the test needs it back before", left)
+	}
+	for _, id := range ofVictim {
+		resp, err := http.Get(back.url + "/v1/tasks/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk struct {
+			Payload map[string]any `json:"payload"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&tk)
+		resp.Body.Close()
+		switch {
+		case deleted[id] && resp.StatusCode != http.StatusNotFound:
+			t.Errorf("deleted task %s is back on n3: %d", id, resp.StatusCode)
+		case replaced[id] && (resp.StatusCode != http.StatusOK || tk.Payload["v"] != float64(2)):
+			t.Errorf("replaced task %s on n3: %d payload %v, want the new payload", id, resp.StatusCode, tk.Payload)
+		}
+	}
+	want := n - len(deleted)
+	deadline = time.Now().Add(40 * time.Second)
+	for fl.count() < want && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	for id, fs := range fl.got {
+		if deleted[id] {
+			t.Errorf("deleted task %s fired: %+v", id, fs)
+		}
+		if len(fs) != 1 {
+			t.Errorf("task %s fired %d times: %+v", id, len(fs), fs)
+		}
+	}
+	if len(fl.got) != want {
+		t.Errorf("%d tasks fired, want %d (%d deleted)", len(fl.got), want, len(deleted))
+	}
+}

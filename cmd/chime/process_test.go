@@ -153,6 +153,7 @@ type fire struct {
 	fireID string
 	due    time.Time
 	at     time.Time
+	epoch  string // X-Chime-Slot-Epoch
 }
 
 func newFireLog(t *testing.T) *fireLog {
@@ -164,7 +165,7 @@ func newFireLog(t *testing.T) *fireLog {
 		due, _ := time.Parse(time.RFC3339Nano, r.Header.Get("X-Chime-Due-At"))
 		f.mu.Lock()
 		id := r.Header.Get("X-Chime-Task-Id")
-		f.got[id] = append(f.got[id], fire{r.Header.Get("X-Chime-Fire-Id"), due, at})
+		f.got[id] = append(f.got[id], fire{r.Header.Get("X-Chime-Fire-Id"), due, at, r.Header.Get("X-Chime-Slot-Epoch")})
 		f.mu.Unlock()
 	}))
 	t.Cleanup(f.srv.Close)
