@@ -37,6 +37,7 @@ type metrics struct {
 	members        *prometheus.GaugeVec   // by status and state
 	tableChanges   prometheus.Counter     // views built
 	forwarded      *prometheus.CounterVec // by result: ok, error
+	takeovers      prometheus.Counter
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -46,6 +47,7 @@ type gauges struct {
 	dispatchRun   func() float64
 	writeQueue    func() float64
 	replPending   func() float64
+	replBehind    func() float64
 }
 
 func newMetrics(g gauges) *metrics {
@@ -106,7 +108,9 @@ func newMetrics(g gauges) *metrics {
 	m.forwarded = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chime_forwarded_requests_total", Help: "API requests forwarded to the slot's owner, by result (ok, error: the owner could not be reached)."},
 		[]string{"result"})
-	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded)
+	m.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_slot_takeovers_total", Help: "Slots this node started owning (at a new epoch) after a join, leave, drain or crash."})
+	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
@@ -122,6 +126,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_write_queue", Help: "API writes waiting for the writer."}, g.writeQueue),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_replication_pending", Help: "Replicated slot groups not yet acknowledged by their follower (a follower behind or unreachable)."}, g.replPending),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_slots_under_replicated", Help: "Owned slots with writes their follower has not acknowledged yet (waiting for a retry or a snapshot)."}, g.replBehind),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

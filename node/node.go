@@ -117,6 +117,12 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ship.pending())
 		},
+		replBehind: func() float64 {
+			if n.ship == nil {
+				return 0
+			}
+			return float64(n.ship.behind())
+		},
 	})
 	var lp *loop
 	wr = newWriter(&n.cfg, writerDeps{

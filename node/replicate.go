@@ -190,6 +190,19 @@ func (s *shipper) pending() int {
 	return len(s.queue) + s.busy
 }
 
+// behind returns how many slots have queued messages their follower has
+// not acknowledged: under-replicated slots. Messages in the round in flight
+// are not counted.
+func (s *shipper) behind() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[uint16]bool{}
+	for _, q := range s.queue {
+		seen[q.msg.Slot] = true
+	}
+	return len(seen)
+}
+
 // flush waits until every queued message was acknowledged (or max passed).
 func (s *shipper) flush(ctx context.Context, max time.Duration) {
 	deadline := time.Now().Add(max)

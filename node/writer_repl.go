@@ -215,6 +215,7 @@ func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
 		n++
 	}
 	if len(op.owned) > 0 {
+		w.metrics.takeovers.Add(float64(len(op.owned)))
 		w.log.Info("owning slots", "slots", len(op.owned), "newer_copies", len(op.repl), "first", op.owned[0],
 			"first_epoch", w.repl.ownEpoch(op.owned[0]))
 	}
