@@ -35,6 +35,9 @@ import (
 // failover the new owner repeats the fires whose results it had not
 // received yet, with the same fire id (at least once).
 
+// maxReplBatch bounds the messages of one replication request.
+const maxReplBatch = 4096
+
 // replMsg is one slot's group, or a snapshot of the slot (Reset).
 type replMsg struct {
 	Slot      uint16 `msgpack:"s"`
@@ -153,12 +156,17 @@ type shipper struct {
 	busy    int // messages of the round in progress
 	closed  bool
 	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
+	// backoff: a follower whose last call failed is not called before this
+	// time (run goroutine only); failDelay is the current delay.
+	backoff   map[string]time.Time
+	failDelay map[string]time.Duration
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 func newShipper(n *Node, timeout time.Duration) *shipper {
-	return &shipper{n: n, timeout: timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	return &shipper{n: n, timeout: timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}}
 }
 
 // enqueue adds a group's messages. It never blocks.
@@ -273,6 +281,7 @@ func (s *shipper) round() bool {
 	byFollower := map[string][]int{}
 	followers := map[string]ring.Member{}
 	var keep []queued
+	var held []int // not sent this round, in queue order
 	for i, q := range batch {
 		slot := q.msg.Slot
 		if !v.owns(slot) {
@@ -294,10 +303,17 @@ func (s *shipper) round() bool {
 			q.wait.settle(slot, "follower "+f.Name+" did not acknowledge in time")
 			batch[i].wait = nil // keep shipping it; nobody waits any more
 		}
+		if until, ok := s.backoff[f.Name]; (ok && now.Before(until)) || len(byFollower[f.Name]) >= maxReplBatch {
+			// An unreachable follower is not sent the whole queue again
+			// every round; a long queue goes out in bounded requests.
+			held = append(held, i)
+			continue
+		}
 		byFollower[f.Name] = append(byFollower[f.Name], i)
 		followers[f.Name] = f
 	}
 	type outcome struct {
+		name    string
 		idx     []int
 		results []uint8
 		err     error
@@ -311,13 +327,22 @@ func (s *shipper) round() bool {
 		}
 		wg.Go(func() {
 			res, err := s.n.callReplicate(followers[name], &req)
-			outs <- outcome{idx, res, err}
+			outs <- outcome{name, idx, res, err}
 		})
 	}
 	wg.Wait()
 	close(outs)
 	resets := map[uint16]bool{}
 	for o := range outs {
+		if o.err != nil {
+			d := s.failDelay[o.name]*2 + 100*time.Millisecond
+			d = min(d, time.Second)
+			s.failDelay[o.name] = d
+			s.backoff[o.name] = time.Now().Add(d)
+		} else {
+			delete(s.failDelay, o.name)
+			delete(s.backoff, o.name)
+		}
 		for k, i := range o.idx {
 			q := batch[i]
 			status := replBusy
@@ -358,6 +383,11 @@ func (s *shipper) round() bool {
 		// Messages of the slot at or below the snapshot are in it; their
 		// waiters are released when the snapshot is acknowledged... kept
 		// simple: they stay queued and the follower skips them as old.
+	}
+	// Messages are put back in queue order per slot: what was sent and
+	// must be retried, then what was held back (later in the queue).
+	for _, i := range held {
+		keep = append(keep, batch[i])
 	}
 	if len(keep) > 0 {
 		s.mu.Lock()
