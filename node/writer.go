@@ -98,7 +98,8 @@ type wakeChange struct {
 
 // syncGroup is one committed batch on its way to durability.
 type syncGroup struct {
-	acked bool      // some op is an API write waiting for its fsync
+	acked bool      // some op waits for its fsync
+	api   bool      // some op is an API write: its reply also waits for the followers
 	wait  *replWait // the followers' acks the group's API writes wait for; nil: none
 	ops   []*writeOp
 	wakes []wakeChange
@@ -295,7 +296,7 @@ func (w *writer) group(first *writeOp) {
 		w.metrics.commit.Observe(time.Since(start).Seconds())
 	}
 	if len(msgs) > 0 && g.err == nil {
-		if g.acked {
+		if g.api {
 			g.wait = newReplWait(len(msgs), time.Now().Add(replTimeout))
 		}
 		w.repl.ship.enqueue(msgs, g.wait)
@@ -383,6 +384,17 @@ func (w *writer) syncLoop() {
 							op.answered = true
 						}
 					}
+					// Fires start now: a fire does not wait for its intent
+					// to reach the follower (after a failover the new owner
+					// repeats it with the same fire id). Waiting made every
+					// fire of a group that happened to hold an API write
+					// wait for the slowest follower, up to failure detection.
+					for _, j := range g.jobs {
+						if !w.dispatch(j) {
+							w.metrics.fireDeferred.Inc()
+						}
+					}
+					g.jobs = nil
 					// Acknowledge once the followers have it too.
 					w.replWaits.Add(1)
 					go func() {
@@ -515,6 +527,9 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	g.ops = append(g.ops, op)
 	if op.reply != nil {
 		g.acked = true
+		if op.kind < opReplica {
+			g.api = true
+		}
 	}
 	if op.now == 0 {
 		op.now = w.now().UnixNano()
