@@ -384,13 +384,15 @@ func cumQuantile(cum []uint64, bounds []float64, q float64) float64 {
 	return prevB
 }
 
-// heatmap counts due-index entries per minute over the next hour.
+// heatmap counts due-index entries per minute over the next hour, in the
+// slots this node owns: the replicas it holds as a follower are their
+// owner's to count, so that a cluster's heatmaps add up.
 func (n *Node) heatmap(ctx context.Context, now time.Time) WheelHeatmap {
 	start := now.Truncate(heatmapBucket)
 	h := WheelHeatmap{Start: start, BucketSeconds: int(heatmapBucket / time.Second), Counts: make([]int, heatmapBuckets)}
 	from, to := start.UnixNano(), start.Add(heatmapBuckets*heatmapBucket).UnixNano()
 	seen := 0
-	err := n.store.ScanDue(nil, from, to, func(_ uint16, _ string, wake int64) bool {
+	err := n.store.ScanDue(n.view.Load().owns, from, to, func(_ uint16, _ string, wake int64) bool {
 		h.Counts[(wake-from)/int64(heatmapBucket)]++
 		seen++
 		if seen >= heatmapMaxKeys || ctx.Err() != nil {
