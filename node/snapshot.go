@@ -45,8 +45,9 @@ type Snapshot struct {
 	// SlotStates is every slot's health (json "slot_states", base64 like
 	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
 	// ok, 1 under_replicated, 2 unavailable). Nodes produce only ok
-	// today: slot replication, which the other states describe, is not
-	// built yet. Readers must still handle all three.
+	// today: the snapshot does not carry replication state yet (a node
+	// counts its under-replicated slots in chime_slots_under_replicated).
+	// Readers must still handle all three.
 	SlotStates []SlotState `json:"slot_states"`
 	// TableVersion is the version of the slot table SlotOwners shows, the
 	// table_version of GET /v1/cluster (json "table_version"). Owners
