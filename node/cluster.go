@@ -38,12 +38,15 @@ type ClusterConfig struct {
 	ForwardTimeout time.Duration
 	// LeaveTimeout bounds the graceful leave on Close.
 	LeaveTimeout time.Duration
+	// BootstrapWait is how long a node with seeds keeps trying to reach
+	// one before it starts a cluster of its own.
+	BootstrapWait time.Duration
 }
 
 // DefaultClusterConfig returns a cluster config with gossip profile g.
 func DefaultClusterConfig(g gossip.Config) ClusterConfig {
 	return ClusterConfig{Gossip: g, JoinRetry: time.Second, SettleTime: time.Second,
-		ForwardTimeout: 10 * time.Second, LeaveTimeout: 2 * time.Second}
+		ForwardTimeout: 10 * time.Second, LeaveTimeout: 2 * time.Second, BootstrapWait: 3 * time.Second}
 }
 
 func (c *ClusterConfig) validate() error {
@@ -201,6 +204,17 @@ func (c *cluster) joinLoop() {
 		pending = slices.DeleteFunc(pending, func(a string) bool { return known[a] })
 	}
 	attempt()
+	// Nodes started together must not each form a cluster of their own
+	// (each would own every slot): wait a little for a seed first. Only a
+	// node that reaches none of them in BootstrapWait starts alone.
+	for start := time.Now(); len(pending) > 0 && len(pending) == len(c.cfg.Join) && time.Since(start) < c.cfg.BootstrapWait; {
+		select {
+		case <-c.stop:
+			return
+		case <-time.After(c.cfg.JoinRetry / 4):
+		}
+		attempt()
+	}
 	if err := c.mem.SetState(gossip.StateActive); err != nil {
 		c.log.Warn("announce active", "err", err)
 	}

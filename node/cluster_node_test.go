@@ -82,8 +82,9 @@ func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
 	create := func(prefix string, n int, due time.Time) {
 		for i := range n {
 			body := fmt.Sprintf(`{"id":"%s-%d","callback_url":%q,"due_at":%q}`, prefix, i, rcv.url("/"), due.Format(time.RFC3339Nano))
-			if code := a.do(t, "POST", "/v1/tasks", body, nil); code != 201 {
-				t.Fatalf("create %s-%d: %d", prefix, i, code)
+			var ans map[string]any
+			if code := a.do(t, "POST", "/v1/tasks", body, &ans); code != 201 {
+				t.Fatalf("create %s-%d: %d %v", prefix, i, code, ans)
 			}
 		}
 	}

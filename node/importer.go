@@ -24,9 +24,13 @@ import (
 // nothing of it fires. If a member does not answer, the import is tried
 // again every importRetry while the view still gives the slot to this node.
 type importer struct {
-	n       *Node
-	mu      sync.Mutex
-	pending map[uint16]bool
+	n  *Node
+	mu sync.Mutex
+	// pending maps each slot to import to the gain that asked for it: an
+	// import only clears the entry it started from, so a slot lost and
+	// gained again meanwhile is imported again.
+	pending map[uint16]uint64
+	gen     uint64
 	kick    chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -40,7 +44,7 @@ const importRetry = 500 * time.Millisecond
 const importChunk = 256
 
 func newImporter(n *Node) *importer {
-	return &importer{n: n, pending: map[uint16]bool{}, kick: make(chan struct{}, 1),
+	return &importer{n: n, pending: map[uint16]uint64{}, kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -48,7 +52,8 @@ func newImporter(n *Node) *importer {
 func (im *importer) gain(s []uint16) {
 	im.mu.Lock()
 	for _, x := range s {
-		im.pending[x] = true
+		im.gen++
+		im.pending[x] = im.gen
 	}
 	im.mu.Unlock()
 	select {
@@ -95,12 +100,14 @@ func (im *importer) pass() bool {
 	}
 	im.mu.Lock()
 	var todo []uint16
-	for s := range im.pending {
+	gens := map[uint16]uint64{}
+	for s, g := range im.pending {
 		if !v.owns(s) {
 			delete(im.pending, s) // moved on again
 			continue
 		}
 		todo = append(todo, s)
+		gens[s] = g
 	}
 	im.mu.Unlock()
 	slices.Sort(todo)
@@ -114,7 +121,7 @@ func (im *importer) pass() bool {
 	for len(todo) > 0 {
 		chunk := todo[:min(importChunk, len(todo))]
 		todo = todo[len(chunk):]
-		if !im.importChunk(sources, chunk) {
+		if !im.importChunk(sources, chunk, gens) {
 			left = true
 		}
 	}
@@ -125,7 +132,7 @@ func (im *importer) pass() bool {
 // chunk, applies the newest, and owns the slots at an epoch above every
 // epoch any of them reported. If a member does not answer, nothing is
 // owned: it may hold the newest copy (try again later).
-func (im *importer) importChunk(sources []ring.Member, chunk []uint16) bool {
+func (im *importer) importChunk(sources []ring.Member, chunk []uint16, gens map[uint16]uint64) bool {
 	n := im.n
 	op := &writeOp{kind: opOwn, slots: chunk, maxEpoch: map[uint16]uint64{}}
 	req := pullRequest{Slots: make([]slotPos, len(chunk))}
@@ -179,7 +186,9 @@ func (im *importer) importChunk(sources []ring.Member, chunk []uint16) bool {
 	}
 	im.mu.Lock()
 	for _, s := range chunk {
-		delete(im.pending, s)
+		if im.pending[s] == gens[s] {
+			delete(im.pending, s)
+		}
 	}
 	im.mu.Unlock()
 	if len(op.owned) > 0 {

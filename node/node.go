@@ -117,6 +117,14 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ship.pending())
 		},
+		importing: func() float64 {
+			if n.imp == nil {
+				return 0
+			}
+			n.imp.mu.Lock()
+			defer n.imp.mu.Unlock()
+			return float64(len(n.imp.pending))
+		},
 		replBehind: func() float64 {
 			if n.ship == nil {
 				return 0
@@ -159,6 +167,7 @@ func (n *Node) Start() error {
 		n.ship = newShipper(n, replTimeout)
 		wr.repl.ship = n.ship
 		n.imp = newImporter(n)
+		wr.repl.onDepose = func(s uint16) { n.imp.gain([]uint16{s}) }
 		go n.ship.run()
 		go n.imp.run()
 		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
@@ -262,6 +271,18 @@ func (n *Node) Ready() bool {
 func (n *Node) installView(old, v *view) {
 	n.view.Store(v)
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
+	if ms := old.table.Members(); len(ms) == 1 && ms[0].Name == n.cfg.Name && len(v.table.Members()) > 1 {
+		// This node ran a cluster of its own and met others that may have
+		// done the same: take every slot it keeps again, at an epoch above
+		// whatever the others hold, with the newest copy.
+		var kept ownedSet
+		for i := range kept {
+			kept[i] = v.owned[i] & old.owned[i]
+		}
+		again := kept.minus(&ownedSet{})
+		lost = append(lost, again...)
+		gained = append(gained, again...)
+	}
 	if len(lost) > 0 {
 		n.writer.send(&writeOp{kind: opLose, slots: lost})
 	}

@@ -284,6 +284,15 @@ func (s *shipper) round() bool {
 	var held []int // not sent this round, in queue order
 	for i, q := range batch {
 		slot := q.msg.Slot
+		if !q.msg.Reset && q.msg.Epoch != s.n.writer.repl.ownEpoch(slot) {
+			// Written at an epoch this node no longer holds (it lost the
+			// slot, or took it again at a higher epoch since): the copy
+			// its follower gets now comes from the new epoch's messages.
+			if q.wait != nil {
+				q.wait.settle(slot, "the slot changed hands while the write was replicated")
+			}
+			continue
+		}
 		if !v.owns(slot) {
 			// Not ours any more: the new owner replicates from its copy.
 			if q.wait != nil {
@@ -355,8 +364,10 @@ func (s *shipper) round() bool {
 					q.wait.settle(q.msg.Slot, "")
 				}
 			case replStale:
-				s.n.log.Warn("follower refused a replicated write: its epoch is newer", "slot", q.msg.Slot, "epoch", q.msg.Epoch)
-				s.n.writer.depose(q.msg.Slot)
+				if q.msg.Epoch == s.n.writer.repl.ownEpoch(q.msg.Slot) {
+					s.n.log.Warn("follower refused a replicated write: its epoch is newer", "slot", q.msg.Slot, "epoch", q.msg.Epoch)
+					s.n.writer.depose(q.msg.Slot)
+				}
 				if q.wait != nil {
 					q.wait.settle(q.msg.Slot, "another node holds a newer epoch of the slot")
 				}
@@ -457,18 +468,12 @@ func (n *Node) handlePull(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("body", "pull: %v", err))
 		return
 	}
-	var ans pullAnswer
-	for _, p := range req.Slots {
-		ans.Epochs = append(ans.Epochs, n.writer.repl.position(p.Slot).Epoch)
-		snap, pos, err := n.writer.snapshotIfNewer(p)
-		if err != nil {
-			writeError(w, asError(err))
-			return
-		}
-		if pos {
-			ans.Snapshots = append(ans.Snapshots, snap)
-		}
+	snaps, epochs, err := n.writer.snapshotsIfNewer(req.Slots)
+	if err != nil {
+		writeError(w, asError(err))
+		return
 	}
+	ans := pullAnswer{Snapshots: snaps, Epochs: epochs}
 	out, _ := msgpack.Marshal(ans)
 	w.Header().Set("Content-Type", "application/msgpack")
 	_, _ = w.Write(out)

@@ -51,6 +51,7 @@ type writeOp struct {
 	res   *fireResult     // opDone
 	repl  []replMsg       // opReplica: messages; opOwn: pulled snapshots; opSnapshot: the result
 	slots []uint16        // opOwn, opLose, opSnapshot
+	pull  []slotPos       // opSnapshot for a pull: the caller's positions
 	// opOwn: the highest epoch any holder reported per slot.
 	maxEpoch map[uint16]uint64
 
@@ -62,6 +63,7 @@ type writeOp struct {
 	replRes []uint8  // opReplica: one result per message
 	owned   []uint16 // opOwn: the slots it made this node own
 	snapErr error    // opSnapshot
+	epochs  []uint64 // opSnapshot for a pull: this node's epoch per asked slot
 
 	reply chan struct{} // closed when durable (nil for internal ops)
 	// answered: reply was closed early (syncer only; finish skips it).
@@ -133,6 +135,7 @@ type writer struct {
 	syncq    chan *syncGroup
 	stop     chan struct{}
 	done     chan struct{} // closed when the syncer has answered everything
+	runDone  chan struct{} // closed when the writer goroutine no longer takes ops
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
@@ -165,6 +168,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		syncq:      make(chan *syncGroup, 4),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
+		runDone:    make(chan struct{}),
 		rnd:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		pending:    make(map[string]*storage.Task),
 		running:    make(map[string]runningFire),
@@ -220,6 +224,7 @@ func (w *writer) send(op *writeOp) bool {
 func (w *writer) run() {
 	go w.syncLoop()
 	defer close(w.syncq)
+	defer close(w.runDone)
 	for {
 		var op *writeOp
 		select {
@@ -324,10 +329,7 @@ func (w *writer) group(first *writeOp) {
 // per IdleSync instead of one per callback. A crash in that window repeats
 // the affected fires with the same fire ids, as at-least-once allows.
 func (w *writer) syncLoop() {
-	defer func() {
-		w.replWaits.Wait()
-		close(w.done)
-	}()
+	defer close(w.done)
 	groups := make([]*syncGroup, 0, 8)
 	dirty := false
 	idle := time.NewTimer(time.Hour)
@@ -345,6 +347,9 @@ func (w *writer) syncLoop() {
 				if dirty {
 					w.sync()
 				}
+				// Groups waiting for their followers are answered before
+				// done (not in a defer: a panic must not hang on them).
+				w.replWaits.Wait()
 				return
 			}
 			groups = append(groups[:0], g)
@@ -379,7 +384,7 @@ func (w *writer) syncLoop() {
 					// node's own followers would deadlock two nodes that
 					// follow each other.
 					for _, op := range g.ops {
-						if op.reply != nil && op.kind >= opReplica {
+						if op.reply != nil && op.kind >= opReplica && !op.answered {
 							close(op.reply)
 							op.answered = true
 						}
@@ -525,7 +530,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 // apply applies one op to the batch and returns how many task writes it made.
 func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	g.ops = append(g.ops, op)
-	if op.reply != nil {
+	if op.reply != nil && op.kind != opSnapshot { // a snapshot answers at once
 		g.acked = true
 		if op.kind < opReplica {
 			g.api = true
@@ -758,10 +763,10 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	if t == nil {
 		return 0 // deleted while its callback ran
 	}
-	if !w.active(t.Slot) {
-		// The slot moved while the callback ran: the record belongs to the
-		// new owner now, which repeats the fire (same fire id) unless the
-		// result reached it.
+	if !w.active(t.Slot) && !w.repl.sealed[t.Slot] {
+		// Another node owns the slot at a newer epoch: the record is
+		// theirs, and they repeat the fire (same fire id). A slot that only
+		// moved (sealed) keeps the result here until the new owner pulls it.
 		return 0
 	}
 	prev := t.Wake()

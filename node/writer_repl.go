@@ -21,12 +21,23 @@ type writerRepl struct {
 	// bumpPrev is the position a slot was at when this node took its
 	// epoch: the Prev of its first message. Writer goroutine only.
 	bumpPrev map[uint16]storage.SlotMeta
+	// sealed: slots this node owned until a view took them away, and that
+	// nobody has written at a newer epoch since. Results of its callbacks
+	// still running are written here (seq advanced, not shipped), so the
+	// new owner's pull takes them. Writer goroutine only.
+	sealed map[uint16]bool
+	// onDepose is told of a slot this node stopped owning because another
+	// node holds a newer epoch. If the view still gives this node the
+	// slot, the two views disagreed: the node takes it again through an
+	// import (newest copy, epoch above all), which converges. Any goroutine.
+	onDepose func(slot uint16)
 }
 
 func (r *writerRepl) init(metas map[uint16]storage.SlotMeta) {
 	r.meta = metas
 	r.own = map[uint16]uint64{}
 	r.bumpPrev = map[uint16]storage.SlotMeta{}
+	r.sealed = map[uint16]bool{}
 }
 
 // position returns slot's (epoch, seq) on this node.
@@ -72,6 +83,13 @@ func (w *writer) prepareRepl(b *storage.Batch) []replMsg {
 	for _, o := range ops {
 		ep := w.repl.ownEpoch(o.Slot)
 		if ep == 0 {
+			if w.repl.sealed[o.Slot] {
+				// A result of a callback that ran across the move: the
+				// new owner pulls it, so the position must say it is newer.
+				m := w.repl.position(o.Slot)
+				m.Seq++
+				w.repl.setMeta(b, o.Slot, m)
+			}
 			continue // a replica's apply, or a write that raced a move
 		}
 		m := w.repl.position(o.Slot)
@@ -127,6 +145,7 @@ func (w *writer) applyReplica(b *storage.Batch, op *writeOp) int {
 			op.replRes[i] = replGap
 			continue
 		}
+		delete(w.repl.sealed, m.Slot) // the new owner writes it now
 		if own != 0 {
 			// Another node holds a newer epoch: stop serving the slot.
 			w.log.Warn("a newer epoch of a slot this node owned arrived: stepping down", "slot", m.Slot, "epoch", m.Epoch, "own", own)
@@ -161,12 +180,16 @@ func (w *writer) applyReplica(b *storage.Batch, op *writeOp) int {
 	return n
 }
 
-// depose makes this node stop firing and writing slot until a later view
-// gives it the slot again. Safe from any goroutine.
+// depose makes this node stop firing and writing slot, and asks for an
+// import of it (which only happens if the view gives this node the slot).
+// Safe from any goroutine.
 func (w *writer) depose(slot uint16) {
 	w.repl.metaMu.Lock()
 	delete(w.repl.own, slot)
 	w.repl.metaMu.Unlock()
+	if w.repl.onDepose != nil {
+		w.repl.onDepose(slot)
+	}
 }
 
 // applyOwn makes this node the active owner of slots: it applies the
@@ -205,6 +228,7 @@ func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
 			cur = storage.SlotMeta{Epoch: m.Epoch, Seq: m.Seq}
 			n += max(1, o.Count/4)
 		}
+		delete(w.repl.sealed, s)
 		w.repl.bumpPrev[s] = cur
 		next := storage.SlotMeta{Epoch: max(cur.Epoch, op.maxEpoch[s]) + 1, Role: 2}
 		w.repl.setMeta(b, s, next)
@@ -226,6 +250,9 @@ func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
 func (w *writer) applyLose(op *writeOp) {
 	w.repl.metaMu.Lock()
 	for _, s := range op.slots {
+		if w.repl.own[s] != 0 {
+			w.repl.sealed[s] = true
+		}
 		delete(w.repl.own, s)
 	}
 	w.repl.metaMu.Unlock()
@@ -244,36 +271,75 @@ func (w *writer) snapshot(slot uint16) (replMsg, error) {
 	return op.repl[0], nil
 }
 
-// snapshotIfNewer returns a snapshot of p.Slot if this node's copy is newer
-// than p.
-func (w *writer) snapshotIfNewer(p slotPos) (replMsg, bool, error) {
-	cur := w.repl.position(p.Slot)
-	if !newer(cur.Epoch, cur.Seq, p.Epoch, p.Seq) {
-		return replMsg{}, false, nil
+// errSlotBusy answers a pull for a slot that still has callbacks running
+// here: their results must be in the copy the new owner takes, or it would
+// repeat those fires.
+var errSlotBusy = &Error{Code: CodeUnavailable, Message: "callbacks of the slot are still running here; pull again"}
+
+// snapshotsIfNewer returns snapshots of the slots of ps where this node's
+// copy is newer than the caller's, and this node's epoch of every slot.
+// It fails with errSlotBusy while a callback of one of the slots runs here.
+func (w *writer) snapshotsIfNewer(ps []slotPos) ([]replMsg, []uint64, error) {
+	op := &writeOp{kind: opSnapshot, pull: ps}
+	if err := w.submitInternal(nil, op); err != nil {
+		return nil, nil, err
 	}
-	m, err := w.snapshot(p.Slot)
-	return m, err == nil, err
+	if op.snapErr != nil {
+		return nil, nil, op.snapErr
+	}
+	return op.repl, op.epochs, nil
 }
 
-// applySnapshot serves opSnapshot on the writer goroutine.
+// applySnapshot serves opSnapshot on the writer goroutine. It reads
+// committed data only, and the slots' positions before this group's writes:
+// the two match. It answers at once (a read needs no fsync).
 func (w *writer) applySnapshot(op *writeOp) {
-	s := op.slots[0]
-	o, err := w.store.SnapshotSlot(s)
-	if err != nil {
-		op.snapErr = err
+	defer func() {
+		close(op.reply)
+		op.answered = true
+	}()
+	one := func(s uint16) bool {
+		o, err := w.store.SnapshotSlot(s)
+		if err != nil {
+			op.snapErr = err
+			return false
+		}
+		m := w.repl.position(s)
+		op.repl = append(op.repl, replMsg{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
+		return true
+	}
+	if op.pull == nil {
+		one(op.slots[0])
 		return
 	}
-	m := w.repl.position(s)
-	op.repl = []replMsg{{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}}
+	busy := map[uint16]bool{}
+	for id := range w.running {
+		busy[slots.Of(id)] = true
+	}
+	for id := range w.pending { // written by this group, not committed yet
+		busy[slots.Of(id)] = true
+	}
+	for _, p := range op.pull {
+		if busy[p.Slot] {
+			op.repl, op.epochs, op.snapErr = nil, nil, errSlotBusy
+			return
+		}
+		cur := w.repl.position(p.Slot)
+		op.epochs = append(op.epochs, cur.Epoch)
+		if newer(cur.Epoch, cur.Seq, p.Epoch, p.Seq) && !one(p.Slot) {
+			return
+		}
+	}
 }
 
-// submitInternal hands an op with a reply to the writer, waiting for room
-// rather than answering 429, and waits until it is durable.
+// submitInternal hands an op with a reply to the writer's internal queue,
+// waiting for room rather than answering 429, and waits until it is
+// durable (or answered).
 func (w *writer) submitInternal(done <-chan struct{}, op *writeOp) error {
 	op.reply = make(chan struct{})
 	select {
-	case w.api <- op:
-	case <-w.stop:
+	case w.internal <- op: // FIFO with opLose, which must come first
+	case <-w.runDone:
 		return errStopping
 	case <-done:
 		return &Error{Code: CodeUnavailable, Message: "request cancelled"}
@@ -281,8 +347,15 @@ func (w *writer) submitInternal(done <-chan struct{}, op *writeOp) error {
 	select {
 	case <-op.reply:
 		return op.err
-	case <-w.done:
-		return errStopping
+	case <-w.runDone:
+		// The writer drained its queues before it exited: the op was
+		// applied and is answered, or it never will be.
+		select {
+		case <-op.reply:
+			return op.err
+		default:
+			return errStopping
+		}
 	}
 }
 
