@@ -371,21 +371,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 		tasks = append(tasks, map[string]any{"id": id, "callback_url": fl.srv.URL,
 			"due_at": due.Add(time.Duration(i%500) * time.Millisecond).Format(time.RFC3339Nano)})
 	}
-	var br struct {
-		Results []struct {
-			Status int `json:"status"`
-		} `json:"results"`
-	}
-	for off := 0; off < n; off += 500 {
-		if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks[off : off+500]}, &br); code != http.StatusOK {
-			t.Fatalf("batch: %d", code)
-		}
-		for i, r := range br.Results {
-			if r.Status != http.StatusCreated {
-				t.Fatalf("task %d: status %d", off+i, r.Status)
-			}
-		}
-	}
+	createAll(t, procs[0].url, tasks)
 	victim := 1 // n2 unless another owns more
 	for i := range procs {
 		if perOwner[fmt.Sprintf("n%d", i+1)] > perOwner[fmt.Sprintf("n%d", victim+1)] && i != 0 {
@@ -456,21 +442,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("d-%d", i), "callback_url": fl.srv.URL,
 			"due_at": first.Add(time.Duration(i*2) * time.Millisecond).Format(time.RFC3339Nano)})
 	}
-	for off := 0; off < n; off += 500 {
-		var br struct {
-			Results []struct {
-				Status int `json:"status"`
-			} `json:"results"`
-		}
-		if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks[off : off+500]}, &br); code != http.StatusOK {
-			t.Fatalf("batch: %d", code)
-		}
-		for i, r := range br.Results {
-			if r.Status != http.StatusCreated {
-				t.Fatalf("task %d: %d", off+i, r.Status)
-			}
-		}
-	}
+	createAll(t, procs[0].url, tasks)
 	time.Sleep(time.Until(first.Add(1500 * time.Millisecond))) // mid-way through the fires
 	start := time.Now()
 	procs[1].signal(t, syscall.SIGTERM)
@@ -538,19 +510,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("r-%d", i), "callback_url": fl.srv.URL,
 			"due_at": due.Format(time.RFC3339Nano), "payload": map[string]any{"v": 1}})
 	}
-	var br struct {
-		Results []struct {
-			Status int `json:"status"`
-		} `json:"results"`
-	}
-	if code := postJSON(t, procs[0].url+"/v1/tasks:batch", map[string]any{"tasks": tasks}, &br); code != http.StatusOK {
-		t.Fatalf("batch: %d", code)
-	}
-	for i, r := range br.Results {
-		if r.Status != http.StatusCreated {
-			t.Fatalf("task %d: %d", i, r.Status)
-		}
-	}
+	createAll(t, procs[0].url, tasks)
 	victim := procs[2]
 	dataDir, args := argAfter(victim.cmd.Args, "--data-dir"), victim.cmd.Args[6:] // after chime serve --data-dir D --http-addr A
 	victim.signal(t, syscall.SIGKILL)
@@ -658,5 +618,30 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	}
 	if len(fl.got) != want {
 		t.Errorf("%d tasks fired, want %d (%d deleted)", len(fl.got), want, len(deleted))
+	}
+}
+
+// createAll stores tasks through the node at url in batches of 500 and
+// fails unless every one is acknowledged (201).
+func createAll(t *testing.T, url string, tasks []map[string]any) {
+	t.Helper()
+	for off := 0; off < len(tasks); off += 500 {
+		var br struct {
+			Results []struct {
+				Status int `json:"status"`
+			} `json:"results"`
+		}
+		end := min(off+500, len(tasks))
+		if code := postJSON(t, url+"/v1/tasks:batch", map[string]any{"tasks": tasks[off:end]}, &br); code != http.StatusOK {
+			t.Fatalf("batch of tasks %d-%d: %d", off, end-1, code)
+		}
+		if len(br.Results) != end-off {
+			t.Fatalf("batch of tasks %d-%d: %d results", off, end-1, len(br.Results))
+		}
+		for i, r := range br.Results {
+			if r.Status != http.StatusCreated {
+				t.Fatalf("task %d: status %d", off+i, r.Status)
+			}
+		}
 	}
 }
