@@ -33,6 +33,22 @@ type memberAnswer struct {
 	MemberSnapshot
 	Wheel *WheelHeatmap `json:"wheel,omitempty"`
 	Hosts []hostHist    `json:"host_histograms,omitempty"`
+	// UnderReplicated are the slots this member owns whose follower has
+	// not acknowledged all writes; Importing the slots the view gives it
+	// that it does not serve yet (their writes answer 503).
+	UnderReplicated []uint16 `json:"under_replicated,omitempty"`
+	Importing       []uint16 `json:"importing,omitempty"`
+}
+
+// slotHealth returns this node's under-replicated and importing slots.
+func (n *Node) slotHealth() (under, importing []uint16) {
+	if n.ship != nil {
+		under = n.ship.behindSlots()
+	}
+	if n.imp != nil {
+		importing = n.imp.pendingSlots()
+	}
+	return under, importing
 }
 
 // peerAnswer is a member's last good answer and when it arrived.
@@ -53,7 +69,9 @@ func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.hists(hostsShared)})
+	under, importing := n.slotHealth()
+	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.hists(hostsShared),
+		UnderReplicated: under, Importing: importing})
 }
 
 // selfFromView sets row's lifecycle state, liveness and gossip address from
@@ -95,10 +113,7 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	if ct.v != v {
 		ct.v, ct.owners = v, slotOwners(v)
 	}
-	if ct.states == nil {
-		ct.states = make([]SlotState, slots.Count) // all ok: see Snapshot.SlotStates
-	}
-	owners, states := ct.owners, ct.states
+	owners := ct.owners
 	known := make(map[string]peerAnswer, len(members))
 	for i, m := range members {
 		if fresh[i] != nil {
@@ -110,6 +125,32 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	s.mu.peers = known // members gone from the view are forgotten
 	s.mu.Unlock()
 
+	// Slot health: a slot is under-replicated when its owner reports
+	// writes its follower has not acknowledged, unavailable while its
+	// owner is still taking it over (pulling the newest copy) or when no
+	// member owns it.
+	states := make([]SlotState, slots.Count)
+	mark := func(ss []uint16, st SlotState) {
+		for _, x := range ss {
+			if int(x) < len(states) && states[x] < st {
+				states[x] = st
+			}
+		}
+	}
+	under, importing := n.slotHealth()
+	mark(under, SlotUnderReplicated)
+	mark(importing, SlotUnavailable)
+	for _, m := range members {
+		if p, ok := known[m.Name]; ok && m.Up() && m.Name != n.cfg.Name {
+			mark(p.ans.UnderReplicated, SlotUnderReplicated)
+			mark(p.ans.Importing, SlotUnavailable)
+		}
+	}
+	for i, o := range owners {
+		if o == NoOwner {
+			states[i] = SlotUnavailable
+		}
+	}
 	counts := v.table.Counts()
 	rows := make([]MemberSnapshot, 0, len(members)+1)
 	wheels := []WheelHeatmap{snap.Wheel}

@@ -352,3 +352,51 @@ func TestStandaloneSnapshot(t *testing.T) {
 		t.Errorf("member = %+v, want test-node active, alive, fresh, owning every slot", m)
 	}
 }
+
+// TestClusterSnapshotSlotStates: the slot map's health comes from every
+// member's own report — slots whose follower lags are under-replicated,
+// slots still being taken over are unavailable — and a slot no member
+// owns is unavailable.
+func TestClusterSnapshotSlotStates(t *testing.T) {
+	secret := []byte("s3cret")
+	a := startSigningNode(t, "a", secret)
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(memberAnswer{MemberSnapshot: MemberSnapshot{Name: "f"},
+			UnderReplicated: []uint16{3, 5, 7}, Importing: []uint16{7, 9}})
+	}))
+	t.Cleanup(peer.Close)
+	self, heat, err := a.localRow(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		members []gossip.Member
+		want    map[int]SlotState // others ok
+		allGone bool
+	}{
+		{"reported by a member", []gossip.Member{
+			member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive),
+			member("f", "10.0.0.2:7946", hostOf(peer), gossip.StatusAlive),
+		}, map[int]SlotState{3: SlotUnderReplicated, 5: SlotUnderReplicated, 7: SlotUnavailable, 9: SlotUnavailable}, false},
+		{"no member owns anything", []gossip.Member{
+			{Name: "a", Addr: "10.0.0.1:7946", Status: gossip.StatusAlive, Meta: gossip.Meta{HTTPAddr: hostOf(a.srv), State: gossip.StateJoining}},
+		}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newView("a", tc.members, time.Time{}, 1)
+			s := &Snapshot{Members: []MemberSnapshot{self}, Wheel: heat}
+			a.clusterSnapshot(t.Context(), v, self, s)
+			for slot, st := range s.SlotStates {
+				want := tc.want[slot]
+				if tc.allGone {
+					want = SlotUnavailable
+				}
+				if st != want {
+					t.Fatalf("slot %d is %v, want %v", slot, st, want)
+				}
+			}
+		})
+	}
+}

@@ -69,6 +69,18 @@ func (im *importer) idle() bool {
 	return len(im.pending) == 0
 }
 
+// pendingSlots returns the slots waiting for their import, ascending.
+func (im *importer) pendingSlots() []uint16 {
+	im.mu.Lock()
+	out := make([]uint16, 0, len(im.pending))
+	for x := range im.pending {
+		out = append(out, x)
+	}
+	im.mu.Unlock()
+	slices.Sort(out)
+	return out
+}
+
 func (im *importer) close() {
 	close(im.stop)
 	<-im.done

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -198,18 +199,25 @@ func (s *shipper) pending() int {
 	return len(s.queue) + s.busy
 }
 
-// behind returns how many slots have queued messages their follower has
-// not acknowledged: under-replicated slots. Messages in the round in flight
-// are not counted.
-func (s *shipper) behind() int {
+// behindSlots returns the slots with queued messages their follower has
+// not acknowledged, ascending.
+func (s *shipper) behindSlots() []uint16 {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	seen := map[uint16]bool{}
 	for _, q := range s.queue {
 		seen[q.msg.Slot] = true
 	}
-	return len(seen)
+	s.mu.Unlock()
+	out := make([]uint16, 0, len(seen))
+	for x := range seen {
+		out = append(out, x)
+	}
+	slices.Sort(out)
+	return out
 }
+
+// behind returns how many slots are under-replicated (behindSlots).
+func (s *shipper) behind() int { return len(s.behindSlots()) }
 
 // flush waits until every queued message was acknowledged (or max passed).
 func (s *shipper) flush(ctx context.Context, max time.Duration) {

@@ -44,10 +44,11 @@ type Snapshot struct {
 	SlotOwners []byte `json:"slot_owners"`
 	// SlotStates is every slot's health (json "slot_states", base64 like
 	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
-	// ok, 1 under_replicated, 2 unavailable). Nodes produce only ok
-	// today: the snapshot does not carry replication state yet (a node
-	// counts its under-replicated slots in chime_slots_under_replicated).
-	// Readers must still handle all three.
+	// ok, 1 under_replicated, 2 unavailable). In a cluster a slot is
+	// under-replicated while its owner holds writes its follower has not
+	// acknowledged, and unavailable while its owner is still taking it
+	// over (pulling the newest copy; writes answer 503) or when no member
+	// owns it. A standalone node reports every slot ok.
 	SlotStates []SlotState `json:"slot_states"`
 	// TableVersion is the version of the slot table SlotOwners shows, the
 	// table_version of GET /v1/cluster (json "table_version"). Owners
