@@ -117,6 +117,10 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ship.pending())
 		},
+		tasksStored: func() float64 {
+			c, _ := n.taskCount()
+			return float64(c)
+		},
 		importing: func() float64 {
 			if n.imp == nil {
 				return 0
