@@ -99,6 +99,13 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 					agreed = false
 				}
 			}
+			// Ready: joined, settled, and every slot it owns taken over.
+			if resp, err := http.Get(p.url + "/readyz"); err != nil {
+				agreed = false
+			} else {
+				resp.Body.Close()
+				agreed = agreed && resp.StatusCode == http.StatusOK
+			}
 			if i == 0 {
 				version = cv.TableVersion
 			} else if cv.TableVersion != version {
@@ -117,6 +124,19 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// startFiringCluster starts 3 ready nodes and a receiver for their fires,
+// and returns each slot's owner as node 1 sees it.
+func startFiringCluster(t *testing.T) ([]*chimeProc, *fireLog, []string) {
+	t.Helper()
+	procs := startCluster(t, 3)
+	fl := newFireLog(t)
+	cv, err := getCluster(procs[0].url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return procs, fl, ownerOf(t, cv)
 }
 
 // ownerOf maps every slot to its owner's name, from one node's view.
@@ -352,15 +372,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	procs := startCluster(t, 3)
-	// Wait for every node to own its slots (each imports from its follower).
-	time.Sleep(1500 * time.Millisecond)
-	fl := newFireLog(t)
-	cv, err := getCluster(procs[0].url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners := ownerOf(t, cv)
+	procs, fl, owners := startFiringCluster(t)
 	const n = 1500
 	due := time.Now().Add(6 * time.Second)
 	var tasks []map[string]any
@@ -432,9 +444,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	procs := startCluster(t, 3)
-	time.Sleep(1500 * time.Millisecond)
-	fl := newFireLog(t)
+	procs, fl, _ := startFiringCluster(t)
 	const n = 2000
 	first := time.Now().Add(3 * time.Second)
 	var tasks []map[string]any
@@ -495,14 +505,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	procs := startCluster(t, 3)
-	time.Sleep(1500 * time.Millisecond)
-	fl := newFireLog(t)
-	cv, err := getCluster(procs[0].url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	owners := ownerOf(t, cv)
+	procs, fl, owners := startFiringCluster(t)
 	const n = 600
 	due := time.Now().Add(20 * time.Second)
 	var tasks []map[string]any
