@@ -42,11 +42,8 @@ type memberAnswer struct {
 
 // slotHealth returns this node's under-replicated and importing slots.
 func (n *Node) slotHealth() (under, importing []uint16) {
-	if n.ship != nil {
-		under = n.ship.behindSlots()
-	}
-	if n.imp != nil {
-		importing = n.imp.pendingSlots()
+	if n.ctl != nil {
+		under, importing = n.ctl.flagged()
 	}
 	return under, importing
 }
