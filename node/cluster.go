@@ -63,6 +63,7 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	if c.OwnershipSettle > 0 {
 		sc.Settle = c.OwnershipSettle
 	}
+	sc.Pause = sc.Settle * 2 / 5
 	return sc
 }
 

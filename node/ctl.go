@@ -67,6 +67,7 @@ type ctl struct {
 	hadTable     bool                   // the machine has had a table (published as tabled)
 	lastStuckLog time.Time
 	ticks        uint64
+	lastPersist  time.Duration
 	stuckSince   map[uint16]time.Time
 }
 
@@ -258,9 +259,9 @@ func (c *ctl) post(evs ...any) {
 	}
 }
 
-// tickEvery is how often the machine gets a Tick: below Lease/8 and
-// Settle/8, so a normal tick gap never reads as a pause (Settle/4).
-func (c *ctl) tickEvery() time.Duration { return min(c.cfg.Lease, c.cfg.Settle) / 8 }
+// tickEvery is how often the machine gets a Tick: below Lease/8 and a
+// third of the pause gap, so a delayed tick does not read as a pause.
+func (c *ctl) tickEvery() time.Duration { return min(c.cfg.Lease/8, c.cfg.Pause/3) }
 
 func (c *ctl) close() {
 	close(c.stop)
@@ -280,6 +281,7 @@ func (c *ctl) run() {
 		case <-t.C:
 			tick = true
 		}
+		t0 := time.Now()
 		c.mu.Lock()
 		batch := c.queue
 		c.queue = nil
@@ -289,19 +291,20 @@ func (c *ctl) run() {
 		touched := map[uint16]bool{}
 		if tick {
 			now := time.Now().Round(0)
-			if !c.lastTick.IsZero() && now.Sub(c.lastTick) > c.cfg.Settle/4 {
+			if !c.lastTick.IsZero() && now.Sub(c.lastTick) > c.cfg.Pause {
 				c.n.log.Warn("ownership ticks paused: the view is re-read", "gap", now.Sub(c.lastTick).Round(time.Millisecond))
 				c.tablePending = true
 			}
 			c.lastTick = now
 			effs = append(effs, c.m.Step(slots.Tick{Now: now})...)
-			counts = true
 			c.ticks++
-			all = c.ticks%8 == 0 // a safety net: everything is republished now and then
+			counts = c.ticks%4 == 0
+			all = c.ticks%16 == 0 // a safety net: everything is republished now and then
 			if c.tablePending && c.view != nil {
 				c.tablePending = false
-				effs = append(effs, c.tableEvent(c.view)...)
-				all = true
+				te, stepped := c.tableEvent(c.view)
+				effs = append(effs, te...)
+				all = all || stepped
 			}
 			c.pingIdle(now)
 		}
@@ -350,7 +353,12 @@ func (c *ctl) run() {
 				all = true
 			}
 		}
+		t1 := time.Now()
 		c.execute(effs, touched, all, all || counts)
+		if d := time.Since(t0); d > time.Second {
+			c.n.log.Warn("slow ownership step", "events", len(batch), "effects", len(effs), "step", t1.Sub(t0).Round(time.Millisecond),
+				"execute", time.Since(t1).Round(time.Millisecond), "persist", c.lastPersist.Round(time.Millisecond))
+		}
 		c.flush()
 	}
 }
@@ -369,7 +377,8 @@ func (c *ctl) onView(old, v *view) []slots.Effect {
 			effs = append(effs, c.m.Step(slots.MemberAlive{Name: ch.name})...)
 		}
 	}
-	return append(effs, c.tableEvent(v)...)
+	te, _ := c.tableEvent(v)
+	return append(effs, te...)
 }
 
 // tableEvent steps the machine with v's table. A node with no slot state
@@ -378,9 +387,9 @@ func (c *ctl) onView(old, v *view) []slots.Effect {
 // waits until the view has settled, then bootstraps (the first owners take
 // epoch 1, each the slots the shared table gives it). Any other table goes
 // to the machine at once.
-func (c *ctl) tableEvent(v *view) []slots.Effect {
+func (c *ctl) tableEvent(v *view) (_ []slots.Effect, stepped bool) {
 	if len(v.table.Members()) == 0 {
-		return nil // not joined yet
+		return nil, false // not joined yet
 	}
 	boot := false
 	if c.fresh {
@@ -397,7 +406,7 @@ func (c *ctl) tableEvent(v *view) []slots.Effect {
 		}
 		if genesis {
 			if !v.settled(c.n.now(), c.n.cfg.Cluster.SettleTime) {
-				return nil // the tick re-checks (see pingIdle)
+				return nil, false // the tick re-checks (see pingIdle)
 			}
 			boot = true
 		}
@@ -425,7 +434,7 @@ func (c *ctl) tableEvent(v *view) []slots.Effect {
 		}
 		go c.n.cluster.setGenesis(g)
 	}
-	return effs
+	return effs, true
 }
 
 // pingIdle sends an empty batch to every live member not written to within
@@ -460,8 +469,12 @@ func (c *ctl) execute(effs []slots.Effect, touched map[uint16]bool, all, recount
 			persist = append(persist, p)
 		}
 	}
+	c.lastPersist = 0
 	if len(persist) > 0 {
-		if err := c.n.writer.persistStates(persist); err != nil {
+		pt := time.Now()
+		err := c.n.writer.persistStates(persist)
+		c.lastPersist = time.Since(pt)
+		if err != nil {
 			c.n.log.Error("persist slot ownership: effects not carried out", "err", err)
 			return
 		}
@@ -626,6 +639,13 @@ func (c *ctl) publish(s uint16) {
 		v |= 1 << 7
 	}
 	c.pub[s].Store(v)
+	owner := st.Role == slots.RoleOwner || st.Role == slots.RoleSealing
+	c.repMu.RLock()
+	had := c.reps[s] != nil
+	c.repMu.RUnlock()
+	if !owner && !had {
+		return // the common case: nothing to replicate to, before or now
+	}
 	reps := c.m.Replicas(slots.Slot(s))
 	c.repMu.RLock()
 	same := slices.Equal(reps, c.reps[s])

@@ -324,7 +324,12 @@ func (n *Node) Close(ctx context.Context) error {
 			return
 		}
 		n.loop.close() // no new fires
-		n.disp.close(ctx)
+		for _, j := range n.disp.close(ctx) {
+			// Never started: it stays in flight in the store (the next
+			// owner or start repeats it with the same fire id), but the
+			// writer must not wait for it (a seal for a handover does).
+			n.writer.send(&writeOp{kind: opDone, res: &fireResult{Job: j, Err: dispatchShutdown}})
+		}
 		if n.cluster != nil {
 			n.drain(ctx)
 			n.cluster.close()

@@ -164,7 +164,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		m.advanceAll()
 	case Tick:
-		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.Settle/4
+		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.pause()
 		if ev.Now.After(m.now) {
 			m.now = ev.Now
 		}
