@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -68,6 +69,7 @@ type ctl struct {
 	lastStuckLog time.Time
 	ticks        uint64
 	lastPersist  time.Duration
+	traceEvery   int
 	stuckSince   map[uint16]time.Time
 }
 
@@ -237,6 +239,7 @@ func newCtl(n *Node, cfg slots.Config, metas map[uint16]storageMetaView) (*ctl, 
 		c.publish(uint16(s))
 	}
 	c.counts.Store(&slots.Counts{})
+	c.traceEvery, _ = strconv.Atoi(os.Getenv("CHIME_TRACE_SLOTS"))
 	return c, nil
 }
 
@@ -333,10 +336,15 @@ func (c *ctl) run() {
 				touched[uint16(ev.ev.Slot)] = true
 				effs = append(effs, c.m.Step(ev.ev)...)
 			case slots.Event:
-				if s, ok := eventSlot(ev); ok {
+				s, ok := eventSlot(ev)
+				if ok {
 					touched[s] = true
 				}
-				effs = append(effs, c.m.Step(ev)...)
+				out := c.m.Step(ev)
+				if ok && c.traced(s) {
+					c.trace(s, ev, out)
+				}
+				effs = append(effs, out...)
 			}
 		}
 		if tick && time.Since(c.lastStuckLog) > 3*time.Second {
@@ -515,7 +523,7 @@ func (c *ctl) execute(effs []slots.Effect, touched map[uint16]bool, all, recount
 			}
 		case slots.SendSnapshot:
 			touched[uint16(e.Slot)] = true
-			c.n.ship.sendSnapshot(uint16(e.Slot), e.To, e.Sent, e.Grant)
+			c.n.ship.sendSnapshot(uint16(e.Slot), uint64(e.Epoch), e.To, e.Sent, e.Grant)
 		case slots.Seal:
 			touched[uint16(e.Slot)] = true
 			c.sealing[uint16(e.Slot)] = true
@@ -578,6 +586,34 @@ func setFlag(m map[uint16]bool, s uint16, on bool) {
 	}
 }
 
+// traced reports whether slot s's machine events are logged
+// (CHIME_TRACE_SLOTS=k logs every k-th slot; a debugging aid).
+func (c *ctl) traced(s uint16) bool { return c.traceEvery > 0 && int(s)%c.traceEvery == 0 }
+
+func (c *ctl) trace(s uint16, ev slots.Event, out []slots.Effect) {
+	switch ev.(type) {
+	case slots.Replicated, slots.ReplAck, slots.Applied:
+		interesting := false
+		for _, e := range out {
+			switch e.(type) {
+			case slots.Heartbeat, slots.Ack:
+			default:
+				interesting = true
+			}
+		}
+		if !interesting {
+			return
+		}
+	}
+	var es []string
+	for _, e := range out {
+		if _, ok := e.(slots.Heartbeat); !ok {
+			es = append(es, e.String())
+		}
+	}
+	c.n.log.Info("slot trace", "slot", s, "event", fmt.Sprintf("%T%+v", ev, ev), "effects", es, "now", c.m.Debug(slots.Slot(s)))
+}
+
 // logStuck logs the machine's view of a few slots that this node should own
 // and has not taken for a while, to diagnose a slot that stays unavailable.
 func (c *ctl) logStuck() {
@@ -588,7 +624,15 @@ func (c *ctl) logStuck() {
 	logged := 0
 	for s := range slots.Count {
 		r := c.m.State(slots.Slot(s)).Role
-		if r != slots.RoleImporting && r != slots.RoleUnavailable {
+		stuck := r == slots.RoleImporting || r == slots.RoleUnavailable
+		if r == slots.RoleFollower && c.view != nil {
+			if l := c.m.Leader(slots.Slot(s)); l != "" {
+				if m, ok := c.view.member(l); ok && m.Status == gossip.StatusDead {
+					stuck = true // following a dead owner
+				}
+			}
+		}
+		if !stuck {
 			delete(c.stuckSince, uint16(s))
 			continue
 		}

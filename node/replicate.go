@@ -48,11 +48,15 @@ type replMsg struct {
 	Reset     bool   `msgpack:"r,omitempty"`
 	// A snapshot the ownership machine sent (SendSnapshot): its Sent time
 	// and Grant, for the receiver's SnapshotComplete.
-	Snap  bool   `msgpack:"x,omitempty"`
-	Sent  int64  `msgpack:"t,omitempty"`
-	Grant bool   `msgpack:"g,omitempty"`
-	Count int    `msgpack:"n"`
-	Data  []byte `msgpack:"d"`
+	Snap  bool  `msgpack:"x,omitempty"`
+	Sent  int64 `msgpack:"t,omitempty"`
+	Grant bool  `msgpack:"g,omitempty"`
+	// SnapEpoch is the machine's epoch the snapshot speaks for (Epoch
+	// and Seq are the data's position, which may be at an older epoch:
+	// a node that handed a slot over keeps its data as it was).
+	SnapEpoch uint64 `msgpack:"xe,omitempty"`
+	Count     int    `msgpack:"n"`
+	Data      []byte `msgpack:"d"`
 }
 
 func (m *replMsg) ops() storage.SlotOps {
@@ -134,6 +138,7 @@ type queued struct {
 	to    string
 	sent  time.Time
 	grant bool
+	epoch uint64          // a snapshot's machine epoch
 	acked map[string]bool // replicas that applied it
 }
 
@@ -172,8 +177,8 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 
 // sendSnapshot queues a snapshot of slot for node to (SendSnapshot). It
 // never blocks.
-func (s *shipper) sendSnapshot(slot uint16, to string, sent time.Time, grant bool) {
-	s.add([]*queued{{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant}})
+func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant bool) {
+	s.add([]*queued{{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, epoch: epoch}})
 }
 
 func (s *shipper) add(qs []*queued) {
@@ -291,8 +296,12 @@ func (s *shipper) round() bool {
 	byNode := map[string][]int{}
 	finish := func(i int, why string) {
 		finished[i] = true
-		if q := batch[i]; q.wait != nil {
+		q := batch[i]
+		if q.wait != nil {
 			q.wait.settle(q.msg.Slot, why)
+		}
+		if why == "" && q.to == "" {
+			c.post(slots.Applied{Slot: slots.Slot(q.msg.Slot), Seq: q.msg.Seq})
 		}
 	}
 	for i, q := range batch {
@@ -300,10 +309,8 @@ func (s *shipper) round() bool {
 		ep := c.holds(slot)
 		var targets []string
 		if q.to != "" {
-			if ep == 0 {
-				finish(i, "") // not ours any more: whoever holds it now sends copies
-				continue
-			}
+			// A snapshot the machine asked for: owners, sealers and
+			// holders of a copy (after a handover or a crash) send them.
 			targets = []string{q.to}
 		} else {
 			if q.msg.Epoch != ep {
@@ -346,7 +353,7 @@ func (s *shipper) round() bool {
 					s.n.log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
 					continue
 				}
-				snap.Snap, snap.Sent, snap.Grant = true, q.sent.UnixNano(), q.grant
+				snap.Snap, snap.Sent, snap.Grant, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.epoch
 				q.msg = snap
 			}
 			keep = append(keep, i)
@@ -498,7 +505,7 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	// Durable now: the machine may acknowledge the snapshots it got.
 	for i, m := range req.Msgs {
 		if m.Snap && op.replRes[i] == replOK {
-			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch),
+			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
 				Seq: m.Seq, From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
 		}
 	}

@@ -308,6 +308,15 @@ func (w *writer) group(first *writeOp) {
 	if len(g.applied) > 0 && g.err == nil {
 		w.repl.ctl.post(g.applied...)
 	}
+	if len(g.wakes) > 0 && g.err == nil {
+		// The loop learns of wake changes in commit order, here on the
+		// writer goroutine. Delivering them when a group is acknowledged
+		// let a group that waited for its followers deliver a stale "wake
+		// 0" after a later group had re-filed the task, which dropped a
+		// periodic task from the wheel for good.
+		w.notify(g.wakes)
+		g.wakes = nil
+	}
 	if len(msgs) > 0 && g.err == nil {
 		if g.api {
 			g.wait = newReplWait(len(msgs), time.Now().Add(replTimeout))

@@ -20,11 +20,18 @@ type writerRepl struct {
 	// snapshot applied, a drop): a drop ctl decided before a newer
 	// snapshot arrived must not delete it. Guarded by metaMu.
 	gens map[uint16]uint64
+	// bumpPrev is a slot's data position before this node took a new
+	// epoch of it as owner: the Prev of its first message at that epoch,
+	// so that a replica holding the same data (the old owner after a
+	// handover) applies it instead of needing a snapshot. Writer
+	// goroutine only.
+	bumpPrev map[uint16]storage.SlotMeta
 }
 
 func (r *writerRepl) init(metas map[uint16]storage.SlotMeta) {
 	r.meta = metas
 	r.gens = map[uint16]uint64{}
+	r.bumpPrev = map[uint16]storage.SlotMeta{}
 }
 
 // position returns slot's stored meta: its data position (Epoch, Seq) and
@@ -95,12 +102,19 @@ func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replMsg {
 		}
 		m := w.repl.position(o.Slot)
 		prev := m
+		if bp, ok := w.repl.bumpPrev[o.Slot]; ok {
+			prev = bp
+			delete(w.repl.bumpPrev, o.Slot)
+		}
 		m.Epoch = ep
 		m.Seq++
 		w.repl.setMeta(b, o.Slot, m)
+		// The machine hears of the seq (Applied) once every replica has
+		// it (shipper): its heartbeats tell the follower how far it is, and
+		// an importer that believed itself further than its data would
+		// take a slot over without the last results and repeat fires.
 		msgs = append(msgs, replMsg{Slot: o.Slot, Epoch: m.Epoch, Seq: m.Seq, PrevEpoch: prev.Epoch, PrevSeq: prev.Seq,
 			Count: o.Count, Data: o.Data})
-		g.applied = append(g.applied, slots.Applied{Slot: slots.Slot(o.Slot), Seq: m.Seq})
 	}
 	return msgs
 }
@@ -143,7 +157,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		own := role == slots.RoleOwner || role == slots.RoleSealing
 		cur := w.repl.position(m.Slot)
 		switch {
-		case m.Epoch < known || (own && m.Epoch == known):
+		case max(m.Epoch, m.SnapEpoch) < known || (own && max(m.Epoch, m.SnapEpoch) == known):
 			op.replRes[i] = replStale
 			continue
 		case own:
@@ -174,6 +188,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			continue
 		}
 		if m.Reset {
+			delete(w.repl.bumpPrev, m.Slot)
 			op.gens[i] = w.repl.bumpGen(m.Slot)
 			w.purgeSlot(m.Slot, nil)
 			for _, id := range o.TaskIDs() {
@@ -203,6 +218,9 @@ func (w *writer) applyPersist(b *storage.Batch, op *writeOp) int {
 		m := w.repl.position(s)
 		m.Role, m.OwnEpoch, m.OwnSeq, m.Grantee = uint8(p.State.Role), uint64(p.State.Epoch), p.State.Seq, p.State.Grantee
 		if p.State.Role == slots.RoleOwner && uint64(p.State.Epoch) > m.Epoch {
+			if _, ok := w.repl.bumpPrev[s]; !ok {
+				w.repl.bumpPrev[s] = m
+			}
 			m.Epoch = uint64(p.State.Epoch)
 		}
 		w.repl.setMeta(b, s, m)
@@ -219,6 +237,7 @@ func (w *writer) applyDrop(b *storage.Batch, op *writeOp) int {
 		}
 		b.WithoutCapture(func() { b.DropSlot(s) })
 		w.repl.bumpGen(s)
+		delete(w.repl.bumpPrev, s)
 		w.purgeSlot(s, nil)
 		m := w.repl.position(s)
 		m.Epoch, m.Seq = 0, 0
