@@ -54,11 +54,6 @@ type ClusterConfig struct {
 // ownershipConfig is the slots.Config of node self.
 func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	sc := slots.DefaultLocalConfig(self)
-	// Settle 2 s rather than the local profile's 1 s: on a busy 2-core
-	// machine goroutines stall for hundreds of milliseconds, and each stall
-	// over the pause gap voids grants and the majority evidence an owner
-	// needs to go on without a dead follower. It adds 1 s to failover.
-	sc.Settle = 2 * time.Second
 	if c.Lease > 0 {
 		sc.Lease = c.Lease
 	}
