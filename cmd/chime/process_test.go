@@ -111,7 +111,10 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("chime did not start in 30s:\n%s", p.log())
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// A member is ready once it has taken over every slot the table gives
+	// it: one handover per slot, which takes tens of seconds when CI runs
+	// the race-built packages side by side on 2 cores.
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get(p.url + "/readyz")
 		if err == nil {
@@ -121,7 +124,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("chime not ready in 30s:\n%s", p.log())
+			t.Fatalf("chime not ready in 90s:\n%s", p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

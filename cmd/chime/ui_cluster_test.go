@@ -162,7 +162,7 @@ func getSnapshot(t *testing.T, url string) *node.Snapshot {
 // with the last snapshot's members.
 func waitSnapshot(t *testing.T, url, what string, cond func(*node.Snapshot) bool) *node.Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		s := getSnapshot(t, url)
 		if cond(s) {
@@ -271,7 +271,10 @@ func TestClusterSnapshotInProcess(t *testing.T) {
 	s := waitSnapshot(t, url, "30 tasks over three fresh members", func(s *node.Snapshot) bool {
 		var stored int64
 		for _, m := range s.Members {
-			if m.Stale || m.TasksStored < 0 {
+			// A member shows "loading" until it is ready: it has taken
+			// over every slot the table gives it (handovers take seconds
+			// with -race and three nodes in one process).
+			if m.Stale || m.TasksStored < 0 || m.State != "active" {
 				return false
 			}
 			stored += m.TasksStored
