@@ -170,7 +170,12 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		case m.Epoch == cur.Epoch && m.Seq <= cur.Seq:
 			op.replRes[i] = replOK // applied before (or covered by a snapshot)
 			continue
-		case cur.Epoch != m.PrevEpoch || cur.Seq != m.PrevSeq:
+		case !(cur.Epoch == m.PrevEpoch && cur.Seq == m.PrevSeq) && !(cur.Epoch == m.Epoch && cur.Seq == m.PrevSeq):
+			// Neither the position the op was made from nor that same
+			// position at the op's epoch (a snapshot the new owner sent
+			// after it took the epoch: only it writes data at its epoch).
+			// Without the second form every slot's first write after a
+			// bootstrap or takeover gapped into a snapshot.
 			op.replRes[i] = replGap
 			continue
 		}
