@@ -72,9 +72,9 @@ func fired(t *testing.T, tn *testNode) int {
 
 // TestJoinMovesSlotsWithTheirTasks: tasks stored on a lone node; a second
 // node joins before they are due and takes about half of the slots. The
-// joiner pulls those slots' tasks from the first node before it owns them,
-// the first node stops firing them, and every task fires exactly once,
-// each on its slot's owner. Then the joiner leaves: the first node (its
+// joiner catches up on those slots as the first node's follower and takes
+// each by a sealed handover; every task fires exactly once (on the first
+// node if its slot had not moved yet at its due time). Then the joiner leaves: the first node (its
 // follower, holding the replicas) fires what the joiner owned.
 func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
 	if testing.Short() {

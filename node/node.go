@@ -354,9 +354,9 @@ func (n *Node) Close(ctx context.Context) error {
 // drain hands this node's slots over before it leaves: the results of the
 // callbacks that finished are applied and acknowledged by the followers
 // (so the new owners do not repeat those fires), then the node announces
-// it is draining, the other nodes drop it from their tables and take its
-// slots over from the followers' copies (or from it: it still answers
-// pulls), and only then does it leave.
+// it is draining, the other nodes drop it from their tables and take each
+// of its slots over by a sealed handover (it keeps serving the internal
+// endpoints meanwhile), and only then does it leave.
 func (n *Node) drain(ctx context.Context) {
 	start := time.Now()
 	if err := n.writer.barrier(); err != nil {

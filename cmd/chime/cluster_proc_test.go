@@ -552,7 +552,7 @@ func argAfter(args []string, flag string) string {
 // TestRestartWithOldDataResurrectsNothing: a node is SIGKILLed, and while
 // it is down some of its tasks are deleted and others replaced through
 // the survivors (which took its slots over). When it comes back with its
-// old data it takes its slots back only after pulling the newer copies:
+// old data it takes its slots back only after resyncing from their holders:
 // the deleted tasks stay deleted and never fire, the replaced ones fire
 // with their new payload, the rest fire once.
 func TestRestartWithOldDataResurrectsNothing(t *testing.T) {

@@ -230,7 +230,7 @@ func createTasks(t *testing.T, url string, left []map[string]any) {
 }
 
 // waitWritable waits until the slot of task id takes writes (its owner has
-// pulled it: see createSpread) by creating and deleting that task.
+// taken it over: see createTasks) by creating and deleting that task.
 func waitWritable(t *testing.T, url, id string) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
