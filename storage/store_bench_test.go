@@ -141,3 +141,116 @@ func BenchmarkScanDue(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBatchCommit commits batches of n task writes without an fsync,
+// as the node's writer does (Commit(false); one fsync covers many groups):
+// the CPU cost of the write path, which a sync benchmark hides behind the
+// disk's fsync latency. The store is on the real filesystem and holds
+// 100000 tasks flushed to tables.
+//
+//   - op=create writes n new tasks (task record and due key each).
+//   - op=update moves the wake of n random stored tasks, a fire's shape:
+//     the record is rewritten and its due key moved.
+//   - op=apply applies, as a follower, the captured ops of such updates
+//     (ApplySlotOps; rounds of precomputed ops applied in a cycle).
+//   - op=snapshot rebuilds one slot of n tasks from its snapshot in one
+//     batch (DropSlot, then ApplySlotOps), as a resync does.
+func BenchmarkBatchCommit(b *testing.B) {
+	const stored = 100000
+	for _, op := range []string{"create", "update", "apply", "snapshot"} {
+		for _, n := range []int{1, 100, 1000} {
+			b.Run(fmt.Sprintf("op=%s/n=%d", op, n), func(b *testing.B) {
+				s := openBenchDisk(b)
+				fill(b, s, stored)
+				rng := rand.New(rand.NewPCG(1, 2))
+				var write func(bt *Batch)
+				switch op {
+				case "create":
+					seq := 0
+					write = func(bt *Batch) {
+						for range n {
+							tk := benchTask(seq)
+							tk.ID = "new-" + strconv.Itoa(seq)
+							bt.PutTask(tk, 0)
+							seq++
+						}
+					}
+				case "update":
+					tasks := make([]*Task, stored)
+					for i := range tasks {
+						tasks[i] = benchTask(i)
+					}
+					write = func(bt *Batch) {
+						for range n {
+							tk := tasks[rng.IntN(stored)]
+							prev := tk.Wake()
+							tk.NextDue += 1_000_000_000
+							bt.PutTask(tk, prev)
+						}
+					}
+				case "apply":
+					owner := openMem(b, Options{})
+					fill(b, owner, stored)
+					tasks := make([]*Task, stored)
+					for i := range tasks {
+						tasks[i] = benchTask(i)
+					}
+					var rounds [][]SlotOps
+					for range 32 {
+						ob := owner.NewBatch()
+						ob.Capture()
+						for range n {
+							tk := tasks[rng.IntN(stored)]
+							prev := tk.Wake()
+							tk.NextDue += 1_000_000_000
+							ob.PutTask(tk, prev)
+						}
+						rounds = append(rounds, ob.TakeSlotOps())
+						if err := ob.Commit(false); err != nil {
+							b.Fatalf("Commit: %v", err)
+						}
+					}
+					r := 0
+					write = func(bt *Batch) {
+						for _, o := range rounds[r%len(rounds)] {
+							if err := bt.ApplySlotOps(o); err != nil {
+								b.Fatalf("ApplySlotOps: %v", err)
+							}
+						}
+						r++
+					}
+				case "snapshot":
+					src := openMem(b, Options{})
+					sb := src.NewBatch()
+					for i := range n {
+						tk := benchTask(i)
+						tk.Slot = 20000 // beyond fill's slots
+						sb.PutTask(tk, 0)
+					}
+					if err := sb.Commit(false); err != nil {
+						b.Fatalf("Commit: %v", err)
+					}
+					snap, err := src.SnapshotSlot(20000)
+					if err != nil {
+						b.Fatalf("SnapshotSlot: %v", err)
+					}
+					write = func(bt *Batch) {
+						bt.DropSlot(snap.Slot)
+						if err := bt.ApplySlotOps(snap); err != nil {
+							b.Fatalf("ApplySlotOps: %v", err)
+						}
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					bt := s.NewBatch()
+					write(bt)
+					if err := bt.Commit(false); err != nil {
+						b.Fatalf("Commit: %v", err)
+					}
+				}
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
+			})
+		}
+	}
+}
