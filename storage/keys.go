@@ -8,11 +8,19 @@ const (
 	prefixSlot byte = 's' // per-slot keys: 's' slot(u16 BE) section ...
 	prefixNode byte = 'n' // node-local keys, reserved
 
-	sectionDue     byte = 'D' // due index: wake(u64 BE) id -> empty
-	sectionHistory byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
-	sectionMeta    byte = 'M' // slot meta, reserved for replication
-	sectionTask    byte = 'T' // task: id -> Task
+	sectionDue      byte = 'D' // due index: wake(u64 BE) id -> empty
+	sectionHistory  byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
+	sectionMeta     byte = 'M' // slot meta: SlotMeta (replica.go)
+	sectionTask     byte = 'T' // task: id -> Task
+	sectionChecksum byte = 'C' // the slot's checksum, reserved: nothing after the section byte
 )
+
+// isDataSection reports whether keys of section are the slot's data: what
+// is replicated (captured, snapshotted). The meta and checksum keys are
+// each node's own bookkeeping.
+func isDataSection(section byte) bool {
+	return section == sectionTask || section == sectionDue || section == sectionHistory
+}
 
 // histSep ends the id inside a history key. IDs never contain it, so the
 // history of one id is exactly [H id 0x00, H id 0x01).
@@ -54,6 +62,11 @@ func appendSlotPrefix(dst []byte, slot uint16) []byte {
 // appendSection appends 's' slot section.
 func appendSection(dst []byte, slot uint16, section byte) []byte {
 	return append(appendSlotPrefix(dst, slot), section)
+}
+
+// appendChecksumKey appends 's' slot 'C', the key of the slot's checksum.
+func appendChecksumKey(dst []byte, slot uint16) []byte {
+	return appendSection(dst, slot, sectionChecksum)
 }
 
 // appendTaskKey appends 's' slot 'T' id.
