@@ -6,21 +6,29 @@ import "encoding/binary"
 // to disk: ONLY APPEND to this list, never change or reuse a value.
 const (
 	prefixSlot byte = 's' // per-slot keys: 's' slot(u16 BE) section ...
-	prefixNode byte = 'n' // node-local keys, reserved
+	prefixNode byte = 'n' // node-local keys: 'n' name
 
 	sectionDue      byte = 'D' // due index: wake(u64 BE) id -> empty
 	sectionHistory  byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
 	sectionMeta     byte = 'M' // slot meta: SlotMeta (replica.go)
 	sectionTask     byte = 'T' // task: id -> Task
-	sectionChecksum byte = 'C' // the slot's checksum, reserved: nothing after the section byte
+	sectionChecksum byte = 'C' // the slot's checksum: nothing after the section byte
 )
 
 // isDataSection reports whether keys of section are the slot's data: what
-// is replicated (captured, snapshotted). The meta and checksum keys are
-// each node's own bookkeeping.
+// is replicated (captured, snapshotted) and what the slot checksum covers.
+// The meta and checksum keys are each node's own bookkeeping.
 func isDataSection(section byte) bool {
 	return section == sectionTask || section == sectionDue || section == sectionHistory
 }
+
+// Node-local keys ('n' name). Written to disk: never change a name.
+var (
+	// nodeKeyChecksums holds the version of the slot checksum scheme the
+	// store maintains (checksumVersion); Open rebuilds every slot's
+	// checksum when it is missing or different.
+	nodeKeyChecksums = []byte("nchecksums")
+)
 
 // histSep ends the id inside a history key. IDs never contain it, so the
 // history of one id is exactly [H id 0x00, H id 0x01).

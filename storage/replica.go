@@ -47,6 +47,7 @@ func (b *Batch) Capture() {
 // set and del are the only ways Batch methods write keys.
 func (b *Batch) set(key, value []byte) {
 	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch
+	b.sums.track(key, value, true)
 	if b.capture != nil {
 		b.record(opSet, key, value)
 	}
@@ -54,6 +55,7 @@ func (b *Batch) set(key, value []byte) {
 
 func (b *Batch) del(key []byte) {
 	_ = b.pb.Delete(key, nil)
+	b.sums.track(key, nil, false)
 	if b.capture != nil {
 		b.record(opDel, key, nil)
 	}
@@ -237,13 +239,15 @@ func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err erro
 	return nil
 }
 
-// DropSlot deletes every key of slot in b, meta included (one range
-// deletion), before a replica is rebuilt from a snapshot in the same batch.
-// It is never captured.
+// DropSlot deletes every key of slot in b, meta and checksum included (one
+// range deletion), before a replica is rebuilt from a snapshot in the same
+// batch. It is never captured. The slot's checksum then covers exactly the
+// keys b writes after the drop.
 func (b *Batch) DropSlot(slot uint16) {
 	b.mustOpen()
 	var lo, hi [slotPrefixLen]byte
 	_ = b.pb.DeleteRange(appendSlotPrefix(lo[:0], slot), appendSlotEnd(hi[:0], slot), nil)
+	b.sums.drop(slot)
 }
 
 // SnapshotSlot returns every data key of slot as set ops: applied after
