@@ -99,14 +99,15 @@ type sumTracker struct {
 
 type slotWrites struct {
 	dropped bool
-	writes  []keyWrite // in the order made
+	writes  []keyWrite
 }
 
 // keyWrite is one write of a key.
 type keyWrite struct {
 	off, n uint32 // the key is sumTracker.keys[off : off+n]
-	hash   uint64 // keyHash of the value set; 0 for a delete
+	seq    uint32 // the write's position among the slot's writes
 	live   bool   // set (true) or deleted
+	hash   uint64 // keyHash of the value set; 0 for a delete
 }
 
 func (t *sumTracker) slot(slot uint16) *slotWrites {
@@ -132,12 +133,12 @@ func (t *sumTracker) track(key, value []byte, live bool) {
 	if !ok || !isDataSection(section) {
 		return
 	}
-	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), live: live}
+	sw := t.slot(slot)
+	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), seq: uint32(len(sw.writes)), live: live}
 	if live {
 		w.hash = keyHash(key, value)
 	}
 	t.keys = append(t.keys, key...)
-	sw := t.slot(slot)
 	sw.writes = append(sw.writes, w)
 }
 
@@ -147,6 +148,22 @@ func (t *sumTracker) drop(slot uint16) {
 	w := t.slot(slot)
 	w.dropped = true
 	w.writes = w.writes[:0]
+}
+
+// sortWrites sorts ws by key, and the writes of one key in the order made,
+// so that the last write of each key is the last of its run. Writes that
+// are in key order already (a snapshot, a batch of one task) are not
+// sorted again.
+func (t *sumTracker) sortWrites(ws []keyWrite) {
+	cmp := func(x, y keyWrite) int {
+		if c := bytes.Compare(t.keys[x.off:x.off+x.n], t.keys[y.off:y.off+y.n]); c != 0 {
+			return c
+		}
+		return int(x.seq) - int(y.seq)
+	}
+	if !slices.IsSortedFunc(ws, cmp) {
+		slices.SortFunc(ws, cmp)
+	}
 }
 
 // slotSum is a slot's checksum as a commit leaves it.
@@ -217,10 +234,8 @@ func (b *Batch) addChecksums(dst []slotSum) (_ []slotSum, err error) {
 			}
 		}
 		sum := old
-		// The last write of each key counts: sort by key, keeping the
-		// order of writes among equal keys.
+		t.sortWrites(w.writes)
 		keyOf := func(kw keyWrite) []byte { return t.keys[kw.off : kw.off+kw.n] }
-		slices.SortStableFunc(w.writes, func(x, y keyWrite) int { return bytes.Compare(keyOf(x), keyOf(y)) })
 		for i, kw := range w.writes {
 			k := keyOf(kw)
 			if i+1 < len(w.writes) && bytes.Equal(k, keyOf(w.writes[i+1])) {
