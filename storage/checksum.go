@@ -35,10 +35,11 @@ import (
 // of the stored value at Commit; the checksum itself is kept in memory
 // once read.
 
-// checksumVersion identifies the checksum scheme (keyHash, the key set and
-// the value encoding). Open rebuilds every checksum when the store says it
-// keeps another version, so a change here must bump it.
-const checksumVersion byte = 1
+// ChecksumVersion identifies the checksum scheme (keyHash, the key set and
+// the stored encoding). Open rebuilds every checksum when the store says it
+// keeps another version, so a change of scheme must bump it. Nodes send it
+// with their checksums: checksums of different versions do not compare.
+const ChecksumVersion byte = 1
 
 // Checksum is an order-independent digest of a slot's data keys. Two stores
 // holding the same keys and values in a slot have equal checksums; the zero
@@ -371,7 +372,7 @@ func (s *Store) RepairSlotChecksum(slot uint16) (was, now Checksum, err error) {
 	return was, now, nil
 }
 
-// ensureChecksums makes the stored checksums those of checksumVersion:
+// ensureChecksums makes the stored checksums those of ChecksumVersion:
 // when the store says it keeps another version (or none: a store written
 // before checksums existed, or a new one), it computes every slot's
 // checksum in one scan and writes them, with the version, in one batch.
@@ -379,7 +380,7 @@ func ensureChecksums(db *pebble.DB) (err error) {
 	v, closer, err := db.Get(nodeKeyChecksums)
 	switch {
 	case err == nil:
-		ok := len(v) == 1 && v[0] == checksumVersion
+		ok := len(v) == 1 && v[0] == ChecksumVersion
 		_ = closer.Close()
 		if ok {
 			return nil
@@ -433,7 +434,7 @@ func ensureChecksums(db *pebble.DB) (err error) {
 		return fmt.Errorf("storage: rebuild checksums: %w", err)
 	}
 	flush()
-	_ = b.Set(nodeKeyChecksums, []byte{checksumVersion}, nil)
+	_ = b.Set(nodeKeyChecksums, []byte{ChecksumVersion}, nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("storage: rebuild checksums: %w", err)
 	}

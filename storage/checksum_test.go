@@ -416,7 +416,7 @@ func TestChecksumOrderIndependent(t *testing.T) {
 
 // TestChecksumGolden pins the checksum of fixed keys and values. Owner and
 // follower may run different builds: if this changes, the scheme changed,
-// and checksumVersion must be bumped (Open then rebuilds every checksum).
+// and ChecksumVersion must be bumped (Open then rebuilds every checksum).
 // Record encodings do not matter here: a replica holds its owner's bytes.
 func TestChecksumGolden(t *testing.T) {
 	if got, want := keyHash([]byte("k"), []byte("v")), xxhash.Sum64([]byte("\x01kv")); got != want {
@@ -511,7 +511,7 @@ func TestChecksumRebuiltOnOpen(t *testing.T) {
 		{"other version", func(t *testing.T, db *pebble.DB) {
 			mustPebble(t, db.Set(appendChecksumKey(nil, 2), encodeChecksum(Checksum{Sum: 1, Count: 1}), pebble.Sync))
 			mustPebble(t, db.Set(appendChecksumKey(nil, 7), encodeChecksum(Checksum{Sum: 1, Count: 1}), pebble.Sync))
-			mustPebble(t, db.Set(nodeKeyChecksums, []byte{checksumVersion + 1}, pebble.Sync))
+			mustPebble(t, db.Set(nodeKeyChecksums, []byte{ChecksumVersion + 1}, pebble.Sync))
 		}},
 	}
 	for _, tt := range tests {

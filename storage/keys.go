@@ -25,7 +25,7 @@ func isDataSection(section byte) bool {
 // Node-local keys ('n' name). Written to disk: never change a name.
 var (
 	// nodeKeyChecksums holds the version of the slot checksum scheme the
-	// store maintains (checksumVersion); Open rebuilds every slot's
+	// store maintains (ChecksumVersion); Open rebuilds every slot's
 	// checksum when it is missing or different.
 	nodeKeyChecksums = []byte("nchecksums")
 )
