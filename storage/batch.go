@@ -24,7 +24,7 @@ type Batch struct {
 
 // NewBatch returns an empty batch. Release it with Commit or Close.
 func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, pb: s.db.NewBatch(), c: getCodec()}
+	return &Batch{s: s, pb: s.db.NewBatch(), c: getCodec(), sums: sumTracker{off: !s.checksums}}
 }
 
 func (b *Batch) mustOpen() {

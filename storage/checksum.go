@@ -90,6 +90,7 @@ func decodeChecksum(v []byte) (Checksum, error) {
 // slot was dropped first (then no key written before the drop survives,
 // and no key's old value needs to be read).
 type sumTracker struct {
+	off   bool // the store keeps no checksums: track nothing
 	slots map[uint16]*slotWrites
 	// last caches the entry of the slot written last: batches write runs
 	// of keys of one slot.
@@ -130,6 +131,9 @@ func (t *sumTracker) slot(slot uint16) *slotWrites {
 // track records a set (live) or delete of key. Keys other than data keys
 // are not covered by checksums.
 func (t *sumTracker) track(key, value []byte, live bool) {
+	if t.off {
+		return
+	}
 	slot, section, _, ok := decodeSlotKey(key)
 	if !ok || !isDataSection(section) {
 		return
@@ -146,6 +150,9 @@ func (t *sumTracker) track(key, value []byte, live bool) {
 // drop records that every key of slot was deleted: writes tracked before
 // are void.
 func (t *sumTracker) drop(slot uint16) {
+	if t.off {
+		return
+	}
 	w := t.slot(slot)
 	w.dropped = true
 	w.writes = w.writes[:0]
@@ -284,6 +291,10 @@ func (s *Store) storedChecksum(key []byte) (c Checksum, had bool, err error) {
 	return c, true, err
 }
 
+// ErrNoChecksums is returned by SlotChecksum and RepairSlotChecksum of a
+// store opened with Options.DisableChecksums.
+var ErrNoChecksums = errors.New("storage: slot checksums are disabled")
+
 // SlotChecksum returns slot's maintained checksum: from memory, or one
 // point read the first time. Read it where no write to the slot can
 // interleave (the node's writer goroutine) to pair it with the slot's seq.
@@ -292,6 +303,9 @@ func (s *Store) SlotChecksum(slot uint16) (Checksum, error) {
 		return Checksum{}, ErrClosed
 	}
 	defer s.leave()
+	if !s.checksums {
+		return Checksum{}, ErrNoChecksums
+	}
 	s.sums.Lock()
 	defer s.sums.Unlock()
 	if c, ok := s.sums.m[slot]; ok {
@@ -309,7 +323,7 @@ func (s *Store) SlotChecksum(slot uint16) (Checksum, error) {
 // ComputeSlotChecksum computes slot's checksum from its keys, reading a
 // consistent snapshot: a scan of the whole slot, for verification and
 // tests. It equals SlotChecksum unless a write is committed in between, or
-// the maintained checksum is wrong.
+// the maintained checksum is wrong. It works with DisableChecksums too.
 func (s *Store) ComputeSlotChecksum(slot uint16) (c Checksum, err error) {
 	if !s.enter() {
 		return Checksum{}, ErrClosed
@@ -347,6 +361,9 @@ func (s *Store) RepairSlotChecksum(slot uint16) (was, now Checksum, err error) {
 		return Checksum{}, Checksum{}, ErrClosed
 	}
 	defer s.leave()
+	if !s.checksums {
+		return Checksum{}, Checksum{}, ErrNoChecksums
+	}
 	s.sums.Lock()
 	defer s.sums.Unlock()
 	var key [slotPrefixLen + 1]byte
@@ -370,6 +387,24 @@ func (s *Store) RepairSlotChecksum(slot uint16) (was, now Checksum, err error) {
 	}
 	s.sums.m[slot] = now
 	return was, now, nil
+}
+
+// forgetChecksums deletes the checksum version from the store, for a store
+// opened with DisableChecksums: its checksum keys go stale from the first
+// commit, and the next Open that keeps checksums must rebuild them.
+func forgetChecksums(db *pebble.DB) error {
+	_, closer, err := db.Get(nodeKeyChecksums)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storage: read checksum version: %w", err)
+	}
+	_ = closer.Close()
+	if err := db.Delete(nodeKeyChecksums, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: forget checksums: %w", err)
+	}
+	return nil
 }
 
 // ensureChecksums makes the stored checksums those of ChecksumVersion:

@@ -592,3 +592,31 @@ func TestChecksumClosed(t *testing.T) {
 		t.Errorf("RepairSlotChecksum after Close = %v, want ErrClosed", err)
 	}
 }
+
+// TestDisableChecksums writes with checksums off (stale from the first
+// commit on), then opens the same store with them on: they are rebuilt.
+func TestDisableChecksums(t *testing.T) {
+	r := newReopener(t, false, Options{})
+	put(t, r.Store, newTask(1, "a", 10), newTask(3, "d", 13))
+	r.opts.DisableChecksums = true
+	r.reopen()
+	if _, err := r.SlotChecksum(1); !errors.Is(err, ErrNoChecksums) {
+		t.Errorf("SlotChecksum with checksums off = %v, want ErrNoChecksums", err)
+	}
+	if _, _, err := r.RepairSlotChecksum(1); !errors.Is(err, ErrNoChecksums) {
+		t.Errorf("RepairSlotChecksum with checksums off = %v, want ErrNoChecksums", err)
+	}
+	b := r.NewBatch()
+	b.PutTask(newTask(1, "b", 11), 0)
+	b.PutTask(newTask(2, "c", 12), 0)
+	b.DropSlot(3)
+	commit(t, b, false)
+	if c, err := r.ComputeSlotChecksum(1); err != nil || c.Count != 4 {
+		t.Errorf("ComputeSlotChecksum(1) with checksums off = %v, %v; want 4 keys", c, err)
+	}
+	// Slot 1's stored checksum covers only "a", slot 2 has none: reopen
+	// with checksums on.
+	r.opts.DisableChecksums = false
+	r.reopen()
+	checkChecksums(t, r.Store)
+}

@@ -24,6 +24,7 @@ var ErrClosed = errors.New("storage: closed")
 type Store struct {
 	db           *pebble.DB
 	historyLimit uint64
+	checksums    bool // maintain slot checksums (!Options.DisableChecksums)
 
 	// sums serializes the commits that change slot checksums (checksum.go)
 	// from reading the old values to applying the batch, so that each
@@ -95,13 +96,19 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", dir, err)
 	}
-	if err := ensureChecksums(db); err != nil {
+	if opts.DisableChecksums {
+		err = forgetChecksums(db)
+	} else {
+		err = ensureChecksums(db)
+	}
+	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
 	s := &Store{
 		db:           db,
 		historyLimit: uint64(opts.HistoryLimit),
+		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
 	}
 	s.sums.m = map[uint16]Checksum{}
