@@ -50,7 +50,8 @@
 //     is not zero. Commit keeps it in the same batch as the writes it
 //     covers, reading the stored value of each key the batch writes; Open
 //     rebuilds all of them when the "checksums" node key does not name
-//     the current scheme.
+//     the current scheme. Options.DisableChecksums stops all of this and
+//     deletes that node key.
 //   - Range deletions are used only for whole slots (DropSlot). Pebble
 //     re-fragments all range tombstones of a memtable on the first read after
 //     each write, so one per deleted task made reads quadratic; DeleteTask
