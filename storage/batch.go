@@ -17,11 +17,14 @@ type Batch struct {
 	// capture, when non-nil, records every data-key mutation per slot
 	// (Capture, TakeSlotOps in replica.go).
 	capture map[uint16]*SlotOps
+	// sums tracks the data keys written per slot, for the slot checksums
+	// Commit writes (checksum.go).
+	sums sumTracker
 }
 
 // NewBatch returns an empty batch. Release it with Commit or Close.
 func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, pb: s.db.NewBatch(), c: getCodec()}
+	return &Batch{s: s, pb: s.db.NewBatch(), c: getCodec(), sums: sumTracker{off: !s.checksums}}
 }
 
 func (b *Batch) mustOpen() {
@@ -174,6 +177,12 @@ func (b *Batch) Size() int {
 // Commit returns ErrClosed after Store.Close, or the first error met while
 // building the batch (DeleteTask's history read); then nothing is
 // written. Commit panics if called twice.
+//
+// A batch that writes slot data keys also updates those slots' checksums
+// (checksum.go): it reads the stored value of every key it writes (none
+// for a slot it drops first) and applies under a store-wide mutex, so such
+// commits apply one at a time; a sync waits for its fsync after releasing
+// the mutex, so concurrent syncs still share one.
 func (b *Batch) Commit(sync bool) error {
 	b.mustOpen()
 	defer b.Close()
@@ -184,6 +193,9 @@ func (b *Batch) Commit(sync bool) error {
 		return ErrClosed
 	}
 	defer b.s.leave()
+	if len(b.sums.slots) > 0 {
+		return b.commitWithChecksums(sync)
+	}
 	wo := pebble.NoSync
 	if sync {
 		wo = pebble.Sync
@@ -202,6 +214,30 @@ func (b *Batch) Commit(sync bool) error {
 	return nil
 }
 
+// commitWithChecksums is Commit for a batch that writes slot data keys.
+func (b *Batch) commitWithChecksums(sync bool) error {
+	s := b.s
+	s.sums.Lock()
+	sums, err := b.addChecksums(nil)
+	if err == nil {
+		err = b.pb.Commit(pebble.NoSync)
+	}
+	if err == nil {
+		for _, ss := range sums {
+			s.sums.m[ss.slot] = ss.sum
+		}
+	}
+	s.sums.Unlock()
+	if err == nil && sync {
+		// The WAL is sequential: this fsync covers the batch.
+		err = s.db.LogData(nil, pebble.Sync)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: commit: %w", err)
+	}
+	return nil
+}
+
 // Close releases the batch without committing it. It is idempotent and a
 // no-op after Commit.
 func (b *Batch) Close() {
@@ -210,5 +246,5 @@ func (b *Batch) Close() {
 	}
 	_ = b.pb.Close() // only fails on a double close, which b.pb = nil prevents
 	putCodec(b.c)
-	b.pb, b.c = nil, nil
+	b.pb, b.c, b.sums = nil, nil, sumTracker{}
 }

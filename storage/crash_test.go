@@ -29,7 +29,8 @@ func crashTask(w, i int) *Task {
 }
 
 // checkSurvived asserts every task in want is stored intact, with its due
-// index entry, in the store opened on fs.
+// index entry, in the store opened on fs, and that every slot's checksum
+// matches its keys.
 func checkSurvived(t *testing.T, fs vfs.FS, want []*Task) {
 	t.Helper()
 	s := openFS(t, fs)
@@ -55,6 +56,8 @@ func checkSurvived(t *testing.T, fs vfs.FS, want []*Task) {
 	if lost > 0 {
 		t.Errorf("%d of %d synced tasks lost in the crash", lost, len(want))
 	}
+	// Checksums are in the batches they cover: whatever survived, they match.
+	checkChecksums(t, s)
 }
 
 func TestCrashDurability(t *testing.T) {

@@ -8,8 +8,9 @@
 //
 // It is not a scheduler and not a replication log: it does not hash ids to
 // slots (callers pass Task.Slot), compute due times, decide ownership or
-// talk to other nodes. The slot meta key is reserved for the replication
-// work and has no API yet.
+// talk to other nodes. It keeps what replication needs of it (replica.go:
+// captured per-slot ops, snapshots, each slot's SlotMeta) and, for
+// anti-entropy, a checksum of every slot's data (checksum.go).
 //
 // # Key layout
 //
@@ -22,11 +23,15 @@
 //	task       's' slot 'T' id                              msgpack Task
 //	due index  's' slot 'D' wake(uint64, unix ns) id        empty; wake = Task.Wake()
 //	history    's' slot 'H' id 0x00 seq(uint64)             msgpack Execution
-//	slot meta  's' slot 'M'                                 reserved (epoch, applied seq, checksum)
-//	node meta  'n' ...                                      node-local, reserved
+//	slot meta  's' slot 'M'                                 msgpack SlotMeta (epoch, seq, role)
+//	checksum   's' slot 'C'                                 Checksum: sum(u64) count(u64)
+//	node meta  'n' name                                     node-local ("checksums": scheme version)
 //
 // Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
 // streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.
+// The task, due index and history keys are the slot's data: what is
+// replicated, snapshotted and covered by the checksum. The meta and
+// checksum keys are each node's own and travel with none of them.
 // Ids are 1-128 characters of A-Z a-z 0-9 . _ ~ : - (ValidID), so they never
 // contain 0x00 and the history of one id is exactly ['s' slot 'H' id 0x00,
 // 's' slot 'H' id 0x01).
@@ -40,6 +45,13 @@
 //   - History records of a task are numbered 1..Task.HistSeq; at most
 //     HistoryLimit of the newest exist (while HistoryLimit is not lowered). AppendExecution trims the record
 //     that falls out of the window in the same batch.
+//   - A slot's checksum key holds Checksum over its data keys (the sum of
+//     keyHash(key, value) and their count) and exists exactly when that
+//     is not zero. Commit keeps it in the same batch as the writes it
+//     covers, reading the stored value of each key the batch writes; Open
+//     rebuilds all of them when the "checksums" node key does not name
+//     the current scheme. Options.DisableChecksums stops all of this and
+//     deletes that node key.
 //   - Range deletions are used only for whole slots (DropSlot). Pebble
 //     re-fragments all range tombstones of a memtable on the first read after
 //     each write, so one per deleted task made reads quadratic; DeleteTask
@@ -71,6 +83,8 @@
 // a consistent snapshot; their callbacks may call other Store methods but
 // must not call Close. Close waits for operations in flight, after which
 // every method returns ErrClosed. A Batch belongs to one goroutine.
+// Commits that write slot data apply one at a time (they read what they
+// replace, for the checksums); their fsyncs are still shared.
 //
 // # Usage
 //

@@ -6,12 +6,28 @@ import "encoding/binary"
 // to disk: ONLY APPEND to this list, never change or reuse a value.
 const (
 	prefixSlot byte = 's' // per-slot keys: 's' slot(u16 BE) section ...
-	prefixNode byte = 'n' // node-local keys, reserved
+	prefixNode byte = 'n' // node-local keys: 'n' name
 
-	sectionDue     byte = 'D' // due index: wake(u64 BE) id -> empty
-	sectionHistory byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
-	sectionMeta    byte = 'M' // slot meta, reserved for replication
-	sectionTask    byte = 'T' // task: id -> Task
+	sectionDue      byte = 'D' // due index: wake(u64 BE) id -> empty
+	sectionHistory  byte = 'H' // history: id 0x00 seq(u64 BE) -> Execution
+	sectionMeta     byte = 'M' // slot meta: SlotMeta (replica.go)
+	sectionTask     byte = 'T' // task: id -> Task
+	sectionChecksum byte = 'C' // the slot's checksum: nothing after the section byte
+)
+
+// isDataSection reports whether keys of section are the slot's data: what
+// is replicated (captured, snapshotted) and what the slot checksum covers.
+// The meta and checksum keys are each node's own bookkeeping.
+func isDataSection(section byte) bool {
+	return section == sectionTask || section == sectionDue || section == sectionHistory
+}
+
+// Node-local keys ('n' name). Written to disk: never change a name.
+var (
+	// nodeKeyChecksums holds the version of the slot checksum scheme the
+	// store maintains (ChecksumVersion); Open rebuilds every slot's
+	// checksum when it is missing or different.
+	nodeKeyChecksums = []byte("nchecksums")
 )
 
 // histSep ends the id inside a history key. IDs never contain it, so the
@@ -54,6 +70,11 @@ func appendSlotPrefix(dst []byte, slot uint16) []byte {
 // appendSection appends 's' slot section.
 func appendSection(dst []byte, slot uint16, section byte) []byte {
 	return append(appendSlotPrefix(dst, slot), section)
+}
+
+// appendChecksumKey appends 's' slot 'C', the key of the slot's checksum.
+func appendChecksumKey(dst []byte, slot uint16) []byte {
+	return appendSection(dst, slot, sectionChecksum)
 }
 
 // appendTaskKey appends 's' slot 'T' id.

@@ -47,6 +47,7 @@ func (b *Batch) Capture() {
 // set and del are the only ways Batch methods write keys.
 func (b *Batch) set(key, value []byte) {
 	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch
+	b.sums.track(key, value, true)
 	if b.capture != nil {
 		b.record(opSet, key, value)
 	}
@@ -54,6 +55,7 @@ func (b *Batch) set(key, value []byte) {
 
 func (b *Batch) del(key []byte) {
 	_ = b.pb.Delete(key, nil)
+	b.sums.track(key, nil, false)
 	if b.capture != nil {
 		b.record(opDel, key, nil)
 	}
@@ -98,8 +100,8 @@ func (b *Batch) TakeSlotOps() []SlotOps {
 var errBadOps = errors.New("storage: malformed slot ops")
 
 // ApplySlotOps adds o's mutations to b. It checks every record and every
-// key (it must be a key of o.Slot other than its meta) before writing any,
-// so a malformed o writes nothing.
+// key (it must be a data key of o.Slot: not its meta or checksum) before
+// writing any, so a malformed o writes nothing.
 func (b *Batch) ApplySlotOps(o SlotOps) error {
 	b.mustOpen()
 	type rec struct {
@@ -121,7 +123,7 @@ func (b *Batch) ApplySlotOps(o SlotOps) error {
 		key := d[k : k+int(n)]
 		d = d[k+int(n):]
 		slot, section, _, ok := decodeSlotKey(key)
-		if !ok || slot != o.Slot || section == sectionMeta {
+		if !ok || slot != o.Slot || !isDataSection(section) {
 			return fmt.Errorf("%w: key %q is not a data key of slot %d", errBadOps, key, o.Slot)
 		}
 		r := rec{kind: kind, key: key}
@@ -220,9 +222,9 @@ func (s *Store) SlotMetas() (_ map[uint16]SlotMeta, err error) {
 }
 
 // ScanSlot calls fn with every data key of slot and its value (tasks, due
-// index, history; not the meta), in key order, from one consistent
-// snapshot: the stream a new replica is built from. fn must not keep key or
-// value after it returns. fn returns false to stop.
+// index, history; not the meta or checksum), in key order, from one
+// consistent snapshot: the stream a new replica is built from. fn must not
+// keep key or value after it returns. fn returns false to stop.
 func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err error) {
 	if !s.enter() {
 		return ErrClosed
@@ -235,7 +237,7 @@ func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err erro
 	}
 	defer closeIter(it, &err)
 	for valid := it.First(); valid; valid = it.Next() {
-		if _, section, _, _ := decodeSlotKey(it.Key()); section == sectionMeta {
+		if _, section, _, _ := decodeSlotKey(it.Key()); !isDataSection(section) {
 			continue
 		}
 		if !fn(it.Key(), it.Value()) {
@@ -245,13 +247,15 @@ func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err erro
 	return nil
 }
 
-// DropSlot deletes every key of slot in b, meta included (one range
-// deletion), before a replica is rebuilt from a snapshot in the same batch.
-// It is never captured.
+// DropSlot deletes every key of slot in b, meta and checksum included (one
+// range deletion), before a replica is rebuilt from a snapshot in the same
+// batch. It is never captured. The slot's checksum then covers exactly the
+// keys b writes after the drop.
 func (b *Batch) DropSlot(slot uint16) {
 	b.mustOpen()
 	var lo, hi [slotPrefixLen]byte
 	_ = b.pb.DeleteRange(appendSlotPrefix(lo[:0], slot), appendSlotEnd(hi[:0], slot), nil)
+	b.sums.drop(slot)
 }
 
 // SnapshotSlot returns every data key of slot as set ops: applied after

@@ -99,6 +99,8 @@ func TestApplySlotOpsRejects(t *testing.T) {
 
 	meta := SlotOps{Slot: 5, Count: 1, Data: append([]byte{opSet, 4}, appendMetaKey(nil, 5)...)}
 	meta.Data = append(meta.Data, 0)
+	sum := SlotOps{Slot: 5, Count: 1, Data: append([]byte{opSet, 4}, appendChecksumKey(nil, 5)...)}
+	sum.Data = append(sum.Data, 0)
 	tests := []struct {
 		name string
 		ops  SlotOps
@@ -108,6 +110,7 @@ func TestApplySlotOpsRejects(t *testing.T) {
 		{"truncated", SlotOps{Slot: 5, Count: good.Count, Data: good.Data[:len(good.Data)-1]}},
 		{"bad kind", SlotOps{Slot: 5, Count: good.Count, Data: append([]byte{9}, good.Data[1:]...)}},
 		{"meta key", meta},
+		{"checksum key", sum},
 		{"huge length", SlotOps{Slot: 5, Count: 1, Data: []byte{opDel, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,19 @@ var ErrClosed = errors.New("storage: closed")
 type Store struct {
 	db           *pebble.DB
 	historyLimit uint64
+	checksums    bool // maintain slot checksums (!Options.DisableChecksums)
+
+	// sums serializes the commits that change slot checksums (checksum.go)
+	// from reading the old values to applying the batch, so that each
+	// commit's reads see every earlier one's writes. It is held for the
+	// apply only, never for an fsync.
+	sums struct {
+		sync.Mutex
+		// m caches stored checksums by slot (zero: no checksum key); a
+		// slot not in m is read from its key on first use. An entry
+		// changes with the stored value, under the lock.
+		m map[uint16]Checksum
+	}
 
 	// state counts operations in flight in its low bits and carries
 	// closedBit once Close has begun. Operations enter with Add(1) and back
@@ -83,11 +96,23 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", dir, err)
 	}
-	return &Store{
+	if opts.DisableChecksums {
+		err = forgetChecksums(db)
+	} else {
+		err = ensureChecksums(db)
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	s := &Store{
 		db:           db,
 		historyLimit: uint64(opts.HistoryLimit),
+		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
-	}, nil
+	}
+	s.sums.m = map[uint16]Checksum{}
+	return s, nil
 }
 
 // enter registers an operation. It returns false (and registers nothing)
@@ -167,17 +192,23 @@ func (s *Store) Sync() error {
 	return nil
 }
 
-// DropSlot deletes every key of slot (tasks, due index, history, meta) with
-// one range deletion, committed with Sync.
+// DropSlot deletes every key of slot (tasks, due index, history, meta,
+// checksum) with one range deletion, committed with Sync.
 func (s *Store) DropSlot(slot uint16) error {
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	// Under the checksum mutex: a commit in flight must not write the
+	// slot's old checksum back. Drops are rare; holding it over the fsync
+	// is simpler than a second commit path.
+	s.sums.Lock()
+	defer s.sums.Unlock()
 	var start, end [slotPrefixLen]byte
 	if err := s.db.DeleteRange(appendSlotPrefix(start[:0], slot), appendSlotEnd(end[:0], slot), pebble.Sync); err != nil {
 		return fmt.Errorf("storage: drop slot %d: %w", slot, err)
 	}
+	s.sums.m[slot] = Checksum{}
 	return nil
 }
 
