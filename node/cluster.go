@@ -49,6 +49,16 @@ type ClusterConfig struct {
 	// Lease below the failure detection time, and OwnershipSettle a few
 	// probe intervals.
 	Lease, LeaseMargin, OwnershipSettle time.Duration
+	// AntiEntropyInterval is how long one pass of anti-entropy over all
+	// slots takes (antientropy.go): the owner of each slot has each replica
+	// compare the slot's checksum with its own copy's at the same
+	// position, and resyncs a copy that differs. A pass is spread over 16
+	// ticks; a slot verified at an unchanged position is skipped for 10
+	// passes. 30 s finds a diverged copy of a slot being written within a
+	// pass or two and of an idle one within 5 minutes, for at most ~550
+	// slot checks a second per replica (every slot written) and ~55 when
+	// idle, each a few dozen bytes. 0 turns it off.
+	AntiEntropyInterval time.Duration
 }
 
 // ownershipConfig is the slots.Config of node self.
@@ -70,7 +80,8 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 // DefaultClusterConfig returns a cluster config with gossip profile g.
 func DefaultClusterConfig(g gossip.Config) ClusterConfig {
 	return ClusterConfig{Gossip: g, JoinRetry: time.Second, SettleTime: time.Second,
-		ForwardTimeout: 10 * time.Second, LeaveTimeout: 2 * time.Second, BootstrapWait: 3 * time.Second}
+		ForwardTimeout: 10 * time.Second, LeaveTimeout: 2 * time.Second, BootstrapWait: 3 * time.Second,
+		AntiEntropyInterval: 30 * time.Second}
 }
 
 func (c *ClusterConfig) validate() error {
@@ -83,6 +94,9 @@ func (c *ClusterConfig) validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, errors.New("node: Cluster.ForwardTimeout must be positive"))
+	}
+	if c.AntiEntropyInterval < 0 {
+		errs = append(errs, errors.New("node: Cluster.AntiEntropyInterval is negative"))
 	}
 	return errors.Join(errs...)
 }

@@ -19,6 +19,23 @@ import (
 // replication and imports go over HTTP).
 func clusterNode(t *testing.T, net *memnet.Network, name, addr string, seeds ...string) *testNode {
 	t.Helper()
+	return clusterNodeWith(t, net, name, addr, nil, seeds...)
+}
+
+// clusterNodeWith is clusterNode with the config changed by mutate (nil:
+// unchanged) before the node starts.
+func clusterNodeWith(t *testing.T, net *memnet.Network, name, addr string, mutate func(*Config), seeds ...string) *testNode {
+	t.Helper()
+	tn := startClusterNode(t, net, name, addr, mutate, seeds...)
+	waitReady(t, tn)
+	return tn
+}
+
+// startClusterNode is clusterNodeWith without waiting for the node to be
+// ready: nodes that form a cluster together start one after the other,
+// then wait.
+func startClusterNode(t *testing.T, net *memnet.Network, name, addr string, mutate func(*Config), seeds ...string) *testNode {
+	t.Helper()
 	ln, err := gonet.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +52,9 @@ func clusterNode(t *testing.T, net *memnet.Network, name, addr string, seeds ...
 	cc.Join = seeds
 	cc.SettleTime = 200 * time.Millisecond
 	cfg.Cluster = &cc
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +70,13 @@ func clusterNode(t *testing.T, net *memnet.Network, name, addr string, seeds ...
 	srv.Start()
 	tn := &testNode{Node: n, srv: srv, cfg: cfg}
 	t.Cleanup(func() { tn.stop(t) })
+	return tn
+}
+
+// waitReady waits until tn is ready (fails after 60 s).
+func waitReady(t *testing.T, tn *testNode) {
+	t.Helper()
+	n, name := tn.Node, tn.cfg.Name
 	// Joining moves half the slots by handover; with -race on a busy
 	// 2-core machine that takes seconds.
 	start := time.Now()
@@ -61,7 +88,6 @@ func clusterNode(t *testing.T, net *memnet.Network, name, addr string, seeds ...
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("%s ready after %v", name, time.Since(start).Round(time.Millisecond))
-	return tn
 }
 
 // fired returns how many callbacks a node sent successfully.

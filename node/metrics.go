@@ -38,6 +38,12 @@ type metrics struct {
 	tableChanges   prometheus.Counter     // views built
 	forwarded      *prometheus.CounterVec // by result: ok, error
 	takeovers      prometheus.Counter
+
+	aeChecks        *prometheus.CounterVec // by result: match, mismatch, not_comparable
+	aeMatch         prometheus.Counter
+	aeMismatch      prometheus.Counter
+	aeNotComparable prometheus.Counter
+	aeResyncs       prometheus.Counter
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -113,7 +119,15 @@ func newMetrics(g gauges) *metrics {
 		[]string{"result"})
 	m.takeovers = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "chime_slot_takeovers_total", Help: "Slots this node started owning (at a new epoch) after a join, leave, drain or crash."})
-	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers)
+	m.aeChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_antientropy_checks_total", Help: "Slot checksums this node, as owner, had a replica compare, by result: match, mismatch, not_comparable (the replica was not at the same position)."},
+		[]string{"result"})
+	m.aeMatch = m.aeChecks.WithLabelValues("match")
+	m.aeMismatch = m.aeChecks.WithLabelValues("mismatch")
+	m.aeNotComparable = m.aeChecks.WithLabelValues("not_comparable")
+	m.aeResyncs = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_antientropy_resyncs_total", Help: "Replica copies of this node's slots that anti-entropy found different from its own and had resynced (a snapshot of the slot)."})
+	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")

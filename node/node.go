@@ -33,8 +33,9 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
-	ship    *shipper // replication to replicas; nil standalone
-	ctl     *ctl     // slot ownership (slots.Machine); nil standalone
+	ship    *shipper     // replication to replicas; nil standalone
+	ctl     *ctl         // slot ownership (slots.Machine); nil standalone
+	ae      *antiEntropy // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
 
 	sampler    sampler
 	hosts      *hostStats
@@ -209,6 +210,10 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
+		if iv := n.cfg.Cluster.AntiEntropyInterval; iv > 0 {
+			n.ae = newAntiEntropy(n, iv)
+			go n.ae.run()
+		}
 	}
 	n.running.Store(true)
 	n.countTasks()
@@ -331,6 +336,9 @@ func (n *Node) Close(ctx context.Context) error {
 			n.writer.send(&writeOp{kind: opDone, res: &fireResult{Job: j, Err: dispatchShutdown}})
 		}
 		if n.cluster != nil {
+			if n.ae != nil {
+				n.ae.close()
+			}
 			n.drain(ctx)
 			n.cluster.close()
 			n.ctl.close()

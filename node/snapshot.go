@@ -173,6 +173,10 @@ type MemberSnapshot struct {
 	Goroutines     int     `json:"goroutines"`
 	DiskBytes      float64 `json:"disk_bytes"`
 	UptimeSeconds  float64 `json:"uptime_seconds"`
+	// AntiEntropyResyncs counts the replica copies of this member's slots
+	// that anti-entropy found different and had resynced since it started
+	// (json "antientropy_resyncs"; chime_antientropy_resyncs_total).
+	AntiEntropyResyncs int64 `json:"antientropy_resyncs"`
 }
 
 // Event is one membership or handover event for the dashboard timeline.
@@ -302,6 +306,8 @@ func (n *Node) localRow(ctx context.Context) (MemberSnapshot, WheelHeatmap, erro
 		Goroutines:    int(m["go_goroutines"]),
 		DiskBytes:     m["chime_store_disk_bytes"],
 		UptimeSeconds: st.UptimeSeconds,
+
+		AntiEntropyResyncs: int64(m["chime_antientropy_resyncs_total"]),
 	}
 	if n.cfg.Cluster != nil {
 		n.selfFromView(&self, n.view.Load())

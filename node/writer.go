@@ -39,6 +39,8 @@ const (
 	opSealCheck                   // which slots have no callback running (internal, acked)
 	opSnapshot                    // read a slot's snapshot at its current seq (internal, acked)
 	opBarrier                     // nothing: answered once everything queued before it is committed (internal, acked)
+	opSums                        // read slots' positions and checksums, after the group's commit (internal, answered at once)
+	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
 )
 
 // writeOp is one request to the writer. The writer fills the result fields
@@ -66,6 +68,7 @@ type writeOp struct {
 	gens    []uint64 // opReplica: the data generation a snapshot made
 	idle    []uint16 // opSealCheck: the slots with no callback running
 	snapErr error    // opSnapshot
+	ae      aeOp     // opSums, opCheckSums (antientropy.go)
 
 	reply chan struct{} // closed when durable (nil for internal ops)
 	// answered: reply was closed early (syncer only; finish skips it).
@@ -111,6 +114,7 @@ type syncGroup struct {
 	// applied: the slots' seqs this group committed at their current
 	// epoch, for the ownership machine.
 	applied []any
+	sums    bool // some op is opSums or opCheckSums
 	err     error
 }
 
@@ -308,6 +312,9 @@ func (w *writer) group(first *writeOp) {
 	if len(g.applied) > 0 && g.err == nil {
 		w.repl.ctl.post(g.applied...)
 	}
+	// Checksums are read here, with the group committed and every slot's
+	// position advanced: the two match (antientropy.go).
+	w.answerSums(g)
 	if len(g.wakes) > 0 && g.err == nil {
 		// The loop learns of wake changes in commit order, here on the
 		// writer goroutine. Delivering them when a group is acknowledged
@@ -547,7 +554,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 // apply applies one op to the batch and returns how many task writes it made.
 func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	g.ops = append(g.ops, op)
-	if op.reply != nil && op.kind != opSnapshot { // a snapshot answers at once
+	if op.reply != nil && op.kind != opSnapshot && !op.kind.readsAfterCommit() { // reads answer at once
 		g.acked = true
 		if op.kind < opReplica {
 			g.api = true
@@ -576,6 +583,9 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		w.applySnapshot(op)
 		return 0
 	case opBarrier:
+		return 0
+	case opSums, opCheckSums:
+		g.sums = true // answered after the commit (answerSums)
 		return 0
 	}
 	w.applyOne(b, g, op)

@@ -58,6 +58,8 @@ type fakeMember struct {
 	Goroutines     int     `json:"goroutines"`
 	DiskBytes      float64 `json:"disk_bytes"`
 	UptimeSeconds  float64 `json:"uptime_seconds"`
+
+	AntiEntropyResyncs int64 `json:"antientropy_resyncs"`
 }
 
 type fakeEvent struct {
