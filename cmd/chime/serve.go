@@ -136,6 +136,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 type clusterFlags struct {
 	addr, join, profile, key, label, secret     string
 	probeInterval, probeTimeout, gossipInterval time.Duration
+	antiEntropy                                 time.Duration
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
@@ -148,6 +149,8 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.probeInterval, "probe-interval", 0, "memberlist probe interval (0: the profile's)")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 0, "memberlist probe timeout (0: the profile's)")
 	fs.DurationVar(&c.gossipInterval, "gossip-interval", 0, "memberlist gossip interval (0: the profile's)")
+	fs.DurationVar(&c.antiEntropy, "anti-entropy-interval", node.DefaultClusterConfig(gossip.Config{}).AntiEntropyInterval,
+		"how long one anti-entropy pass over all slots takes (owners have replicas compare slot checksums; a copy that differs is resynced); 0 turns it off")
 }
 
 // config returns the node's cluster config, or nil for a standalone node.
@@ -201,6 +204,7 @@ func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
 		g.GossipInterval = c.gossipInterval
 	}
 	cc := node.DefaultClusterConfig(g)
+	cc.AntiEntropyInterval = c.antiEntropy
 	for a := range strings.SplitSeq(c.join, ",") {
 		if a = strings.TrimSpace(a); a != "" && a != c.addr {
 			cc.Join = append(cc.Join, a)
