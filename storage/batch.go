@@ -50,23 +50,43 @@ func mustWake(w int64) {
 // replaced as it is stored (0 for a new task or one not in the index): its
 // index entry is deleted when the wake moves. PutTask panics if t.ID is not
 // a ValidID or a wake is negative.
+//
+// When t knows the record stored under its key (read by Get, last written
+// by PutTask, or declared with Replaces; see prior.go), Commit does not
+// read the keys PutTask replaces for the slot checksum; otherwise it reads
+// each. Afterwards t knows the record it wrote.
 func (b *Batch) PutTask(t *Task, prevWake int64) {
 	b.mustOpen()
 	mustValidID(t.ID)
 	wake := t.Wake()
 	mustWake(wake)
 	mustWake(prevWake)
+	known := t.knows()
 	c := b.c
 	c.val = appendTask(c.val[:0], t)
 	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
-	b.set(c.key, c.val)
+	h := b.setOver(c.key, c.val, known)
 	if prevWake != wake && prevWake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, prevWake, t.ID)
-		b.del(c.key)
+		b.delOver(c.key, dueKeyPrior(known, c.key, prevWake, prevWake))
 	}
 	if wake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
-		b.set(c.key, nil)
+		b.setOver(c.key, nil, dueKeyPrior(known, c.key, wake, prevWake))
+	}
+	if h != 0 {
+		b.teach(t, prior{priorValue, h})
+	} else {
+		t.setStored(unknownPrior)
+	}
+}
+
+// teach makes t know the record b leaves under its key, once b is applied:
+// Close forgets it again if b is not (prior.go).
+func (b *Batch) teach(t *Task, p prior) {
+	t.setStored(p)
+	if !b.sums.off {
+		b.sums.taught = append(b.sums.taught, t)
 	}
 }
 
@@ -84,12 +104,14 @@ func (b *Batch) DeleteTask(t *Task) {
 	mustValidID(t.ID)
 	wake := t.Wake()
 	mustWake(wake)
+	known := t.knows()
+	b.teach(t, nonePrior)
 	c := b.c
 	c.key = appendTaskKey(c.key[:0], t.Slot, t.ID)
-	b.del(c.key)
+	b.delOver(c.key, known)
 	if wake != 0 {
 		c.key = appendDueKey(c.key[:0], t.Slot, wake, t.ID)
-		b.del(c.key)
+		b.delOver(c.key, dueKeyPrior(known, c.key, wake, wake))
 	}
 	stored, err := b.deleteStoredHistory(t.Slot, t.ID)
 	if err != nil {
@@ -135,11 +157,17 @@ func (b *Batch) deleteStoredHistory(slot uint16, id string) (maxSeq uint64, err 
 func (b *Batch) AppendExecution(t *Task, e *Execution) {
 	b.mustOpen()
 	mustValidID(t.ID)
+	// A task that knows its stored record knows its HistSeq: the next
+	// history key is not stored.
+	next := unknownPrior
+	if t.knows().kind != priorUnknown {
+		next = nonePrior
+	}
 	t.HistSeq++
 	c := b.c
 	c.val = appendExecution(c.val[:0], e)
 	c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq)
-	b.set(c.key, c.val)
+	b.setOver(c.key, c.val, next)
 	if limit := b.s.historyLimit; t.HistSeq > limit {
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq-limit)
 		b.del(c.key)
@@ -179,8 +207,9 @@ func (b *Batch) Size() int {
 // written. Commit panics if called twice.
 //
 // A batch that writes slot data keys also updates those slots' checksums
-// (checksum.go): it reads the stored value of every key it writes (none
-// for a slot it drops first) and applies under a store-wide mutex, so such
+// (checksum.go): it reads the stored value of every key it writes that
+// the writing Task did not know (prior.go; none for a slot it drops
+// first) and applies under a store-wide mutex, so such
 // commits apply one at a time; a sync waits for its fsync after releasing
 // the mutex, so concurrent syncs still share one.
 func (b *Batch) Commit(sync bool) error {
@@ -223,6 +252,7 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 		err = b.pb.Commit(pebble.NoSync)
 	}
 	if err == nil {
+		b.sums.applied = true
 		for _, ss := range sums {
 			s.sums.m[ss.slot] = ss.sum
 		}
@@ -239,10 +269,16 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 }
 
 // Close releases the batch without committing it. It is idempotent and a
-// no-op after Commit.
+// no-op after Commit. Tasks written to a batch that was not applied forget
+// what they learnt of their stored record (prior.go).
 func (b *Batch) Close() {
 	if b.pb == nil {
 		return
+	}
+	if !b.sums.applied {
+		for _, t := range b.sums.taught {
+			t.setStored(unknownPrior)
+		}
 	}
 	_ = b.pb.Close() // only fails on a double close, which b.pb = nil prevents
 	putCodec(b.c)

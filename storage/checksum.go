@@ -31,9 +31,9 @@ import (
 // exactly the replicated keys makes equal checksums mean equal replicas,
 // which is what a resync restores.
 //
-// Per key the cost is one hash of the new value at the write and one read
-// of the stored value at Commit; the checksum itself is kept in memory
-// once read.
+// Per key the cost is one hash of the new value at the write and, at
+// Commit, one read of the stored value unless the write's caller knew it
+// (prior.go); the checksum itself is kept in memory once read.
 
 // ChecksumVersion identifies the checksum scheme (keyHash, the key set and
 // the stored encoding). Open rebuilds every checksum when the store says it
@@ -97,6 +97,11 @@ type sumTracker struct {
 	last     *slotWrites
 	lastSlot uint16
 	keys     []byte // the keys of all writes, back to back
+	// taught: tasks whose knowledge of their stored record was set by
+	// writes of this batch (prior.go); they forget it unless the batch
+	// is applied.
+	taught  []*Task
+	applied bool
 }
 
 type slotWrites struct {
@@ -110,6 +115,10 @@ type keyWrite struct {
 	seq    uint32 // the write's position among the slot's writes
 	live   bool   // set (true) or deleted
 	hash   uint64 // keyHash of the value set; 0 for a delete
+	// prior is what the caller knows the key held before the write
+	// (prior.go). Only the first write of a key in a batch says what
+	// the store held; Commit reads it when that one is unknown.
+	prior prior
 }
 
 func (t *sumTracker) slot(slot uint16) *slotWrites {
@@ -128,23 +137,25 @@ func (t *sumTracker) slot(slot uint16) *slotWrites {
 	return w
 }
 
-// track records a set (live) or delete of key. Keys other than data keys
-// are not covered by checksums.
-func (t *sumTracker) track(key, value []byte, live bool) {
+// track records a set (live) or delete of key, which held p before, and
+// returns the keyHash of the value set (0 for a delete, or when nothing is
+// tracked). Keys other than data keys are not covered by checksums.
+func (t *sumTracker) track(key, value []byte, live bool, p prior) uint64 {
 	if t.off {
-		return
+		return 0
 	}
 	slot, section, _, ok := decodeSlotKey(key)
 	if !ok || !isDataSection(section) {
-		return
+		return 0
 	}
 	sw := t.slot(slot)
-	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), seq: uint32(len(sw.writes)), live: live}
+	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), seq: uint32(len(sw.writes)), live: live, prior: p}
 	if live {
 		w.hash = keyHash(key, value)
 	}
 	t.keys = append(t.keys, key...)
 	sw.writes = append(sw.writes, w)
+	return w.hash
 }
 
 // drop records that every key of slot was deleted: writes tracked before
@@ -207,6 +218,7 @@ func (b *Batch) addChecksums(dst []slotSum) (_ []slotSum, err error) {
 	}()
 	// stored looks key up: its value and whether it is stored.
 	stored := func(key []byte) ([]byte, bool, error) {
+		b.s.sums.reads++
 		if it == nil {
 			var err error
 			if it, err = b.s.newSlotIter(); err != nil {
@@ -244,22 +256,38 @@ func (b *Batch) addChecksums(dst []slotSum) (_ []slotSum, err error) {
 		sum := old
 		t.sortWrites(w.writes)
 		keyOf := func(kw keyWrite) []byte { return t.keys[kw.off : kw.off+kw.n] }
-		for i, kw := range w.writes {
-			k := keyOf(kw)
-			if i+1 < len(w.writes) && bytes.Equal(k, keyOf(w.writes[i+1])) {
-				continue // overwritten later in this batch
+		// Per run of writes of one key: the first says what the store
+		// held (or it is read), the last what the batch leaves.
+		for i := 0; i < len(w.writes); {
+			first := w.writes[i]
+			k := keyOf(first)
+			j := i + 1
+			for j < len(w.writes) && bytes.Equal(k, keyOf(w.writes[j])) {
+				j++
 			}
+			last := w.writes[j-1]
+			i = j
 			if !w.dropped {
-				v, ok, err := stored(k)
-				if err != nil {
-					return nil, err
+				p := first.prior
+				if p.kind == priorUnknown || checkPriors {
+					v, ok, err := stored(k)
+					if err != nil {
+						return nil, err
+					}
+					if checkPriors {
+						checkPrior(k, p, v, ok)
+					}
+					p = nonePrior
+					if ok {
+						p = prior{priorValue, keyHash(k, v)}
+					}
 				}
-				if ok {
-					sum.remove(keyHash(k, v))
+				if p.kind == priorValue {
+					sum.remove(p.hash)
 				}
 			}
-			if kw.live {
-				sum.add(kw.hash)
+			if last.live {
+				sum.add(last.hash)
 			}
 		}
 		// A slot has a checksum key exactly when its checksum is not zero

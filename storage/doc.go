@@ -48,7 +48,8 @@
 //   - A slot's checksum key holds Checksum over its data keys (the sum of
 //     keyHash(key, value) and their count) and exists exactly when that
 //     is not zero. Commit keeps it in the same batch as the writes it
-//     covers, reading the stored value of each key the batch writes; Open
+//     covers, from the stored value of each key the batch writes: read,
+//     unless the writing Task knew it (prior.go); Open
 //     rebuilds all of them when the "checksums" node key does not name
 //     the current scheme. Options.DisableChecksums stops all of this and
 //     deletes that node key.
@@ -84,7 +85,9 @@
 // must not call Close. Close waits for operations in flight, after which
 // every method returns ErrClosed. A Batch belongs to one goroutine.
 // Commits that write slot data apply one at a time (they read what they
-// replace, for the checksums); their fsyncs are still shared.
+// replace and nobody knew, for the checksums); their fsyncs are still
+// shared. What a Task knows of its stored record (prior.go) assumes its
+// writer is the only one writing that task between reading and commit.
 //
 // # Usage
 //

@@ -143,6 +143,12 @@ type Task struct {
 	LastFire  *LastFire `msgpack:"lf,omitempty"`
 	HistSeq   uint64    `msgpack:"hs"` // sequence of the last execution record written
 	Version   uint64    `msgpack:"v"`  // bumped on every write
+
+	// stored is what this copy knows of the record stored under its task
+	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
+	// and Replaces, kept by copies. It lets PutTask and DeleteTask keep
+	// the slot checksum without reading back what they replace.
+	stored storedRecord
 }
 
 // Wake returns when the task next needs the firing machinery, or 0 if never:

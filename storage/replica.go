@@ -44,18 +44,25 @@ func (b *Batch) Capture() {
 	}
 }
 
-// set and del are the only ways Batch methods write keys.
-func (b *Batch) set(key, value []byte) {
+// set and del are the only ways Batch methods write keys; setOver and
+// delOver say what the key held before (prior.go). setOver returns the
+// keyHash of the value set, 0 when checksums are off.
+func (b *Batch) set(key, value []byte) { b.setOver(key, value, unknownPrior) }
+
+func (b *Batch) setOver(key, value []byte, p prior) uint64 {
 	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch
-	b.sums.track(key, value, true)
+	h := b.sums.track(key, value, true, p)
 	if b.capture != nil {
 		b.record(opSet, key, value)
 	}
+	return h
 }
 
-func (b *Batch) del(key []byte) {
+func (b *Batch) del(key []byte) { b.delOver(key, unknownPrior) }
+
+func (b *Batch) delOver(key []byte, p prior) {
 	_ = b.pb.Delete(key, nil)
-	b.sums.track(key, nil, false)
+	b.sums.track(key, nil, false, p)
 	if b.capture != nil {
 		b.record(opDel, key, nil)
 	}

@@ -36,6 +36,10 @@ type Store struct {
 		// slot not in m is read from its key on first use. An entry
 		// changes with the stored value, under the lock.
 		m map[uint16]Checksum
+		// reads counts the keys commits read for their checksums
+		// (what they replace, unless the writer knew it: prior.go), for
+		// tests and benchmarks.
+		reads uint64
 	}
 
 	// state counts operations in flight in its low bits and carries
@@ -169,6 +173,9 @@ func (s *Store) Get(slot uint16, id string) (*Task, error) {
 	}
 	t := new(Task)
 	err = c.decodeTask(v, t)
+	if err == nil && s.checksums && t.Slot == slot && t.ID == id {
+		t.setStored(prior{priorValue, keyHash(c.key, v)}) // prior.go
+	}
 	_ = closer.Close() // never fails for Get's closer
 	if err != nil {
 		return nil, fmt.Errorf("storage: get %d/%s: %w", slot, id, err)

@@ -167,13 +167,18 @@ func cpuTime(b *testing.B) time.Duration {
 //   - op=create writes n new tasks (task record and due key each).
 //   - op=update moves the wake of n random stored tasks, a fire's shape:
 //     the record is rewritten and its due key moved.
+//   - op=create-new and op=update-known are the same writes by a writer
+//     that knows what they replace (prior.go): a new id (Replaces(nil)),
+//     a record it read or cached (DecodeStoredTask of its encoding).
+//     Commit then reads nothing for the checksums. op=create and op=update
+//     know nothing and read every key they replace.
 //   - op=apply applies, as a follower, the captured ops of such updates
 //     (ApplySlotOps).
 //   - op=snapshot rebuilds one slot of n tasks from its snapshot in one
 //     batch (DropSlot, then ApplySlotOps), as a resync does.
 func BenchmarkBatchCommit(b *testing.B) {
 	const stored = 100000
-	for _, op := range []string{"create", "update", "apply", "snapshot"} {
+	for _, op := range []string{"create", "create-new", "update", "update-known", "apply", "snapshot"} {
 		for _, n := range []int{1, 100, 1000} {
 			b.Run(fmt.Sprintf("op=%s/n=%d", op, n), func(b *testing.B) {
 				s := openBenchDisk(b)
@@ -187,26 +192,40 @@ func BenchmarkBatchCommit(b *testing.B) {
 				var excluded time.Duration // CPU time of work that is not measured
 				var write func(bt *Batch)
 				switch op {
-				case "create":
+				case "create", "create-new":
 					seq := 0
 					write = func(bt *Batch) {
 						for range n {
 							tk := benchTask(seq)
 							tk.ID = "new-" + strconv.Itoa(seq)
+							if op == "create-new" {
+								tk.Replaces(nil)
+							}
 							bt.PutTask(tk, 0)
 							seq++
 						}
 					}
-				case "update":
+				case "update", "update-known":
 					tasks := make([]*Task, stored)
 					for i := range tasks {
 						tasks[i] = benchTask(i)
+						if op == "update-known" {
+							// What the writer's hot cache does: decode
+							// the encoding it wrote (fill's).
+							enc, _ := EncodeTask(tasks[i])
+							if err := s.DecodeStoredTask(enc, tasks[i]); err != nil {
+								b.Fatal(err)
+							}
+						}
 					}
 					write = func(bt *Batch) {
 						for range n {
 							tk := tasks[rng.IntN(stored)]
 							prev := tk.Wake()
 							tk.NextDue += 1_000_000_000
+							if op == "update" {
+								forget(tk) // its last write taught it
+							}
 							bt.PutTask(tk, prev)
 						}
 					}
@@ -264,6 +283,9 @@ func BenchmarkBatchCommit(b *testing.B) {
 					}
 				}
 				b.ReportAllocs()
+				s.sums.Lock()
+				reads0 := s.sums.reads
+				s.sums.Unlock()
 				cpu := cpuTime(b)
 				for b.Loop() {
 					bt := s.NewBatch()
@@ -273,6 +295,9 @@ func BenchmarkBatchCommit(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(cpuTime(b)-cpu-excluded)/float64(b.N), "cpu-ns/op")
+				s.sums.Lock()
+				b.ReportMetric(float64(s.sums.reads-reads0)/float64(b.N), "reads/op")
+				s.sums.Unlock()
 				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tasks/s")
 			})
 		}

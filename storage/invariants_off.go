@@ -1,0 +1,6 @@
+//go:build !invariants
+
+package storage
+
+// checkPriors: see invariants_on.go.
+const checkPriors = false
