@@ -495,7 +495,7 @@ func (w *writer) get(id string) (*storage.Task, error) {
 	if rf, ok := w.running[id]; ok && rf.rec != nil {
 		return cloneTask(rf.rec), nil
 	}
-	if t := w.hot.get(id); t != nil {
+	if t := w.hot.get(w.store, id); t != nil {
 		return t, nil
 	}
 	t, err := w.store.Get(slots.Of(id), id)
@@ -631,6 +631,9 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 				w.rebuildIDs()
 			}
 		}
+		// What t replaces is known (none, or old as read or written by this
+		// writer): the slot checksum needs no read of it.
+		t.Replaces(old)
 		w.put(b, g, t, prev, op.now)
 		op.out[i] = t
 		n++
@@ -841,13 +844,16 @@ const (
 	hotMaxBytes = 32 << 20
 )
 
-func (h *hotCache) get(id string) *storage.Task {
+// get decodes the cached record of id, nil if none. The encoding is what s
+// holds (the writer wrote it), so the record knows it: its next write
+// does not read it back for the slot checksum (storage.DecodeStoredTask).
+func (h *hotCache) get(s *storage.Store, id string) *storage.Task {
 	enc, ok := h.m[id]
 	if !ok {
 		return nil
 	}
 	t := new(storage.Task)
-	if storage.DecodeTask(enc, t) != nil {
+	if s.DecodeStoredTask(enc, t) != nil {
 		h.drop(id)
 		return nil
 	}
