@@ -506,7 +506,7 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	for i, m := range req.Msgs {
 		if m.Snap && op.replRes[i] == replOK {
 			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: m.Seq, From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
+				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
 		}
 	}
 	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})
