@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -274,7 +275,9 @@ func (a *antiEntropy) close() {
 }
 
 // tick checks the next slice of slots: those this node owns with a
-// replica, and of them the ones due (aeState.due).
+// replica that is not under-replicated (its follower is catching up: a
+// new follower, a resync in flight), and of them the ones due
+// (aeState.due).
 func (a *antiEntropy) tick(now time.Time) {
 	n, c := a.n, a.n.ctl
 	per := slots.Count / aeRounds
@@ -282,9 +285,13 @@ func (a *antiEntropy) tick(now time.Time) {
 	a.next = (from + per) % slots.Count
 	var cand []uint16
 	due := map[uint16][]string{}
+	under, _ := c.flagged() // ascending
 	for s := uint16(from); int(s) < from+per; s++ {
 		if role, _, _ := c.state(s); role != slots.RoleOwner {
 			continue
+		}
+		if _, ok := slices.BinarySearch(under, s); ok {
+			continue // its follower is being fed a snapshot: nothing to compare yet
 		}
 		m := n.writer.repl.position(s)
 		for _, r := range c.replicas(s) {
