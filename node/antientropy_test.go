@@ -251,7 +251,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 // TestAntiEntropy runs two nodes that check every slot twice a second, in
-// two phases on one cluster (forming one costs a minute under -race):
+// two phases on one cluster (forming one costs half a minute under -race):
 //
 //   - consistent: both nodes write while the checks run (creates through
 //     both, periodic tasks firing every 200 ms, whose intents and results

@@ -56,8 +56,9 @@ type ClusterConfig struct {
 	// ticks; a slot verified at an unchanged position is skipped for 10
 	// passes. 30 s finds a diverged copy of a slot being written within a
 	// pass or two and of an idle one within 5 minutes, for at most ~550
-	// slot checks a second per replica (every slot written) and ~55 when
-	// idle, each a few dozen bytes. 0 turns it off.
+	// slot checks a second across the cluster per replica of a slot
+	// (every slot written) and ~55 when idle, each a few dozen bytes.
+	// 0 turns it off.
 	AntiEntropyInterval time.Duration
 }
 
