@@ -73,6 +73,7 @@ func New(cfg Config) (*Node, error) {
 	} else {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+		n.fwd.dial = cfg.DialContext
 	}
 	n.handler = n.routes()
 	return n, nil
@@ -84,6 +85,7 @@ func (n *Node) Start() error {
 	st, err := storage.Open(storage.Options{
 		Dir:          n.cfg.DataDir,
 		InMemory:     n.cfg.InMemory,
+		Mem:          n.cfg.Mem,
 		CacheSize:    n.cfg.CacheSize,
 		MemTableSize: n.cfg.MemTableSize,
 		HistoryLimit: n.cfg.HistoryLimit,
@@ -157,7 +159,9 @@ func (n *Node) Start() error {
 		log:     n.log,
 		now:     n.now,
 	}, seed)
-	n.disp = newDispatcher(n.cfg.Dispatch, n.now, func(r fireResult) {
+	dcfg := n.cfg.Dispatch
+	dcfg.node, dcfg.dial = n.cfg.Name, n.cfg.DialContext
+	n.disp = newDispatcher(dcfg, n.now, func(r fireResult) {
 		wr.send(&writeOp{kind: opDone, res: &r})
 	})
 	lp, err = newLoop(&n.cfg, st, wr, n.metrics, n.log, n.now, n.view.Load)
