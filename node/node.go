@@ -316,6 +316,13 @@ func (n *Node) Handler() http.Handler { return n.handler }
 // fires that had not started, stay persisted as in flight and are repeated
 // with the same fire id after a restart. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
+	return n.shutdown(ctx, true)
+}
+
+// shutdown is Close; with graceful false it skips the drain and stops
+// gossip without leaving, so the others see the node die as after a crash
+// (tests' crash helper, with a cancelled ctx so running callbacks are cut).
+func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 	n.closeOnce.Do(func() {
 		if !n.running.Swap(false) {
 			return
@@ -323,8 +330,12 @@ func (n *Node) Close(ctx context.Context) error {
 		n.loop.close() // no new fires
 		n.disp.close(ctx)
 		if n.cluster != nil {
-			n.drain(ctx)
-			n.cluster.close()
+			if graceful {
+				n.drain(ctx)
+				n.cluster.close()
+			} else {
+				n.cluster.kill()
+			}
 			n.imp.close()
 		}
 		close(n.writer.stop)
