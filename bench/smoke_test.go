@@ -197,10 +197,10 @@ func TestWorkloadsSmoke(t *testing.T) {
 			t.Fatalf("RunJoin: %v", err)
 		}
 		js := res.Join
-		// The joiner pulls each slot it takes from its old owner before
-		// it fires it: nothing moved is stranded. The old owner does not
-		// hand over the results of fires still running at the change yet
-		// (the seal step), so those may be repeated with their fire id.
+		// The joiner takes each slot from its old owner by a sealed
+		// handover (the old owner stops firing, lets its running fires
+		// finish and hands over their results) before it fires it:
+		// nothing moved is stranded.
 		if js.SlotsMoved == 0 || js.MovedDueAfterChange == 0 || js.MovedMissedAfterChange != 0 {
 			t.Errorf("joiner %s took %d slots; %d moved tasks due after every table changed, %d of them missed; want none missed",
 				js.Joiner, js.SlotsMoved, js.MovedDueAfterChange, js.MovedMissedAfterChange)

@@ -40,7 +40,8 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /metrics", n.handleMetrics)
 	mux.HandleFunc("GET /internal/v1/tasks", n.handleInternalList)
 	mux.HandleFunc("POST /internal/v1/replicate", n.handleReplicate)
-	mux.HandleFunc("POST /internal/v1/pull", n.handlePull)
+	mux.HandleFunc("POST /internal/v1/ctl", n.handleCtl)
+	mux.HandleFunc("GET /internal/v1/slots/{slot}", n.handleSlotDebug)
 	mux.HandleFunc("GET /internal/v1/member", n.handleInternalMember)
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
 )
 
 // ClusterConfig makes a node a cluster member. Without it (Config.Cluster
@@ -41,6 +42,29 @@ type ClusterConfig struct {
 	// BootstrapWait is how long a node with seeds keeps trying to reach
 	// one before it starts a cluster of its own.
 	BootstrapWait time.Duration
+	// Lease, LeaseMargin and OwnershipSettle time the slot ownership
+	// machine (slots.Config: Lease, Margin, Settle). An owner fires a slot
+	// only within Lease of its follower's last ack; a follower promotes
+	// after the owner is declared dead and Lease+LeaseMargin passed. Keep
+	// Lease below the failure detection time, and OwnershipSettle a few
+	// probe intervals.
+	Lease, LeaseMargin, OwnershipSettle time.Duration
+}
+
+// ownershipConfig is the slots.Config of node self.
+func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
+	sc := slots.DefaultLocalConfig(self)
+	if c.Lease > 0 {
+		sc.Lease = c.Lease
+	}
+	if c.LeaseMargin > 0 {
+		sc.Margin = c.LeaseMargin
+	}
+	if c.OwnershipSettle > 0 {
+		sc.Settle = c.OwnershipSettle
+	}
+	sc.Pause = sc.Settle * 2 / 5
+	return sc
 }
 
 // DefaultClusterConfig returns a cluster config with gossip profile g.
@@ -72,8 +96,11 @@ const protoVersion = 1
 // so tests run several in one process on memnet.
 type cluster struct {
 	name, httpAddr string
-	now            func() time.Time
-	log            *slog.Logger
+	// fresh: advertised in Meta.Fresh from the start (the node holds no
+	// slot state); see setFresh.
+	fresh bool
+	now   func() time.Time
+	log   *slog.Logger
 	// install receives every new view with the one it replaces, in order,
 	// never concurrently.
 	install func(old, v *view)
@@ -118,7 +145,7 @@ func (c *cluster) ready() bool {
 // start starts gossip as a joining member (owning nothing), joins the
 // seeds, then turns active. Views are built from then on.
 func (c *cluster) start() error {
-	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion}
+	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion, Fresh: c.fresh}
 	if err := c.mem.Start(meta); err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}
@@ -235,13 +262,13 @@ func (c *cluster) joinLoop() {
 // drain announces that this node is draining, so that no table includes it
 // any more, and waits (at most max) until its own view shows that, plus a
 // moment for the change to reach the others.
-func (c *cluster) drain(ctx context.Context, max time.Duration) {
+func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func() bool) {
 	if err := c.mem.SetState(gossip.StateDraining); err != nil {
 		c.log.Warn("announce draining", "err", err)
 	}
 	deadline := time.Now().Add(max)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if c.view().owned.count() == 0 {
+		if c.view().owned.count() == 0 && (handedOver == nil || handedOver()) {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -249,6 +276,14 @@ func (c *cluster) drain(ctx context.Context, max time.Duration) {
 	select {
 	case <-time.After(c.cfg.Gossip.GossipInterval * 3):
 	case <-ctx.Done():
+	}
+}
+
+// setGenesis advertises that this node holds slot state now (Fresh false),
+// and, if it started a new cluster, the checksum of that table (Genesis).
+func (c *cluster) setGenesis(table uint64) {
+	if err := c.mem.UpdateMeta(func(m *gossip.Meta) { m.Fresh, m.Genesis = false, table }); err != nil {
+		c.log.Warn("announce genesis", "table", table, "err", err)
 	}
 }
 

@@ -42,11 +42,8 @@ type memberAnswer struct {
 
 // slotHealth returns this node's under-replicated and importing slots.
 func (n *Node) slotHealth() (under, importing []uint16) {
-	if n.ship != nil {
-		under = n.ship.behindSlots()
-	}
-	if n.imp != nil {
-		importing = n.imp.pendingSlots()
+	if n.ctl != nil {
+		under, importing = n.ctl.flagged()
 	}
 	return under, importing
 }
@@ -125,10 +122,9 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	s.mu.peers = known // members gone from the view are forgotten
 	s.mu.Unlock()
 
-	// Slot health: a slot is under-replicated when its owner reports
-	// writes its follower has not acknowledged, unavailable while its
-	// owner is still taking it over (pulling the newest copy) or when no
-	// member owns it.
+	// Slot health: a slot is under-replicated when its owner reports no
+	// caught-up follower, unavailable while the table's owner cannot take
+	// it over (no live holder of a copy) or when no member owns it.
 	states := make([]SlotState, slots.Count)
 	mark := func(ss []uint16, st SlotState) {
 		for _, x := range ss {

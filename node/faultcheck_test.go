@@ -151,41 +151,44 @@ func (c *faultCluster) check(opts checkOpts) []string {
 	return bad
 }
 
-// epochsBehind checks the running nodes' slot epochs against the table of
-// the first running node: every slot's owner must fire it (hold an own
-// epoch) at the highest epoch any running member holds for the slot. A
-// member with a higher epoch refuses the owner's replication, and an
-// import that later prefers the highest epoch takes its copy, whatever it
-// holds. It returns one violation summing up the slots that break the
-// rule, with the first few as examples.
+// epochsBehind checks the running nodes' ownership machines against the
+// table of the first running node: every slot's table owner must own it
+// and fire it, at the highest epoch any running member knows for the slot.
+// It returns one violation summing up the slots that break the rule, with
+// the first few as examples.
 func (c *faultCluster) epochsBehind() []string {
 	up := c.up()
 	tb := c.table(up[0])
 	bad, examples := 0, ""
 	for s := range uint16(slots.Count) {
 		o, _ := tb.Owner(s)
-		var own, top uint64
+		var own uint64
+		var ownRole slots.Role
+		firing := false
+		var top uint64
 		holder := ""
 		for _, i := range up {
 			n := c.nodes[i].n
+			r, e, f := n.ctl.state(s)
 			if n.cfg.Name == o.Name {
-				own = n.writer.repl.ownEpoch(s)
+				own, ownRole, firing = e, r, f
 			}
-			if e := n.writer.repl.position(s).Epoch; e > top {
+			if e > top {
 				top, holder = e, n.cfg.Name
 			}
 		}
-		if own < top {
+		if own < top || ownRole != slots.RoleOwner || !firing {
 			bad++
 			if bad <= 3 {
-				examples += fmt.Sprintf("; slot %d: owner %s fires at epoch %d, %s holds %d", s, o.Name, own, holder, top)
+				examples += fmt.Sprintf("; slot %d: owner %s is %s at epoch %d (firing %v), %s knows epoch %d",
+					s, o.Name, ownRole, own, firing, holder, top)
 			}
 		}
 	}
 	if bad == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("%v: %d slots whose owner does not fire at the slot's highest epoch%s", fakeClock{}, bad, examples)}
+	return []string{fmt.Sprintf("%v: %d slots whose table owner does not fire them at the slot's highest epoch%s", fakeClock{}, bad, examples)}
 }
 
 // explainLost logs, for every acknowledged task that never fired, what
@@ -211,8 +214,9 @@ func (c *faultCluster) explainLost(fires []fire) {
 	}
 }
 
-// explain describes task id's slot and record on every running node:
-// "n1 epoch/seq role=… own=… (owner per its view …) has it: …".
+// explain describes task id's slot and record on every running node: its
+// data position, the slot's table owner and follower in its view, the
+// task's record, and the ownership machine's description of the slot.
 func (c *faultCluster) explain(id string) string {
 	s := slots.Of(id)
 	out := fmt.Sprintf("slot %d;", s)
@@ -228,9 +232,22 @@ func (c *faultCluster) explain(id string) string {
 		} else if !errors.Is(err, storage.ErrNotFound) {
 			rec = err.Error()
 		}
-		out += fmt.Sprintf(" %s: e%d/q%d role %d own %d, table %s>%s, %s;", n.cfg.Name, p.Epoch, p.Seq, p.Role, n.writer.repl.ownEpoch(s), o.Name, f.Name, rec)
+		out += fmt.Sprintf("\n  %s: data e%d/q%d, table %s>%s, %s; machine %s", n.cfg.Name, p.Epoch, p.Seq, o.Name, f.Name, rec, c.debug(i, s))
 	}
 	return out
+}
+
+// debug returns node i's ownership machine's description of slot s
+// (Machine.Debug, as GET /internal/v1/slots/{slot} shows it).
+func (c *faultCluster) debug(i int, s uint16) string {
+	ch := make(chan string, 1)
+	c.nodes[i].n.ctl.post(ctlDebug{slot: s, out: ch})
+	select {
+	case d := <-ch:
+		return d
+	case <-time.After(time.Second):
+		return "(no answer from ctl)"
+	}
 }
 
 // report fails t with every violation.

@@ -164,8 +164,8 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 					}
 					time.Sleep(time.Millisecond)
 				}
-				t.Logf("%v: n2 sees n4 in its table; n4 owns %d slots, imports %d; crash %s",
-					fakeClock{}, c.nodes[j].n.view.Load().owned.count(), len(c.nodes[j].n.imp.pendingSlots()), c.nodes[tc.victim].name)
+				t.Logf("%v: n2 sees n4 in its table; n4 owns %d slots in its view, %s; crash %s",
+					fakeClock{}, c.nodes[j].n.view.Load().owned.count(), c.nodes[j].n.ctl, c.nodes[tc.victim].name)
 				c.crash(tc.victim)
 				sleepUntil(first.Add(6*time.Second + faultsSettle))
 				report(t, c.check(checkOpts{}))

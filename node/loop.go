@@ -233,7 +233,7 @@ func (l *loop) scanner() {
 	defer close(l.scanDone)
 	for job := range l.scanReq {
 		var entries []wheel.Entry
-		owned := l.view().owns
+		owned := l.writer.active
 		if job.gained != nil {
 			owned = job.gained.has
 		}

@@ -49,6 +49,7 @@ type gauges struct {
 	replPending   func() float64
 	replBehind    func() float64
 	importing     func() float64
+	unavailable   func() float64
 	tasksStored   func() float64
 }
 
@@ -129,11 +130,13 @@ func newMetrics(g gauges) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_replication_pending", Help: "Replicated slot groups not yet acknowledged by their follower (a follower behind or unreachable)."}, g.replPending),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "chime_slots_under_replicated", Help: "Owned slots with writes their follower has not acknowledged yet (waiting for a retry or a snapshot)."}, g.replBehind),
+			Name: "chime_slots_under_replicated", Help: "Owned slots without a caught-up follower (a new follower is being fed a snapshot, or none is alive)."}, g.replBehind),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_slots_unavailable", Help: "Slots this node should own but cannot take over: no live node holds a copy it may take them from (they are not started empty)."}, g.unavailable),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_tasks_stored", Help: "Tasks in this node's store, the replicas it follows included (an estimate kept since the start-up count; 0 until that count is done)."}, g.tasksStored),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "chime_slots_importing", Help: "Slots the view gives this node that it does not serve yet: it is pulling their newest copy."}, g.importing),
+			Name: "chime_slots_importing", Help: "Slots the table gives this node that it does not own yet: it is catching up or waiting for the handover."}, g.importing),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

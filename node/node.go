@@ -33,8 +33,8 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
-	ship    *shipper  // replication to followers; nil standalone
-	imp     *importer // takes over gained slots; nil standalone
+	ship    *shipper // replication to replicas; nil standalone
+	ctl     *ctl     // slot ownership (slots.Machine); nil standalone
 
 	sampler    sampler
 	hosts      *hostStats
@@ -124,18 +124,22 @@ func (n *Node) Start() error {
 			return float64(c)
 		},
 		importing: func() float64 {
-			if n.imp == nil {
+			if n.ctl == nil {
 				return 0
 			}
-			n.imp.mu.Lock()
-			defer n.imp.mu.Unlock()
-			return float64(len(n.imp.pending))
+			return float64(n.ctl.counts.Load().Importing)
+		},
+		unavailable: func() float64 {
+			if n.ctl == nil {
+				return 0
+			}
+			return float64(n.ctl.counts.Load().Unavailable)
 		},
 		replBehind: func() float64 {
-			if n.ship == nil {
+			if n.ctl == nil {
 				return 0
 			}
-			return float64(n.ship.behind())
+			return float64(n.ctl.counts.Load().UnderReplicated)
 		},
 	})
 	var lp *loop
@@ -174,23 +178,42 @@ func (n *Node) Start() error {
 	if n.cfg.Cluster != nil {
 		n.ship = newShipper(n, replTimeout)
 		wr.repl.ship = n.ship
-		n.imp = newImporter(n)
-		wr.repl.onDepose = func(s uint16) { n.imp.gain([]uint16{s}) }
-		go n.ship.run()
-		go n.imp.run()
-		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
-		if err == nil {
-			err = c.start()
+		mv := make(map[uint16]storageMetaView, len(metas))
+		for s, m := range metas {
+			mv[s] = storageMetaView{role: m.Role, epoch: m.OwnEpoch, seq: m.OwnSeq, grantee: m.Grantee}
 		}
+		ct, err := newCtl(n, n.cfg.Cluster.ownershipConfig(n.cfg.Name), mv)
 		if err != nil {
 			st.Close()
 			return err
 		}
+		n.ctl = ct
+		wr.repl.ctl = ct
+		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
+		if err != nil {
+			st.Close()
+			return err
+		}
+		c.fresh = ct.fresh
 		n.cluster = c
 	}
 	n.disp.start()
 	go wr.run()
 	go lp.run()
+	if n.cluster != nil {
+		go n.ship.run()
+		go n.ctl.run()
+		if err := n.cluster.start(); err != nil {
+			n.ctl.close()
+			lp.close()
+			close(wr.stop)
+			<-wr.done
+			n.ship.close()
+			n.disp.close(context.Background())
+			st.Close()
+			return err
+		}
+	}
 	n.running.Store(true)
 	n.countTasks()
 	n.event("start", "node "+n.cfg.Name+" started")
@@ -269,7 +292,8 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	if c := n.cluster; c != nil {
-		return c.ready() && n.imp.idle()
+		k := n.ctl.counts.Load()
+		return c.ready() && n.ctl.tabled.Load() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
 	}
 	return true
 }
@@ -279,24 +303,7 @@ func (n *Node) Ready() bool {
 func (n *Node) installView(old, v *view) {
 	n.view.Store(v)
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
-	if ms := old.table.Members(); len(ms) == 1 && ms[0].Name == n.cfg.Name && len(v.table.Members()) > 1 {
-		// This node ran a cluster of its own and met others that may have
-		// done the same: take every slot it keeps again, at an epoch above
-		// whatever the others hold, with the newest copy.
-		var kept ownedSet
-		for i := range kept {
-			kept[i] = v.owned[i] & old.owned[i]
-		}
-		again := kept.minus(&ownedSet{})
-		lost = append(lost, again...)
-		gained = append(gained, again...)
-	}
-	if len(lost) > 0 {
-		n.writer.send(&writeOp{kind: opLose, slots: lost})
-	}
-	if len(gained) > 0 {
-		n.imp.gain(gained) // loads them into the loop once it owns them
-	}
+	n.ctl.post(ctlView{old: old, v: v})
 	n.metrics.noteView(v)
 	n.noteMembers(old, v)
 	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
@@ -328,7 +335,12 @@ func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 			return
 		}
 		n.loop.close() // no new fires
-		n.disp.close(ctx)
+		for _, j := range n.disp.close(ctx) {
+			// Never started: it stays in flight in the store (the next
+			// owner or start repeats it with the same fire id), but the
+			// writer must not wait for it (a seal for a handover does).
+			n.writer.send(&writeOp{kind: opDone, res: &fireResult{Job: j, Err: dispatchShutdown}})
+		}
 		if n.cluster != nil {
 			if graceful {
 				n.drain(ctx)
@@ -336,7 +348,7 @@ func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 			} else {
 				n.cluster.kill()
 			}
-			n.imp.close()
+			n.ctl.close()
 		}
 		close(n.writer.stop)
 		<-n.writer.done
@@ -357,16 +369,19 @@ func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 // drain hands this node's slots over before it leaves: the results of the
 // callbacks that finished are applied and acknowledged by the followers
 // (so the new owners do not repeat those fires), then the node announces
-// it is draining, the other nodes drop it from their tables and take its
-// slots over from the followers' copies (or from it: it still answers
-// pulls), and only then does it leave.
+// it is draining, the other nodes drop it from their tables and take each
+// of its slots over by a sealed handover (it keeps serving the internal
+// endpoints meanwhile), and only then does it leave.
 func (n *Node) drain(ctx context.Context) {
 	start := time.Now()
 	if err := n.writer.barrier(); err != nil {
 		n.log.Warn("drain: writer", "err", err)
 	}
+	// Once the others drop this node from their tables, its slots' new
+	// owners take them by handover (this node seals each: no fire in
+	// flight, then hands over its final (epoch, seq)).
+	n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.counts.Load().Owned == 0 })
 	n.ship.flush(ctx, 5*time.Second)
-	n.cluster.drain(ctx, 3*time.Second)
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }
 

@@ -10,26 +10,25 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
 // Replication: every write group the writer commits for slots this node
-// owns is also applied by each slot's follower (the second member of the
-// slot in the table) before the group's API writes are acknowledged. The
-// unit is storage.SlotOps: the exact key mutations of one slot in one
-// group, tagged (slot, epoch, seq) and with the (epoch, seq) the follower
-// must be at to apply it (Prev). A follower that is not there (it is new,
-// or missed messages) answers "gap" and gets a snapshot of the whole slot
-// (Reset) instead. A message with an epoch below the follower's is refused:
-// it comes from a deposed owner.
+// owns is also applied by each of the slot's replicas (ctl.replicas: the
+// follower the ownership machine feeds, and any node that may still hold
+// its lease grant) before the group's API writes are acknowledged. The unit
+// is storage.SlotOps: the exact key mutations of one slot in one group,
+// tagged (slot, epoch, seq) and with the position the replica must be at
+// to apply it (Prev). A replica that is not there answers "gap"; ctl then
+// streams it a snapshot of the whole slot (Reset). A message below the
+// replica's epoch is refused: it comes from a deposed owner, which learns
+// of the newer epoch from the answer.
 //
-// Epochs: when a node starts owning a slot (it gained it in a view) the
-// writer bumps the slot's epoch past the highest it knows, and it fires the
-// slot only at that epoch. Before that it pulls the slot from its follower
-// if the follower holds a newer copy (a higher epoch or seq): a node that
-// comes back with old data, or that joins, resyncs first, so old data never
-// overwrites newer data.
+// Snapshots are the machine's SendSnapshot effects: a Reset message that
+// carries the machine's Sent and Grant, after which the receiver's machine
+// gets SnapshotComplete.
 //
 // Fire intents and results are replicated the same way but nobody waits
 // for them: a fire does not cost a network round trip of its own. After a
@@ -47,6 +46,15 @@ type replMsg struct {
 	PrevEpoch uint64 `msgpack:"pe"`
 	PrevSeq   uint64 `msgpack:"pq"`
 	Reset     bool   `msgpack:"r,omitempty"`
+	// A snapshot the ownership machine sent (SendSnapshot): its Sent time
+	// and Grant, for the receiver's SnapshotComplete.
+	Snap  bool  `msgpack:"x,omitempty"`
+	Sent  int64 `msgpack:"t,omitempty"`
+	Grant bool  `msgpack:"g,omitempty"`
+	// SnapEpoch is the machine's epoch the snapshot speaks for (Epoch
+	// and Seq are the data's position, which may be at an older epoch:
+	// a node that handed a slot over keeps its data as it was).
+	SnapEpoch uint64 `msgpack:"xe,omitempty"`
 	Count     int    `msgpack:"n"`
 	Data      []byte `msgpack:"d"`
 }
@@ -70,26 +78,7 @@ type replRequest struct {
 
 type replAnswer struct {
 	Results []uint8 `msgpack:"r"`
-}
-
-// pullRequest asks a node for the slots where it holds a newer copy than
-// the caller: for each slot the caller's (epoch, seq).
-type pullRequest struct {
-	Slots []slotPos `msgpack:"s"`
-}
-
-type slotPos struct {
-	Slot  uint16 `msgpack:"s"`
-	Epoch uint64 `msgpack:"e"`
-	Seq   uint64 `msgpack:"q"`
-}
-
-// pullAnswer holds a snapshot (a Reset message) for every asked slot where
-// the callee's copy is newer; slots not in it are current at the caller.
-type pullAnswer struct {
-	Snapshots []replMsg `msgpack:"m"`
-	// Epochs is the callee's epoch of every asked slot, in request order:
-	// the caller takes an epoch above it.
+	// Epochs is the replica's epoch of each message's slot (for stale).
 	Epochs []uint64 `msgpack:"e"`
 }
 
@@ -140,24 +129,31 @@ func (w *replWait) result() map[uint16]string {
 	return w.failed
 }
 
-// queued is one message waiting for its follower's answer.
+// queued is one message waiting for its replicas' answers.
 type queued struct {
 	msg  replMsg
-	wait *replWait // nil: nobody waits (fire groups)
+	wait *replWait // nil: nobody waits (fire groups, snapshots)
+	// to: a snapshot for this one node (msg is read when it is sent);
+	// empty: a group for the slot's replicas.
+	to    string
+	sent  time.Time
+	grant bool
+	epoch uint64          // a snapshot's machine epoch
+	acked map[string]bool // replicas that applied it
 }
 
-// shipper sends replication messages to followers: one round at a time,
-// every queued message in it, grouped by the slot's current follower and
-// sent to all followers in parallel. Messages of a slot stay in order.
+// shipper sends replication messages to replicas: one round at a time,
+// every queued message in it, grouped by replica and sent to all replicas
+// in parallel. Messages of a slot stay in order.
 type shipper struct {
 	n       *Node
-	timeout time.Duration // how long an API write waits for its follower
+	timeout time.Duration // how long an API write waits for its replicas
 	mu      sync.Mutex
-	queue   []queued
+	queue   []*queued
 	busy    int // messages of the round in progress
 	closed  bool
 	kick    chan struct{}
-	// backoff: a follower whose last call failed is not called before this
+	// backoff: a replica whose last call failed is not called before this
 	// time (run goroutine only); failDelay is the current delay.
 	backoff   map[string]time.Time
 	failDelay map[string]time.Duration
@@ -172,19 +168,31 @@ func newShipper(n *Node, timeout time.Duration) *shipper {
 
 // enqueue adds a group's messages. It never blocks.
 func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
+	qs := make([]*queued, len(msgs))
+	for i, m := range msgs {
+		qs[i] = &queued{msg: m, wait: wait}
+	}
+	s.add(qs)
+}
+
+// sendSnapshot queues a snapshot of slot for node to (SendSnapshot). It
+// never blocks.
+func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant bool) {
+	s.add([]*queued{{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, epoch: epoch}})
+}
+
+func (s *shipper) add(qs []*queued) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		for _, m := range msgs {
-			if wait != nil {
-				wait.settle(m.Slot, "node is stopping")
+		for _, q := range qs {
+			if q.wait != nil {
+				q.wait.settle(q.msg.Slot, "node is stopping")
 			}
 		}
 		return
 	}
-	for _, m := range msgs {
-		s.queue = append(s.queue, queued{msg: m, wait: wait})
-	}
+	s.queue = append(s.queue, qs...)
 	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
@@ -192,14 +200,14 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 	}
 }
 
-// pending returns how many messages wait for a follower's acknowledgement.
+// pending returns how many messages wait for a replica's acknowledgement.
 func (s *shipper) pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) + s.busy
 }
 
-// behindSlots returns the slots with queued messages their follower has
+// behindSlots returns the slots with queued messages their replicas have
 // not acknowledged, ascending.
 func (s *shipper) behindSlots() []uint16 {
 	s.mu.Lock()
@@ -215,9 +223,6 @@ func (s *shipper) behindSlots() []uint16 {
 	slices.Sort(out)
 	return out
 }
-
-// behind returns how many slots are under-replicated (behindSlots).
-func (s *shipper) behind() int { return len(s.behindSlots()) }
 
 // flush waits until every queued message was acknowledged (or max passed).
 func (s *shipper) flush(ctx context.Context, max time.Duration) {
@@ -284,72 +289,106 @@ func (s *shipper) round() bool {
 	if len(batch) == 0 {
 		return false
 	}
+	c := s.n.ctl
 	v := s.n.view.Load()
 	now := time.Now()
-	byFollower := map[string][]int{}
-	followers := map[string]ring.Member{}
-	var keep []queued
-	var held []int // not sent this round, in queue order
+	finished := make([]bool, len(batch))
+	byNode := map[string][]int{}
+	finish := func(i int, why string) {
+		finished[i] = true
+		q := batch[i]
+		if q.wait != nil {
+			q.wait.settle(q.msg.Slot, why)
+		}
+		if why == "" && q.to == "" {
+			c.post(slots.Applied{Slot: slots.Slot(q.msg.Slot), Seq: q.msg.Seq})
+		}
+	}
 	for i, q := range batch {
 		slot := q.msg.Slot
-		if !q.msg.Reset && q.msg.Epoch != s.n.writer.repl.ownEpoch(slot) {
-			// Written at an epoch this node no longer holds (it lost the
-			// slot, or took it again at a higher epoch since): the copy
-			// its follower gets now comes from the new epoch's messages.
-			if q.wait != nil {
-				q.wait.settle(slot, "the slot changed hands while the write was replicated")
+		ep := c.holds(slot)
+		var targets []string
+		if q.to != "" {
+			// A snapshot the machine asked for: owners, sealers and
+			// holders of a copy (after a handover or a crash) send them.
+			targets = []string{q.to}
+		} else {
+			if q.msg.Epoch != ep {
+				// Written at an epoch this node no longer holds (it lost the
+				// slot, or took it again at a higher epoch since).
+				finish(i, "the slot changed hands while the write was replicated")
+				continue
 			}
-			continue
-		}
-		if !v.owns(slot) {
-			// Not ours any more: the new owner replicates from its copy.
-			if q.wait != nil {
-				q.wait.settle(slot, "the slot moved to another node")
+			left := 0
+			for _, r := range c.replicas(slot) {
+				if !q.acked[r] {
+					targets = append(targets, r)
+					left++
+				}
 			}
-			continue
-		}
-		f, ok := v.table.Follower(slot)
-		if !ok {
-			// A one-member cluster: nobody to replicate to.
-			if q.wait != nil {
-				q.wait.settle(slot, "")
+			if left == 0 {
+				finish(i, "") // every replica has it (none: single copy, degraded)
+				continue
 			}
-			continue
 		}
 		if q.wait != nil && now.After(q.wait.expires) {
-			q.wait.settle(slot, "follower "+f.Name+" did not acknowledge in time")
-			batch[i].wait = nil // keep shipping it; nobody waits any more
+			q.wait.settle(slot, "replica "+targets[0]+" did not acknowledge in time")
+			q.wait = nil // keep shipping it; nobody waits any more
 		}
-		if until, ok := s.backoff[f.Name]; (ok && now.Before(until)) || len(byFollower[f.Name]) >= maxReplBatch {
-			// An unreachable follower is not sent the whole queue again
-			// every round; a long queue goes out in bounded requests.
-			held = append(held, i)
-			continue
+		for _, t := range targets {
+			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxReplBatch {
+				continue // retried later: it stays queued
+			}
+			byNode[t] = append(byNode[t], i)
 		}
-		byFollower[f.Name] = append(byFollower[f.Name], i)
-		followers[f.Name] = f
+	}
+	// Snapshots are read now, at the slot's current position.
+	for t, idx := range byNode {
+		keep := idx[:0]
+		for _, i := range idx {
+			q := batch[i]
+			if q.to != "" && q.msg.Data == nil && !q.msg.Reset {
+				snap, err := s.n.writer.snapshot(q.msg.Slot)
+				if err != nil {
+					s.n.log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
+					continue
+				}
+				snap.Snap, snap.Sent, snap.Grant, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.epoch
+				q.msg = snap
+			}
+			keep = append(keep, i)
+		}
+		byNode[t] = keep
 	}
 	type outcome struct {
 		name    string
 		idx     []int
 		results []uint8
+		epochs  []uint64
 		err     error
 	}
-	outs := make(chan outcome, len(byFollower))
+	outs := make(chan outcome, len(byNode))
 	var wg sync.WaitGroup
-	for name, idx := range byFollower {
+	for name, idx := range byNode {
+		if len(idx) == 0 {
+			continue
+		}
+		mem, ok := v.member(name)
+		if !ok {
+			continue
+		}
+		target := ring.Member{Name: name, HTTPAddr: mem.Meta.HTTPAddr}
 		req := replRequest{From: s.n.cfg.Name, Msgs: make([]replMsg, len(idx))}
 		for k, i := range idx {
 			req.Msgs[k] = batch[i].msg
 		}
 		wg.Go(func() {
-			res, err := s.n.callReplicate(followers[name], &req)
-			outs <- outcome{name, idx, res, err}
+			res, eps, err := s.n.callReplicate(target, &req)
+			outs <- outcome{name, idx, res, eps, err}
 		})
 	}
 	wg.Wait()
 	close(outs)
-	resets := map[uint16]bool{}
 	for o := range outs {
 		if o.err != nil {
 			d := s.failDelay[o.name]*2 + 100*time.Millisecond
@@ -368,45 +407,46 @@ func (s *shipper) round() bool {
 			}
 			switch status {
 			case replOK:
-				if q.wait != nil {
-					q.wait.settle(q.msg.Slot, "")
+				if q.acked == nil {
+					q.acked = map[string]bool{}
+				}
+				q.acked[o.name] = true
+				if q.to != "" {
+					finished[i] = true
 				}
 			case replStale:
-				if q.msg.Epoch == s.n.writer.repl.ownEpoch(q.msg.Slot) {
-					s.n.log.Warn("follower refused a replicated write: its epoch is newer", "slot", q.msg.Slot, "epoch", q.msg.Epoch)
-					s.n.writer.depose(q.msg.Slot)
-				}
-				if q.wait != nil {
-					q.wait.settle(q.msg.Slot, "another node holds a newer epoch of the slot")
-				}
+				c.post(slots.EpochSeen{Slot: slots.Slot(q.msg.Slot), Epoch: slots.Epoch(o.epochs[k]), From: o.name})
+				finish(i, "another node holds a newer epoch of the slot")
 			case replGap:
-				resets[q.msg.Slot] = true
-				keep = append(keep, q)
+				if q.to != "" {
+					finished[i] = true
+					continue
+				}
+				c.post(ctlGapSeen{slot: q.msg.Slot, epoch: o.epochs[k], from: o.name})
 			default:
 				if o.err != nil {
-					s.n.log.Debug("replicate", "err", o.err)
+					s.n.log.Debug("replicate", "to", o.name, "err", o.err)
 				}
-				keep = append(keep, q)
 			}
 		}
 	}
-	// A slot that needs a snapshot: the snapshot covers every queued
-	// message of it up to the snapshot's seq.
-	for slot := range resets {
-		snap, err := s.n.writer.snapshot(slot)
-		if err != nil {
-			s.n.log.Warn("snapshot for a follower", "slot", slot, "err", err)
+	// Groups whose every replica acked are done.
+	var keep []*queued
+	for i, q := range batch {
+		if finished[i] {
 			continue
 		}
-		keep = append([]queued{{msg: snap}}, keep...)
-		// Messages of the slot at or below the snapshot are in it; their
-		// waiters are released when the snapshot is acknowledged... kept
-		// simple: they stay queued and the follower skips them as old.
-	}
-	// Messages are put back in queue order per slot: what was sent and
-	// must be retried, then what was held back (later in the queue).
-	for _, i := range held {
-		keep = append(keep, batch[i])
+		if q.to == "" {
+			all := true
+			for _, r := range c.replicas(q.msg.Slot) {
+				all = all && q.acked[r]
+			}
+			if all {
+				finish(i, "")
+				continue
+			}
+		}
+		keep = append(keep, q)
 	}
 	if len(keep) > 0 {
 		s.mu.Lock()
@@ -417,27 +457,27 @@ func (s *shipper) round() bool {
 }
 
 // callReplicate sends one replication request to member m.
-func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, error) {
+func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, []uint64, error) {
 	body, err := msgpack.Marshal(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, err := n.fwd.do(context.Background(), m, http.MethodPost, "/internal/v1/replicate", body,
 		http.Header{"Content-Type": {"application/msgpack"}}, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if c.status != http.StatusOK {
-		return nil, fmt.Errorf("replicate to %s: %d %s", m.Name, c.status, c.body)
+		return nil, nil, fmt.Errorf("replicate to %s: %d %s", m.Name, c.status, c.body)
 	}
 	var ans replAnswer
 	if err := msgpack.Unmarshal(c.body, &ans); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(ans.Results) != len(req.Msgs) {
-		return nil, errors.New("replicate: answer has the wrong number of results")
+	if len(ans.Results) != len(req.Msgs) || len(ans.Epochs) != len(req.Msgs) {
+		return nil, nil, errors.New("replicate: answer has the wrong number of results")
 	}
-	return ans.Results, nil
+	return ans.Results, ans.Epochs, nil
 }
 
 // handleReplicate is the follower's side: apply the messages through the
@@ -453,36 +493,23 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("body", "replicate: %v", err))
 		return
 	}
-	op := &writeOp{kind: opReplica, repl: req.Msgs}
+	if n.ctl == nil {
+		writeError(w, &Error{Code: CodeNotFound, Message: "not a cluster member"})
+		return
+	}
+	op := &writeOp{kind: opReplica, repl: req.Msgs, from: req.From}
 	if err := n.writer.submitInternal(r.Context().Done(), op); err != nil {
 		writeError(w, asError(err))
 		return
 	}
-	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes})
-	w.Header().Set("Content-Type", "application/msgpack")
-	_, _ = w.Write(out)
-}
-
-// handlePull answers a node that is about to own slots: snapshots of the
-// slots where this node's copy is newer than the caller's.
-func (n *Node) handlePull(w http.ResponseWriter, r *http.Request) {
-	body, e := n.readInternal(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
+	// Durable now: the machine may acknowledge the snapshots it got.
+	for i, m := range req.Msgs {
+		if m.Snap && op.replRes[i] == replOK {
+			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
+				Seq: m.Seq, From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
+		}
 	}
-	var req pullRequest
-	if err := msgpack.Unmarshal(body, &req); err != nil {
-		writeError(w, invalid("body", "pull: %v", err))
-		return
-	}
-	snaps, epochs, err := n.writer.snapshotsIfNewer(req.Slots)
-	if err != nil {
-		writeError(w, asError(err))
-		return
-	}
-	ans := pullAnswer{Snapshots: snaps, Epochs: epochs}
-	out, _ := msgpack.Marshal(ans)
+	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})
 	w.Header().Set("Content-Type", "application/msgpack")
 	_, _ = w.Write(out)
 }

@@ -45,10 +45,10 @@ type Snapshot struct {
 	// SlotStates is every slot's health (json "slot_states", base64 like
 	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
 	// ok, 1 under_replicated, 2 unavailable). In a cluster a slot is
-	// under-replicated while its owner holds writes its follower has not
-	// acknowledged, and unavailable while its owner is still taking it
-	// over (pulling the newest copy; writes answer 503) or when no member
-	// owns it. A standalone node reports every slot ok.
+	// under-replicated while its owner has no caught-up follower, and
+	// unavailable while the node the table names owner cannot take it
+	// over (no live holder of a copy; writes answer 503) or when no
+	// member owns it. A standalone node reports every slot ok.
 	SlotStates []SlotState `json:"slot_states"`
 	// TableVersion is the version of the slot table SlotOwners shows, the
 	// table_version of GET /v1/cluster (json "table_version"). Owners

@@ -25,35 +25,36 @@ import (
 type opKind uint8
 
 const (
-	opCreate   opKind = 1 + iota // store new tasks; conflict if an id exists
-	opPut                        // create or replace tasks
-	opDelete                     // delete one task
-	opPause                      // pause one task
-	opResume                     // resume one task
-	opTrigger                    // queue one extra fire of one task
-	opFire                       // start fires of expired wheel entries (internal)
-	opDone                       // apply one attempt's result (internal)
-	opReplica                    // apply replicated messages as a follower (internal, acked)
-	opOwn                        // become the active owner of slots (internal, acked)
-	opLose                       // stop owning slots (internal)
-	opSnapshot                   // read a slot's snapshot at its current seq (internal, acked)
-	opBarrier                    // nothing: answered once everything queued before it is committed (internal, acked)
+	opCreate    opKind = 1 + iota // store new tasks; conflict if an id exists
+	opPut                         // create or replace tasks
+	opDelete                      // delete one task
+	opPause                       // pause one task
+	opResume                      // resume one task
+	opTrigger                     // queue one extra fire of one task
+	opFire                        // start fires of expired wheel entries (internal)
+	opDone                        // apply one attempt's result (internal)
+	opReplica                     // apply replicated messages as a follower (internal, acked)
+	opPersist                     // write slot ownership states (internal, acked)
+	opDrop                        // delete slots' data (internal, acked)
+	opSealCheck                   // which slots have no callback running (internal, acked)
+	opSnapshot                    // read a slot's snapshot at its current seq (internal, acked)
+	opBarrier                     // nothing: answered once everything queued before it is committed (internal, acked)
 )
 
 // writeOp is one request to the writer. The writer fills the result fields
 // and the syncer closes reply once the op's writes are durable.
 type writeOp struct {
-	kind  opKind
-	now   int64
-	tasks []*storage.Task // opCreate, opPut: the new records
-	id    string          // single-task ops
-	fires []wheel.Entry   // opFire
-	res   *fireResult     // opDone
-	repl  []replMsg       // opReplica: messages; opOwn: pulled snapshots; opSnapshot: the result
-	slots []uint16        // opOwn, opLose, opSnapshot
-	pull  []slotPos       // opSnapshot for a pull: the caller's positions
-	// opOwn: the highest epoch any holder reported per slot.
-	maxEpoch map[uint16]uint64
+	kind     opKind
+	now      int64
+	tasks    []*storage.Task // opCreate, opPut: the new records
+	id       string          // single-task ops
+	fires    []wheel.Entry   // opFire
+	res      *fireResult     // opDone
+	repl     []replMsg       // opReplica: messages; opSnapshot: the result
+	from     string          // opReplica: the sender
+	slots    []uint16        // opDrop, opSealCheck, opSnapshot
+	persist  []slots.Persist // opPersist
+	dropGens []uint64        // opDrop: the data generation of each slot the machine saw
 
 	// Results, one per task for opCreate/opPut, one for single-task ops.
 	out     []*storage.Task
@@ -61,9 +62,10 @@ type writeOp struct {
 	created []bool
 	err     error    // the commit or sync failed: nothing of the op is acknowledged
 	replRes []uint8  // opReplica: one result per message
-	owned   []uint16 // opOwn: the slots it made this node own
+	epochs  []uint64 // opReplica: this node's epoch of each message's slot
+	gens    []uint64 // opReplica: the data generation a snapshot made
+	idle    []uint16 // opSealCheck: the slots with no callback running
 	snapErr error    // opSnapshot
-	epochs  []uint64 // opSnapshot for a pull: this node's epoch per asked slot
 
 	reply chan struct{} // closed when durable (nil for internal ops)
 	// answered: reply was closed early (syncer only; finish skips it).
@@ -106,7 +108,10 @@ type syncGroup struct {
 	ops   []*writeOp
 	wakes []wakeChange
 	jobs  []*fireJob
-	err   error
+	// applied: the slots' seqs this group committed at their current
+	// epoch, for the ownership machine.
+	applied []any
+	err     error
 }
 
 // writerDeps is what the writer calls outside itself.
@@ -291,7 +296,7 @@ func (w *writer) group(first *writeOp) {
 	clear(w.pending)
 	var msgs []replMsg
 	if w.repl.ship != nil {
-		msgs = w.prepareRepl(b)
+		msgs = w.prepareRepl(b, g)
 	}
 	if b.Count() > 0 {
 		start := time.Now()
@@ -299,6 +304,18 @@ func (w *writer) group(first *writeOp) {
 			g.err = err
 		}
 		w.metrics.commit.Observe(time.Since(start).Seconds())
+	}
+	if len(g.applied) > 0 && g.err == nil {
+		w.repl.ctl.post(g.applied...)
+	}
+	if len(g.wakes) > 0 && g.err == nil {
+		// The loop learns of wake changes in commit order, here on the
+		// writer goroutine. Delivering them when a group is acknowledged
+		// let a group that waited for its followers deliver a stale "wake
+		// 0" after a later group had re-filed the task, which dropped a
+		// periodic task from the wheel for good.
+		w.notify(g.wakes)
+		g.wakes = nil
 	}
 	if len(msgs) > 0 && g.err == nil {
 		if g.api {
@@ -547,11 +564,13 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	case opDone:
 		return w.applyDone(b, g, op)
 	case opReplica:
-		return w.applyReplica(b, op)
-	case opOwn:
-		return w.applyOwn(b, op)
-	case opLose:
-		w.applyLose(op)
+		return w.applyReplica(b, g, op)
+	case opPersist:
+		return w.applyPersist(b, op)
+	case opDrop:
+		return w.applyDrop(b, op)
+	case opSealCheck:
+		w.applySealCheck(op)
 		return 0
 	case opSnapshot:
 		w.applySnapshot(op)
@@ -734,7 +753,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		w.running[t.ID] = runningFire{seq: t.Inflight.Seq}
 		w.put(b, g, t, prev, op.now)
 		j := jobFor(t)
-		j.Epoch = w.repl.ownEpoch(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
+		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
 		g.jobs = append(g.jobs, j)
 		n++
 	}
@@ -763,10 +782,11 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	if t == nil {
 		return 0 // deleted while its callback ran
 	}
-	if !w.active(t.Slot) && !w.repl.sealed[t.Slot] {
-		// Another node owns the slot at a newer epoch: the record is
-		// theirs, and they repeat the fire (same fire id). A slot that only
-		// moved (sealed) keeps the result here until the new owner pulls it.
+	if _, ok := w.holds(t.Slot); !ok {
+		// Another node owns the slot now: the record is theirs, and they
+		// repeat the fire (same fire id). While this node still holds the
+		// slot (sealing for a handover, or owning it without a lease) the
+		// result is recorded and replicated: the next owner gets it.
 		return 0
 	}
 	prev := t.Wake()

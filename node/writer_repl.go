@@ -9,49 +9,37 @@ import (
 )
 
 // The writer's replication state (see replicate.go). Only the writer
-// goroutine changes it; metaMu lets the importer and the shipper read.
+// goroutine changes it; metaMu lets ctl and the shipper read.
 type writerRepl struct {
 	ship *shipper // nil: standalone, nothing is replicated
+	ctl  *ctl     // the slots' ownership; nil standalone
 
 	metaMu sync.RWMutex
-	meta   map[uint16]storage.SlotMeta // every slot's (epoch, seq) on this node; guarded by metaMu
-	// own is the epoch this node fires a slot at; 0 = not an active owner
-	// (not owned, importing, or deposed). Guarded by metaMu.
-	own map[uint16]uint64
-	// bumpPrev is the position a slot was at when this node took its
-	// epoch: the Prev of its first message. Writer goroutine only.
+	meta   map[uint16]storage.SlotMeta // every slot's data position and ownership state; guarded by metaMu
+	// gens counts the times a slot's data was replaced wholesale (a
+	// snapshot applied, a drop): a drop ctl decided before a newer
+	// snapshot arrived must not delete it. Guarded by metaMu.
+	gens map[uint16]uint64
+	// bumpPrev is a slot's data position before this node took a new
+	// epoch of it as owner: the Prev of its first message at that epoch,
+	// so that a replica holding the same data (the old owner after a
+	// handover) applies it instead of needing a snapshot. Writer
+	// goroutine only.
 	bumpPrev map[uint16]storage.SlotMeta
-	// sealed: slots this node owned until a view took them away, and that
-	// nobody has written at a newer epoch since. Results of its callbacks
-	// still running are written here (seq advanced, not shipped), so the
-	// new owner's pull takes them. Writer goroutine only.
-	sealed map[uint16]bool
-	// onDepose is told of a slot this node stopped owning because another
-	// node holds a newer epoch. If the view still gives this node the
-	// slot, the two views disagreed: the node takes it again through an
-	// import (newest copy, epoch above all), which converges. Any goroutine.
-	onDepose func(slot uint16)
 }
 
 func (r *writerRepl) init(metas map[uint16]storage.SlotMeta) {
 	r.meta = metas
-	r.own = map[uint16]uint64{}
+	r.gens = map[uint16]uint64{}
 	r.bumpPrev = map[uint16]storage.SlotMeta{}
-	r.sealed = map[uint16]bool{}
 }
 
-// position returns slot's (epoch, seq) on this node.
+// position returns slot's stored meta: its data position (Epoch, Seq) and
+// ownership state.
 func (r *writerRepl) position(slot uint16) storage.SlotMeta {
 	r.metaMu.RLock()
 	defer r.metaMu.RUnlock()
 	return r.meta[slot]
-}
-
-// ownEpoch returns the epoch this node fires slot at, 0 if it does not.
-func (r *writerRepl) ownEpoch(slot uint16) uint64 {
-	r.metaMu.RLock()
-	defer r.metaMu.RUnlock()
-	return r.own[slot]
 }
 
 func (r *writerRepl) setMeta(b *storage.Batch, slot uint16, m storage.SlotMeta) {
@@ -61,15 +49,42 @@ func (r *writerRepl) setMeta(b *storage.Batch, slot uint16, m storage.SlotMeta) 
 	b.PutSlotMeta(slot, m)
 }
 
-// active reports whether this node may write and fire slot as its owner:
-// the view gives it the slot and a majority, and, in a cluster, it holds
-// the slot's epoch. A node cut off in a minority fires nothing and takes
-// no writes (503): the majority's side owns its slots.
+// bumpGen notes that slot's data was replaced and returns the new generation.
+func (r *writerRepl) bumpGen(slot uint16) uint64 {
+	r.metaMu.Lock()
+	defer r.metaMu.Unlock()
+	r.gens[slot]++
+	return r.gens[slot]
+}
+
+func (r *writerRepl) gen(slot uint16) uint64 {
+	r.metaMu.RLock()
+	defer r.metaMu.RUnlock()
+	return r.gens[slot]
+}
+
+// active reports whether this node may write and fire slot: standalone
+// always; in a cluster while the ownership machine says it fires the slot
+// (it owns it, sees a majority and its lease covers every node that could
+// have taken it). Otherwise writes answer 503 and nothing of it fires.
 func (w *writer) active(slot uint16) bool {
-	if !w.view().fires(slot) {
-		return false
+	if w.repl.ctl == nil {
+		return w.view().fires(slot)
 	}
-	return w.repl.ship == nil || w.repl.ownEpoch(slot) != 0
+	_, _, firing := w.repl.ctl.state(slot)
+	return firing
+}
+
+// holds returns the epoch at which this node holds slot as its owner
+// (firing or not, sealing included); 0 if it does not. Standalone: 0 and
+// true, since it owns every slot. Results of callbacks are recorded while
+// the node holds the slot, so that a handover carries them.
+func (w *writer) holds(slot uint16) (uint64, bool) {
+	if w.repl.ctl == nil {
+		return 0, w.view().fires(slot)
+	}
+	e := w.repl.ctl.holds(slot)
+	return e, e != 0
 }
 
 // errNotOwner answers a write for a slot this node does not (yet) serve.
@@ -77,28 +92,27 @@ var errNotOwner = &Error{Code: CodeUnavailable, Message: "this node does not ser
 
 // prepareRepl turns the group's captured mutations of slots this node owns
 // into replication messages, advancing each slot's seq in the same batch.
-func (w *writer) prepareRepl(b *storage.Batch) []replMsg {
+func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replMsg {
 	ops := b.TakeSlotOps()
 	var msgs []replMsg
 	for _, o := range ops {
-		ep := w.repl.ownEpoch(o.Slot)
-		if ep == 0 {
-			if w.repl.sealed[o.Slot] {
-				// A result of a callback that ran across the move: the
-				// new owner pulls it, so the position must say it is newer.
-				m := w.repl.position(o.Slot)
-				m.Seq++
-				w.repl.setMeta(b, o.Slot, m)
-			}
-			continue // a replica's apply, or a write that raced a move
+		ep, ok := w.holds(o.Slot)
+		if !ok {
+			continue // a write that raced a move: it is not replicated, and the slot resyncs
 		}
 		m := w.repl.position(o.Slot)
 		prev := m
-		if m.Seq == 0 {
-			prev = w.repl.bumpPrev[o.Slot]
+		if bp, ok := w.repl.bumpPrev[o.Slot]; ok {
+			prev = bp
+			delete(w.repl.bumpPrev, o.Slot)
 		}
+		m.Epoch = ep
 		m.Seq++
 		w.repl.setMeta(b, o.Slot, m)
+		// The machine hears of the seq (Applied) once every replica has
+		// it (shipper): its heartbeats tell the follower how far it is, and
+		// an importer that believed itself further than its data would
+		// take a slot over without the last results and repeat fires.
 		msgs = append(msgs, replMsg{Slot: o.Slot, Epoch: m.Epoch, Seq: m.Seq, PrevEpoch: prev.Epoch, PrevSeq: prev.Seq,
 			Count: o.Count, Data: o.Data})
 	}
@@ -124,32 +138,46 @@ func (w *writer) purgeSlot(slot uint16, ids []string) {
 	}
 }
 
-// applyReplica applies replicated messages as a follower (replicate.go has
-// the rules) and records one result per message in op.replRes.
-func (w *writer) applyReplica(b *storage.Batch, op *writeOp) int {
+// applyReplica applies replicated messages as a follower and records one
+// result per message in op.replRes (and this node's epoch of the slot in
+// op.epochs). The rules: a message below the epoch this node knows is
+// refused (stale), as is one from another node for a slot this node holds
+// at the same or a higher epoch; a snapshot (Reset) replaces the slot; an
+// op applies only on top of exactly the position it was made from (Prev),
+// otherwise the owner is told of the gap and sends a snapshot.
+func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	op.replRes = make([]uint8, len(op.repl))
+	op.epochs = make([]uint64, len(op.repl))
+	op.gens = make([]uint64, len(op.repl))
 	n := 0
 	for i := range op.repl {
 		m := &op.repl[i]
+		role, known, _ := w.repl.ctl.state(m.Slot)
+		op.epochs[i] = known
+		own := role == slots.RoleOwner || role == slots.RoleSealing
 		cur := w.repl.position(m.Slot)
-		own := w.repl.ownEpoch(m.Slot)
 		switch {
-		case m.Epoch < cur.Epoch || (own != 0 && m.Epoch <= own):
+		case max(m.Epoch, m.SnapEpoch) < known || (own && max(m.Epoch, m.SnapEpoch) == known):
 			op.replRes[i] = replStale
+			continue
+		case own:
+			// The sender holds a newer epoch: this node must step down
+			// first (the machine does so on this news), then resync.
+			w.repl.ctl.post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
+			op.replRes[i] = replGap
 			continue
 		case m.Reset:
 		case m.Epoch == cur.Epoch && m.Seq <= cur.Seq:
 			op.replRes[i] = replOK // applied before (or covered by a snapshot)
 			continue
-		case cur.Epoch != m.PrevEpoch || cur.Seq != m.PrevSeq:
+		case !(cur.Epoch == m.PrevEpoch && cur.Seq == m.PrevSeq) && !(cur.Epoch == m.Epoch && cur.Seq == m.PrevSeq):
+			// Neither the position the op was made from nor that same
+			// position at the op's epoch (a snapshot the new owner sent
+			// after it took the epoch: only it writes data at its epoch).
+			// Without the second form every slot's first write after a
+			// bootstrap or takeover gapped into a snapshot.
 			op.replRes[i] = replGap
 			continue
-		}
-		delete(w.repl.sealed, m.Slot) // the new owner writes it now
-		if own != 0 {
-			// Another node holds a newer epoch: stop serving the slot.
-			w.log.Warn("a newer epoch of a slot this node owned arrived: stepping down", "slot", m.Slot, "epoch", m.Epoch, "own", own)
-			w.depose(m.Slot)
 		}
 		o := m.ops()
 		var err error
@@ -165,6 +193,8 @@ func (w *writer) applyReplica(b *storage.Batch, op *writeOp) int {
 			continue
 		}
 		if m.Reset {
+			delete(w.repl.bumpPrev, m.Slot)
+			op.gens[i] = w.repl.bumpGen(m.Slot)
 			w.purgeSlot(m.Slot, nil)
 			for _, id := range o.TaskIDs() {
 				if w.ids.add(id) {
@@ -173,89 +203,86 @@ func (w *writer) applyReplica(b *storage.Batch, op *writeOp) int {
 			}
 		} else {
 			w.purgeSlot(m.Slot, o.TaskIDs())
+			if m.Epoch == known {
+				g.applied = append(g.applied, slots.Applied{Slot: slots.Slot(m.Slot), Seq: m.Seq})
+			}
 		}
-		w.repl.setMeta(b, m.Slot, storage.SlotMeta{Epoch: m.Epoch, Seq: m.Seq, Role: cur.Role})
+		cur.Epoch, cur.Seq = m.Epoch, m.Seq
+		w.repl.setMeta(b, m.Slot, cur)
 		n += max(1, o.Count/4)
 	}
 	return n
 }
 
-// depose makes this node stop firing and writing slot, and asks for an
-// import of it (which only happens if the view gives this node the slot).
-// Safe from any goroutine.
-func (w *writer) depose(slot uint16) {
-	w.repl.metaMu.Lock()
-	delete(w.repl.own, slot)
-	w.repl.metaMu.Unlock()
-	if w.repl.onDepose != nil {
-		w.repl.onDepose(slot)
+// applyPersist writes the ownership states the machine persists. A node
+// that takes a new epoch as owner moves its data position to it: its next
+// group is the first of the epoch.
+func (w *writer) applyPersist(b *storage.Batch, op *writeOp) int {
+	for _, p := range op.persist {
+		s := uint16(p.Slot)
+		m := w.repl.position(s)
+		m.Role, m.OwnEpoch, m.OwnSeq, m.Grantee = uint8(p.State.Role), uint64(p.State.Epoch), p.State.Seq, p.State.Grantee
+		if p.State.Role == slots.RoleOwner && uint64(p.State.Epoch) > m.Epoch {
+			if _, ok := w.repl.bumpPrev[s]; !ok {
+				w.repl.bumpPrev[s] = m
+			}
+			m.Epoch = uint64(p.State.Epoch)
+		}
+		w.repl.setMeta(b, s, m)
 	}
+	return len(op.persist)
 }
 
-// applyOwn makes this node the active owner of slots: it applies the
-// snapshots pulled from the follower (newer copies), then takes an epoch
-// above every epoch it knows of. Slots the current view does not give this
-// node any more are skipped.
-func (w *writer) applyOwn(b *storage.Batch, op *writeOp) int {
-	n := 0
-	snaps := map[uint16]*replMsg{}
-	for i := range op.repl {
-		snaps[op.repl[i].Slot] = &op.repl[i]
-	}
-	v := w.view()
-	for _, s := range op.slots {
-		if !v.fires(s) || w.repl.ownEpoch(s) != 0 {
+// applyDrop deletes the data of slots the machine dropped, unless a newer
+// snapshot replaced it since the machine saw the slot (op.dropGens).
+func (w *writer) applyDrop(b *storage.Batch, op *writeOp) int {
+	for i, s := range op.slots {
+		if w.repl.gen(s) != op.dropGens[i] {
 			continue
 		}
-		cur := w.repl.position(s)
-		if m := snaps[s]; m != nil && newer(m.Epoch, m.Seq, cur.Epoch, cur.Seq) {
-			o := m.ops()
-			var err error
-			b.WithoutCapture(func() {
-				b.DropSlot(s)
-				err = b.ApplySlotOps(o)
-			})
-			if err != nil {
-				w.log.Error("malformed pulled snapshot", "slot", s, "err", err)
-				continue
-			}
-			w.purgeSlot(s, nil)
-			for _, id := range o.TaskIDs() {
-				if w.ids.add(id) {
-					w.rebuildIDs()
-				}
-			}
-			cur = storage.SlotMeta{Epoch: m.Epoch, Seq: m.Seq}
-			n += max(1, o.Count/4)
-		}
-		delete(w.repl.sealed, s)
-		w.repl.bumpPrev[s] = cur
-		next := storage.SlotMeta{Epoch: max(cur.Epoch, op.maxEpoch[s]) + 1, Role: 2}
-		w.repl.setMeta(b, s, next)
-		w.repl.metaMu.Lock()
-		w.repl.own[s] = next.Epoch
-		w.repl.metaMu.Unlock()
-		op.owned = append(op.owned, s)
-		n++
+		b.WithoutCapture(func() { b.DropSlot(s) })
+		w.repl.bumpGen(s)
+		delete(w.repl.bumpPrev, s)
+		w.purgeSlot(s, nil)
+		m := w.repl.position(s)
+		m.Epoch, m.Seq = 0, 0
+		w.repl.setMeta(b, s, m)
 	}
-	if len(op.owned) > 0 {
-		w.metrics.takeovers.Add(float64(len(op.owned)))
-		w.log.Info("owning slots", "slots", len(op.owned), "newer_copies", len(op.repl), "first", op.owned[0],
-			"first_epoch", w.repl.ownEpoch(op.owned[0]))
-	}
-	return n
+	return len(op.slots)
 }
 
-// applyLose forgets the epochs of slots the view took away.
-func (w *writer) applyLose(op *writeOp) {
-	w.repl.metaMu.Lock()
-	for _, s := range op.slots {
-		if w.repl.own[s] != 0 {
-			w.repl.sealed[s] = true
-		}
-		delete(w.repl.own, s)
+// applySealCheck reports the slots of op.slots with no callback running
+// here: sealed, once this group (with their last results) is durable.
+func (w *writer) applySealCheck(op *writeOp) {
+	busy := map[uint16]bool{}
+	for id := range w.running {
+		busy[slots.Of(id)] = true
 	}
-	w.repl.metaMu.Unlock()
+	for _, s := range op.slots {
+		if !busy[s] {
+			op.idle = append(op.idle, s)
+		}
+	}
+}
+
+// persistStates makes the machine's Persist effects durable.
+func (w *writer) persistStates(ps []slots.Persist) error {
+	return w.submitInternal(nil, &writeOp{kind: opPersist, persist: ps})
+}
+
+// dropSlots deletes slots' data (see applyDrop), durably.
+func (w *writer) dropSlots(ss []uint16, gens []uint64) error {
+	return w.submitInternal(nil, &writeOp{kind: opDrop, slots: ss, dropGens: gens})
+}
+
+// sealCheck returns the slots of ss with no callback running, once their
+// results are durable.
+func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
+	op := &writeOp{kind: opSealCheck, slots: ss}
+	if err := w.submitInternal(nil, op); err != nil {
+		return nil, err
+	}
+	return op.idle, nil
 }
 
 // snapshot returns a Reset message of slot at its current position, read by
@@ -271,25 +298,6 @@ func (w *writer) snapshot(slot uint16) (replMsg, error) {
 	return op.repl[0], nil
 }
 
-// errSlotBusy answers a pull for a slot that still has callbacks running
-// here: their results must be in the copy the new owner takes, or it would
-// repeat those fires.
-var errSlotBusy = &Error{Code: CodeUnavailable, Message: "callbacks of the slot are still running here; pull again"}
-
-// snapshotsIfNewer returns snapshots of the slots of ps where this node's
-// copy is newer than the caller's, and this node's epoch of every slot.
-// It fails with errSlotBusy while a callback of one of the slots runs here.
-func (w *writer) snapshotsIfNewer(ps []slotPos) ([]replMsg, []uint64, error) {
-	op := &writeOp{kind: opSnapshot, pull: ps}
-	if err := w.submitInternal(nil, op); err != nil {
-		return nil, nil, err
-	}
-	if op.snapErr != nil {
-		return nil, nil, op.snapErr
-	}
-	return op.repl, op.epochs, nil
-}
-
 // applySnapshot serves opSnapshot on the writer goroutine. It reads
 // committed data only, and the slots' positions before this group's writes:
 // the two match. It answers at once (a read needs no fsync).
@@ -298,38 +306,13 @@ func (w *writer) applySnapshot(op *writeOp) {
 		close(op.reply)
 		op.answered = true
 	}()
-	one := func(s uint16) bool {
-		o, err := w.store.SnapshotSlot(s)
-		if err != nil {
-			op.snapErr = err
-			return false
-		}
-		m := w.repl.position(s)
-		op.repl = append(op.repl, replMsg{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
-		return true
-	}
-	if op.pull == nil {
-		one(op.slots[0])
+	o, err := w.store.SnapshotSlot(op.slots[0])
+	if err != nil {
+		op.snapErr = err
 		return
 	}
-	busy := map[uint16]bool{}
-	for id := range w.running {
-		busy[slots.Of(id)] = true
-	}
-	for id := range w.pending { // written by this group, not committed yet
-		busy[slots.Of(id)] = true
-	}
-	for _, p := range op.pull {
-		if busy[p.Slot] {
-			op.repl, op.epochs, op.snapErr = nil, nil, errSlotBusy
-			return
-		}
-		cur := w.repl.position(p.Slot)
-		op.epochs = append(op.epochs, cur.Epoch)
-		if newer(cur.Epoch, cur.Seq, p.Epoch, p.Seq) && !one(p.Slot) {
-			return
-		}
-	}
+	m := w.repl.position(op.slots[0])
+	op.repl = append(op.repl, replMsg{Slot: op.slots[0], Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,

@@ -31,8 +31,21 @@ type Config struct {
 	// majority within the last Settle (a view can lag by the detection
 	// time; evidence cannot). Members' detection of one change should
 	// differ by less than Settle. It adds to failover time, so it stays
-	// short of the detection time; a tick gap over Settle/4 is a pause.
+	// short of the detection time; a tick gap over Pause is a pause.
 	Settle time.Duration
+	// Pause is the longest gap between two Ticks that is not a pause (a
+	// stalled process whose view may lag): 0 means Settle/4. It must stay
+	// below Settle/2. A busy 2-core machine delays goroutines by a few
+	// hundred milliseconds, which must not read as a pause every time.
+	Pause time.Duration
+}
+
+// pause returns the tick gap over which the machine assumes it was paused.
+func (c Config) pause() time.Duration {
+	if c.Pause > 0 {
+		return c.Pause
+	}
+	return c.Settle / 4
 }
 
 // DefaultConfig returns the production settings (research/cluster-design.md
@@ -70,6 +83,9 @@ func (c Config) Validate() error {
 	}
 	if c.Settle < 0 {
 		errs = append(errs, fmt.Errorf("slots: Config.Settle %v must not be negative", c.Settle))
+	}
+	if c.Pause < 0 || (c.Pause > 0 && c.Pause >= c.Settle/2) {
+		errs = append(errs, fmt.Errorf("slots: Config.Pause %v must be below Settle/2 (%v)", c.Pause, c.Settle/2))
 	}
 	return errors.Join(errs...)
 }

@@ -238,7 +238,15 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	si = m.reset(s, RoleFollower, e+1)
 	si.seq, si.synced, si.leader = seq, copy, to
 	si.handedTo, si.handedEpoch, si.handedSeq = to, e, seq
-	m.acceptGrant(s, true)
+	// The importer lists us as the one node that may hold its grant
+	// (takeOver) until we ack a heartbeat without it; hold it even outside
+	// the table's position for the slot, or a crash of the importer before
+	// it granted its new follower would leave nobody to promote or hand
+	// over (the slot would stay unavailable with two full copies alive).
+	si.grantor = copy && m.majority
+	if si.grantor {
+		si.grantedUntil = m.now.Add(m.cfg.Lease)
+	}
 	m.setUnderReplicated(s, false)
 	m.persist(s) // durable before the importer can take epoch+1
 	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to})

@@ -164,7 +164,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		m.advanceAll()
 	case Tick:
-		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.Settle/4
+		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.pause()
 		if ev.Now.After(m.now) {
 			m.now = ev.Now
 		}
@@ -536,4 +536,17 @@ func (m *Machine) forgetIncarnation(s Slot, n string) {
 	if si := &m.slots[s]; si.leader == n && si.role != RoleOwner && si.role != RoleSealing {
 		si.leaderGone = true
 	}
+}
+
+// Debug describes everything the machine holds about slot s, for logs and
+// the debug endpoint. The format is not stable.
+func (m *Machine) Debug(s Slot) string {
+	si := &m.slots[s]
+	owner, follower := m.position(s)
+	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v gone=%v grantor=%v grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
+		"pending=%v retryAt=%s tried=%v take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
+		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderGone, si.grantor, si.grantedUntil.Format("15:04:05.000"),
+		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried,
+		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
+		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"))
 }

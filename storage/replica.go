@@ -148,16 +148,24 @@ func (b *Batch) ApplySlotOps(o SlotOps) error {
 	return nil
 }
 
-// SlotMeta is one node's replication state of a slot.
+// SlotMeta is one node's replication state of a slot: where its data is
+// (Epoch, Seq) and what the ownership state machine persisted (Role,
+// OwnEpoch, OwnSeq, Grantee; opaque to storage).
 type SlotMeta struct {
-	// Epoch is the slot's ownership generation this node knows.
+	// Epoch is the epoch of the slot's data on this node: the owner that
+	// wrote the last group applied (or, on the owner, sent).
 	Epoch uint64 `msgpack:"e"`
-	// Seq is the last replicated group applied (or, on the owner, sent)
-	// at Epoch.
+	// Seq is the last replicated group applied (or sent). It only grows
+	// along one slot's history, across epochs.
 	Seq uint64 `msgpack:"s"`
-	// Role is the node's role for the slot, as the ownership state machine
-	// persists it (opaque to storage).
+	// Role is the node's role for the slot.
 	Role uint8 `msgpack:"r"`
+	// OwnEpoch is the highest epoch of the slot this node knows of; it
+	// never goes down. OwnSeq is the state machine's seq at OwnEpoch.
+	OwnEpoch uint64 `msgpack:"me,omitempty"`
+	OwnSeq   uint64 `msgpack:"mq,omitempty"`
+	// Grantee is the node that may hold this owner's lease grant.
+	Grantee string `msgpack:"g,omitempty"`
 }
 
 func appendMetaKey(dst []byte, slot uint16) []byte { return appendSection(dst, slot, sectionMeta) }

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,29 +20,38 @@ import (
 )
 
 // freeGossipPorts returns k loopback ports free for both TCP and UDP
-// (memberlist binds both).
+// (memberlist binds both). They are below the kernel's ephemeral range
+// when there is room, so that no outgoing connection (of a node already
+// running, or of anything else on the machine) takes one between this
+// check and the node's bind, or while a killed node is down.
 func freeGossipPorts(t *testing.T, k int) []int {
 	t.Helper()
+	lo, hi := 10000, 0 // hi: the first ephemeral port
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			hi, _ = strconv.Atoi(f[0])
+		}
+	}
 	var out []int
-	var hold []interface{ Close() error }
-	defer func() {
-		for _, h := range hold {
-			h.Close()
+	for tries := 0; len(out) < k; tries++ {
+		port := 0 // the kernel's choice, when there is no room below the range
+		if hi > lo+1000 && tries < 1000 {
+			port = lo + rand.IntN(hi-lo)
 		}
-	}()
-	for len(out) < k {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
-		hold = append(hold, l)
-		port := l.Addr().(*net.TCPAddr).Port
+		port = l.Addr().(*net.TCPAddr).Port
 		u, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		l.Close()
 		if err != nil {
 			continue // taken for UDP: try another
 		}
-		hold = append(hold, u)
-		out = append(out, port)
+		u.Close()
+		if !slices.Contains(out, port) {
+			out = append(out, port)
+		}
 	}
 	return out
 }
@@ -50,12 +62,13 @@ type procClusterView struct {
 	TableVersion uint64 `json:"table_version"`
 	Settled      bool   `json:"settled"`
 	Members      []struct {
-		Name        string      `json:"name"`
-		HTTPAddr    string      `json:"http_addr"`
-		State       string      `json:"state"`
-		Status      string      `json:"status"`
-		SlotsOwned  int         `json:"slots_owned"`
-		OwnedRanges [][2]uint16 `json:"owned_ranges"`
+		Name            string      `json:"name"`
+		HTTPAddr        string      `json:"http_addr"`
+		State           string      `json:"state"`
+		Status          string      `json:"status"`
+		SlotsOwned      int         `json:"slots_owned"`
+		OwnedRanges     [][2]uint16 `json:"owned_ranges"`
+		FollowingRanges [][2]uint16 `json:"following_ranges"`
 	} `json:"members"`
 }
 
@@ -73,46 +86,21 @@ func getCluster(url string) (procClusterView, error) {
 // until every one sees all k active and the same table.
 func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	t.Helper()
-	ports := freeGossipPorts(t, k)
+	ports := freeGossipPorts(t, 2*k) // gossip, then HTTP (so a restart can reuse it)
 	var addrs []string
-	for _, p := range ports {
+	for _, p := range ports[:k] {
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(p))
 	}
 	var procs []*chimeProc
 	for i := range k {
 		args := append([]string{"--name", fmt.Sprintf("n%d", i+1), "--gossip-addr", addrs[i],
-			"--join", strings.Join(addrs, ",")}, extra...)
+			"--join", strings.Join(addrs, ","), "--http-addr", "127.0.0.1:" + strconv.Itoa(ports[k+i])}, extra...)
 		procs = append(procs, startChime(t, t.TempDir(), args...))
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		agreed := true
-		var version uint64
-		for i, p := range procs {
-			cv, err := getCluster(p.url)
-			if err != nil || len(cv.Members) != k {
-				agreed = false
-				break
-			}
-			for _, m := range cv.Members {
-				if m.State != "active" || m.Status != "alive" {
-					agreed = false
-				}
-			}
-			// Ready: joined, settled, and every slot it owns taken over.
-			if resp, err := http.Get(p.url + "/readyz"); err != nil {
-				agreed = false
-			} else {
-				resp.Body.Close()
-				agreed = agreed && resp.StatusCode == http.StatusOK
-			}
-			if i == 0 {
-				version = cv.TableVersion
-			} else if cv.TableVersion != version {
-				agreed = false
-			}
-		}
-		if agreed {
+		why := clusterAgreement(procs)
+		if why == "" {
 			return procs
 		}
 		if time.Now().After(deadline) {
@@ -120,10 +108,68 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 				cv, err := getCluster(p.url)
 				t.Logf("%s: %+v %v", p.url, cv, err)
 			}
-			t.Fatalf("the %d nodes did not agree on one table in 30 s", k)
+			t.Fatalf("the %d nodes did not agree on one table in 30 s: %s", k, why)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// clusterAgreement returns "" when the nodes procs (named by --name) agree:
+// each is ready (joined, settled, its slots taken over), sees exactly them
+// alive and active, and sees the same slot table, with the same owned and
+// followed ranges per member; members that are not alive (dead, left) own
+// and follow nothing. Otherwise it says what differs.
+func clusterAgreement(procs []*chimeProc) string {
+	want := map[string]bool{}
+	for _, p := range procs {
+		want[argAfter(p.cmd.Args, "--name")] = true
+	}
+	var first procClusterView
+	firstRanges := map[string]string{}
+	for i, p := range procs {
+		resp, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return fmt.Sprintf("%s: /readyz: %v", p.url, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Sprintf("%s: /readyz: %d", p.url, resp.StatusCode)
+		}
+		cv, err := getCluster(p.url)
+		if err != nil {
+			return fmt.Sprintf("%s: /v1/cluster: %v", p.url, err)
+		}
+		alive, ranges := 0, map[string]string{}
+		for _, m := range cv.Members {
+			if m.Status != "alive" {
+				if len(m.OwnedRanges)+len(m.FollowingRanges) > 0 {
+					return fmt.Sprintf("%s sees %s %s with slots", cv.Self, m.Status, m.Name)
+				}
+				continue
+			}
+			if !want[m.Name] || m.State != "active" {
+				return fmt.Sprintf("%s sees %s alive, %s", cv.Self, m.Name, m.State)
+			}
+			alive++
+			ranges[m.Name] = fmt.Sprint(m.OwnedRanges, m.FollowingRanges)
+		}
+		if alive != len(want) {
+			return fmt.Sprintf("%s sees %d of the %d nodes alive", cv.Self, alive, len(want))
+		}
+		if i == 0 {
+			first, firstRanges = cv, ranges
+			continue
+		}
+		if cv.TableVersion != first.TableVersion {
+			return fmt.Sprintf("%s has table %x, %s has %x", cv.Self, cv.TableVersion, first.Self, first.TableVersion)
+		}
+		for name, r := range ranges {
+			if firstRanges[name] != r {
+				return fmt.Sprintf("%s and %s disagree on %s's slots", cv.Self, first.Self, name)
+			}
+		}
+	}
+	return ""
 }
 
 // startFiringCluster starts 3 ready nodes and a receiver for their fires,
@@ -139,20 +185,28 @@ func startFiringCluster(t *testing.T) ([]*chimeProc, *fireLog, []string) {
 	return procs, fl, ownerOf(t, cv)
 }
 
-// ownerOf maps every slot to its owner's name, from one node's view.
+// ownerOf maps every slot to its owner's name, from one node's view, and
+// fails the test if a slot has none.
 func ownerOf(t *testing.T, cv procClusterView) []string {
 	t.Helper()
+	owners := slotOwners(cv)
+	for s, o := range owners {
+		if o == "" {
+			t.Fatalf("slot %d has no owner in %s's view", s, cv.Self)
+		}
+	}
+	return owners
+}
+
+// slotOwners maps every slot to its owner's name in one node's view ("":
+// none).
+func slotOwners(cv procClusterView) []string {
 	owners := make([]string, slots.Count)
 	for _, m := range cv.Members {
 		for _, r := range m.OwnedRanges {
 			for s := int(r[0]); s <= int(r[1]); s++ {
 				owners[s] = m.Name
 			}
-		}
-	}
-	for s, o := range owners {
-		if o == "" {
-			t.Fatalf("slot %d has no owner in %s's view", s, cv.Self)
 		}
 	}
 	return owners
@@ -498,7 +552,7 @@ func argAfter(args []string, flag string) string {
 // TestRestartWithOldDataResurrectsNothing: a node is SIGKILLed, and while
 // it is down some of its tasks are deleted and others replaced through
 // the survivors (which took its slots over). When it comes back with its
-// old data it takes its slots back only after pulling the newer copies:
+// old data it takes its slots back only after resyncing from their holders:
 // the deleted tasks stay deleted and never fire, the replaced ones fire
 // with their new payload, the rest fire once.
 func TestRestartWithOldDataResurrectsNothing(t *testing.T) {

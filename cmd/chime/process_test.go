@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +70,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	all := append([]string{"serve", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=") // no token from the environment
+	cmd.SysProcAttr = childProcAttr()                  // killed with the test binary, even on a panic
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +111,10 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("chime did not start in 30s:\n%s", p.log())
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// A member is ready once it has taken over every slot the table gives
+	// it: one handover per slot, which takes tens of seconds when CI runs
+	// the race-built packages side by side on 2 cores.
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		resp, err := http.Get(p.url + "/readyz")
 		if err == nil {
@@ -117,7 +124,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("chime not ready in 30s:\n%s", p.log())
+			t.Fatalf("chime not ready in 90s:\n%s", p.log())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -147,29 +154,77 @@ type fireLog struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	got map[string][]fire // by task id
+	// senders names the sender of each open connection (see sender).
+	senders struct {
+		sync.Mutex
+		byPort   map[int]string // client port -> sending node
+		accepted map[int]time.Time
+		scanned  time.Time // when the last scan of byPort started
+	}
 }
 
 type fire struct {
-	fireID string
-	due    time.Time
-	at     time.Time
-	epoch  string // X-Chime-Slot-Epoch
+	fireID  string
+	due     time.Time
+	at      time.Time
+	epoch   string // X-Chime-Slot-Epoch
+	attempt string // X-Chime-Attempt
+	node    string // the sending process's --name (fireLog.sender)
 }
 
 func newFireLog(t *testing.T) *fireLog {
 	t.Helper()
 	f := &fireLog{got: make(map[string][]fire)}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.senders.byPort, f.senders.accepted = map[int]string{}, map[int]time.Time{}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
 		_, _ = io.Copy(io.Discard, r.Body)
 		due, _ := time.Parse(time.RFC3339Nano, r.Header.Get("X-Chime-Due-At"))
+		node := f.sender(r.RemoteAddr)
 		f.mu.Lock()
 		id := r.Header.Get("X-Chime-Task-Id")
-		f.got[id] = append(f.got[id], fire{r.Header.Get("X-Chime-Fire-Id"), due, at, r.Header.Get("X-Chime-Slot-Epoch")})
+		f.got[id] = append(f.got[id], fire{fireID: r.Header.Get("X-Chime-Fire-Id"), due: due, at: at,
+			epoch: r.Header.Get("X-Chime-Slot-Epoch"), attempt: r.Header.Get("X-Chime-Attempt"), node: node})
 		f.mu.Unlock()
 	}))
+	f.srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		port := c.RemoteAddr().(*net.TCPAddr).Port
+		f.senders.Lock()
+		defer f.senders.Unlock()
+		switch s {
+		case http.StateNew:
+			f.senders.accepted[port] = time.Now()
+		case http.StateClosed, http.StateHijacked:
+			// The port may come back, from another process.
+			delete(f.senders.byPort, port)
+			delete(f.senders.accepted, port)
+		}
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// sender names the chime process (its --name) that holds the client end
+// of the connection from remote, or "?". A connection accepted after the
+// last scan of the test's children's sockets (callbackSenders: Linux only)
+// triggers a new one; a burst of new connections shares one scan.
+func (f *fireLog) sender(remote string) string {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return "?"
+	}
+	port := int(ap.Port())
+	f.senders.Lock()
+	defer f.senders.Unlock()
+	if name, ok := f.senders.byPort[port]; ok {
+		return name
+	}
+	if !f.senders.accepted[port].Before(f.senders.scanned) {
+		f.senders.scanned = time.Now()
+		f.senders.byPort = callbackSenders(f.srv.Listener.Addr().(*net.TCPAddr).Port)
+	}
+	return cmp.Or(f.senders.byPort[port], "?")
 }
 
 func (f *fireLog) count() int {

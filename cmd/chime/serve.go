@@ -109,6 +109,15 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
+	if cfg.Cluster != nil {
+		// A member drains first: its slots' new owners take them over
+		// from it through the internal endpoints, so it keeps serving
+		// until it has handed them over (writes to slots it no longer
+		// serves answer 503 and are retried at the new owner).
+		if e := n.Close(sctx); e != nil {
+			return fmt.Errorf("serve: close: %w", e)
+		}
+	}
 	if e := srv.Shutdown(sctx); e != nil && !errors.Is(e, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", e)
 	}

@@ -209,6 +209,15 @@ func (m *Membership) SetState(s State) error {
 	if !s.Valid() {
 		return fmt.Errorf("gossip: set state: %w: state %v", ErrMeta, s)
 	}
+	if err := m.UpdateMeta(func(meta *Meta) { meta.State = s }); err != nil {
+		return fmt.Errorf("gossip: set state %v: %w", s, err)
+	}
+	return nil
+}
+
+// UpdateMeta changes this node's Meta with f and re-advertises it, like
+// SetState (which it generalises). f may run more than once.
+func (m *Membership) UpdateMeta(f func(*Meta)) error {
 	ml, err := m.running()
 	if err != nil {
 		return err
@@ -216,19 +225,16 @@ func (m *Membership) SetState(s State) error {
 	for {
 		old := m.local.Load()
 		meta := old.meta
-		meta.State = s
+		f(&meta)
 		enc, err := EncodeMeta(meta)
 		if err != nil {
-			return fmt.Errorf("gossip: set state %v: %w", s, err)
+			return err
 		}
 		if m.local.CompareAndSwap(old, &localMeta{meta: meta, encoded: enc}) {
 			break
 		}
 	}
-	if err := ml.UpdateNode(m.cfg.UpdateTimeout); err != nil {
-		return fmt.Errorf("gossip: set state %v: %w", s, err)
-	}
-	return nil
+	return ml.UpdateNode(m.cfg.UpdateTimeout)
 }
 
 // Events returns the channel of membership changes, buffered to

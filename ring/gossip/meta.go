@@ -71,6 +71,15 @@ type Meta struct {
 	// Proto is the node's inter-node (HTTP) protocol version; peers use it
 	// to avoid features an older node lacks.
 	Proto uint8
+	// Fresh says the node holds no data of any slot and never owned one:
+	// a cluster whose members are all fresh starts from nothing (the only
+	// way a slot gets its first owner). It turns false for good once the
+	// node holds slot state.
+	Fresh bool
+	// Genesis is the checksum of the slot table this node started a new
+	// cluster with (0: none). A fresh node may start the cluster with the
+	// same table too: the members agree on every slot's first owner.
+	Genesis uint64
 }
 
 // metaBodyV1 is the msgpack body of a version-1 Meta. Keys are short to
@@ -81,6 +90,8 @@ type metaBodyV1 struct {
 	BootID   uint64 `msgpack:"b"`
 	State    uint8  `msgpack:"s"`
 	Proto    uint8  `msgpack:"p"`
+	Fresh    bool   `msgpack:"f,omitempty"`
+	Genesis  uint64 `msgpack:"g,omitempty"`
 }
 
 // EncodeMeta encodes m as [version byte][msgpack body]. It fails (ErrMeta)
@@ -90,7 +101,7 @@ func EncodeMeta(m Meta) ([]byte, error) {
 	if !m.State.Valid() {
 		return nil, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}
-	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto})
+	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto, Fresh: m.Fresh, Genesis: m.Genesis})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
@@ -122,7 +133,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if r.Len() != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMeta, r.Len())
 	}
-	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto}
+	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto, Fresh: body.Fresh, Genesis: body.Genesis}
 	if !m.State.Valid() {
 		return Meta{}, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}
