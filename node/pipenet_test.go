@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -40,7 +41,15 @@ import (
 // net.Pipe end refuses them once either end is closed).
 //
 // Dials of an address nobody listens on are refused at once, as a closed
-// port answers RST. There is no latency, loss or bandwidth limit.
+// port answers RST.
+//
+// Loss and latency (setFaults) apply to connections between two addresses
+// marked lossy (the nodes), never to the client or the receiver: each
+// write on such a connection waits a random delay below the maximum, or,
+// with the loss probability, resets the connection instead of delivering
+// (TCP does not lose bytes; what an application sees of a lossy path is a
+// call that fails: a request that never arrived, or one that was served
+// but whose answer never came back). There is no bandwidth limit.
 //
 // All methods are safe for concurrent use. The mutex is never held across
 // a channel operation or a Close.
@@ -51,7 +60,17 @@ type pipeNet struct {
 		group     map[string]int     // partition group of each listed address
 		down      map[string]bool    // crashed addresses
 		conns     map[*pipeConn]bool // open ends
+		lossy     map[string]bool    // addresses whose links to each other are lossy
+		loss      float64            // per write on a lossy link: probability of a reset
+		delay     time.Duration      // per write on a lossy link: a random delay below it
+		rng       *rand.Rand
+		stats     pipeStats
 	}
+}
+
+// pipeStats counts what the faults did to writes on lossy links.
+type pipeStats struct {
+	Writes, Delayed, Resets int
 }
 
 // errPipeRefused is a dial to an address nobody listens on or that is
@@ -59,6 +78,7 @@ type pipeNet struct {
 var (
 	errPipeRefused = errors.New("pipenet: connection refused")
 	errPipeDown    = errors.New("pipenet: network is down for this address (crashed)")
+	errPipeReset   = errors.New("pipenet: connection reset (loss)")
 )
 
 // pipeTimeout is a dial black-holed by a partition until its context
@@ -78,7 +98,48 @@ func newPipeNet() *pipeNet {
 	pn.mu.group = map[string]int{}
 	pn.mu.down = map[string]bool{}
 	pn.mu.conns = map[*pipeConn]bool{}
+	pn.mu.lossy = map[string]bool{}
+	pn.mu.rng = rand.New(rand.NewPCG(1, 1))
 	return pn
+}
+
+// setFaults makes the links between the given addresses lossy: every
+// write on a connection between two of them is delayed by a random
+// duration below delay, or, with probability loss, resets the connection
+// instead (both ends close; the writer gets an error, the reader EOF).
+// seed drives the draws. It applies to connections dialled from now on.
+func (pn *pipeNet) setFaults(addrs []string, loss float64, delay time.Duration, seed uint64) {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for _, a := range addrs {
+		pn.mu.lossy[a] = true
+	}
+	pn.mu.loss, pn.mu.delay = loss, delay
+	pn.mu.rng = rand.New(rand.NewPCG(seed, 0x1055))
+}
+
+// stats returns what the faults did so far.
+func (pn *pipeNet) stats() pipeStats {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	return pn.mu.stats
+}
+
+// fault draws the fate of one write on a lossy link: reset it, or delay
+// it by d.
+func (pn *pipeNet) fault() (reset bool, d time.Duration) {
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	pn.mu.stats.Writes++
+	if pn.mu.rng.Float64() < pn.mu.loss {
+		pn.mu.stats.Resets++
+		return true, 0
+	}
+	if pn.mu.delay > 0 {
+		d = time.Duration(pn.mu.rng.Int64N(int64(pn.mu.delay)))
+		pn.mu.stats.Delayed++
+	}
+	return false, d
 }
 
 // listen registers a listener at addr (an IP:port). An address that
@@ -131,7 +192,10 @@ func (pn *pipeNet) dial(ctx context.Context, src *net.TCPAddr, addr string) (net
 	a, b := net.Pipe()
 	client := &pipeConn{Conn: a, pn: pn, local: src, remote: l.addr}
 	server := &pipeConn{Conn: b, pn: pn, local: l.addr, remote: src, server: true}
+	client.peer, server.peer = server, client
 	pn.mu.Lock()
+	lossy := pn.mu.lossy[from] && pn.mu.lossy[addr] && (pn.mu.loss > 0 || pn.mu.delay > 0)
+	client.lossy, server.lossy = lossy, lossy
 	pn.mu.conns[client] = true
 	pn.mu.conns[server] = true
 	pn.mu.Unlock()
@@ -249,13 +313,32 @@ type pipeConn struct {
 	net.Conn
 	pn            *pipeNet
 	local, remote *net.TCPAddr
-	server        bool // the end a listener accepted
+	server        bool      // the end a listener accepted
+	peer          *pipeConn // the other end
+	lossy         bool      // a link with loss and delay (setFaults)
 	closed        atomic.Bool
 	closeOnce     sync.Once
 }
 
 func (c *pipeConn) LocalAddr() net.Addr  { return c.local }
 func (c *pipeConn) RemoteAddr() net.Addr { return c.remote }
+
+// Write delivers p, after a delay on a lossy link, or resets the
+// connection instead (see setFaults).
+func (c *pipeConn) Write(p []byte) (int, error) {
+	if c.lossy {
+		reset, d := c.pn.fault()
+		if reset {
+			c.Close()
+			c.peer.Close()
+			return 0, &net.OpError{Op: "write", Net: "tcp", Source: c.local, Addr: c.remote, Err: errPipeReset}
+		}
+		if d > 0 {
+			time.Sleep(d)
+		}
+	}
+	return c.Conn.Write(p)
+}
 
 // Close closes this end (the peer's reads then return io.EOF).
 func (c *pipeConn) Close() error {
@@ -342,5 +425,59 @@ func TestFaultPipeNetCarriesCallbacks(t *testing.T) {
 		d.close(ctx)
 		srv.Close()
 		<-served
+	})
+}
+
+// Links between lossy addresses delay writes and sometimes reset the
+// connection; links to an address outside the set are never touched.
+func TestFaultPipeNetLossAndDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const a, b, outside = "10.0.0.1:8080", "10.0.0.2:8080", "10.0.9.9:80"
+		pn := newPipeNet()
+		pn.setFaults([]string{a, b}, 0.2, 20*time.Millisecond, 7)
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+		})}
+		var served []chan struct{}
+		for _, addr := range []string{b, outside} {
+			ln := pn.listen(addr)
+			done := make(chan struct{})
+			served = append(served, done)
+			go func() {
+				defer close(done)
+				_ = srv.Serve(ln)
+			}()
+		}
+		client := &http.Client{Transport: &http.Transport{DialContext: pn.dialer(a)}}
+		calls := func(to string) (failed int, took time.Duration) {
+			start := time.Now()
+			for range 100 {
+				resp, err := client.Post("http://"+to+"/", "text/plain", nil)
+				if err != nil {
+					failed++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			return failed, time.Since(start)
+		}
+		if failed, took := calls(outside); failed != 0 || took != 0 {
+			t.Errorf("to an address outside the lossy set: %d of 100 calls failed, took %v; want none, 0s", failed, took)
+		}
+		failed, took := calls(b)
+		st := pn.stats()
+		t.Logf("lossy link: %d of 100 calls failed in %v; %+v", failed, took, st)
+		if failed == 0 || failed > 80 || st.Resets == 0 {
+			t.Errorf("lossy link: %d of 100 calls failed (%d resets); want some, not most", failed, st.Resets)
+		}
+		if took < 100*time.Millisecond {
+			t.Errorf("lossy link: 100 calls took %v of fake time; want the delays (mean 10ms per write)", took)
+		}
+		client.CloseIdleConnections()
+		srv.Close()
+		for _, done := range served {
+			<-done
+		}
 	})
 }
