@@ -80,8 +80,9 @@ type Config struct {
 	Cluster *ClusterConfig
 
 	// DialContext, when set, opens every connection the node makes: to
-	// other members (forwarded requests, replication, imports, listings,
-	// the dashboard's member snapshots) and to callback receivers (https
+	// other members (forwarded requests, ownership messages, replication
+	// and snapshots, listings, the dashboard's member snapshots) and to
+	// callback receivers (https
 	// callbacks run TLS over it). network is always "tcp" and addr a
 	// host:port. Nil dials TCP with net.Dialer, as in production; tests set
 	// it to put a cluster on an in-memory network (with Handler served on

@@ -19,8 +19,9 @@ type checkOpts struct {
 	// repeatable lists when a fault allowed a node's fires to be repeated
 	// (the harness records a window per crash and per node cut off from
 	// the majority). Every other repeat is a violation: the receiver
-	// answers every callback 200 at once, so a fire id that arrives twice
-	// is a completed fire fired again.
+	// answers every callback 200 (after a short delay), so a fire id that
+	// arrives twice is a fire sent again although its first attempt
+	// succeeded.
 	repeatable []faultWindow
 	// quiet lists nodes that must send nothing within a time range (a
 	// minority cut off), of every slot or of some.

@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +74,7 @@ type faultCluster struct {
 
 	mu       sync.Mutex
 	faults   []faultWindow        // when a fault allowed a node's fires to be repeated
+	calls    map[string]int       // internal calls between nodes, by path
 	acked    map[string]time.Time // task id -> acknowledged due time
 	replaced map[string]time.Time // task id -> when a PUT changed its due time
 	gone     map[string]time.Time // task id -> when its DELETE was acknowledged
@@ -109,7 +112,33 @@ func newFaultCluster(t *testing.T, k int, seed uint64) *faultCluster {
 	}
 	c.waitReady(c.up()...)
 	report(t, c.epochsBehind())
+	// The ownership machines' messages and the replication (snapshots at
+	// the bootstrap) crossed the in-memory network, so its faults apply.
+	for _, path := range []string{"/internal/v1/ctl", "/internal/v1/replicate"} {
+		if c.internalCalls(path) == 0 {
+			t.Errorf("no %s call between nodes went through the pipe network", path)
+		}
+	}
 	return c
+}
+
+// countCalls counts the internal calls h serves that come from a node.
+func (c *faultCluster) countCalls(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/internal/") && r.RemoteAddr != faultClientAddr {
+			c.mu.Lock()
+			c.calls[r.URL.Path]++
+			c.mu.Unlock()
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// internalCalls returns how many calls to path nodes served from nodes.
+func (c *faultCluster) internalCalls(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[path]
 }
 
 // Faults on every link between two nodes, gossip and HTTP alike: a small
@@ -137,6 +166,14 @@ func (c *faultCluster) lossy() {
 // newFaultHarness sets up the networks, the receiver and the client.
 func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 	t.Helper()
+	if v := os.Getenv("CHIME_FAULT_SEED"); v != "" {
+		// Another run of the same scenarios: other losses, other choices.
+		off, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("CHIME_FAULT_SEED=%q: %v", v, err)
+		}
+		seed += off * 1000
+	}
 	t.Logf("harness seed %d", seed)
 	c := &faultCluster{
 		t:        t,
@@ -144,11 +181,12 @@ func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 		gnet:     memnet.New(seed),
 		hnet:     newPipeNet(),
 		rnd:      rand.New(rand.NewPCG(seed, 0xfa17)),
+		calls:    map[string]int{},
 		acked:    map[string]time.Time{},
 		replaced: map[string]time.Time{},
 		gone:     map[string]time.Time{},
 	}
-	c.rcv = newFireRecorder(c.hnet.listen(faultReceiverAddr))
+	c.rcv = newFireRecorder(c.hnet.listen(faultReceiverAddr), seed)
 	c.client = &http.Client{
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{DialContext: c.hnet.dialer(faultClientAddr)},
@@ -223,7 +261,7 @@ func (c *faultCluster) start(i int, seeds []string) {
 	c.mu.Lock()
 	fn.n = n
 	c.mu.Unlock()
-	fn.srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fn.srv = &http.Server{Handler: c.countCalls(n.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	fn.served = make(chan struct{})
 	go func(srv *http.Server, done chan struct{}) {
 		defer close(done)
@@ -550,7 +588,7 @@ const tries = 3
 func (c *faultCluster) put(id string, due time.Time, via int) bool {
 	c.t.Helper()
 	body := map[string]any{"callback_url": faultCallbackURL, "due_at": due.Format(time.RFC3339Nano)}
-	code, _ := c.write(via, http.MethodPut, "/v1/tasks/"+id, body, http.StatusCreated, http.StatusOK)
+	code, _ := c.send(via, http.MethodPut, "/v1/tasks/"+id, body, http.StatusCreated, http.StatusOK)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, had := c.acked[id]
@@ -568,10 +606,10 @@ func (c *faultCluster) put(id string, due time.Time, via int) bool {
 	return false
 }
 
-// write sends one write request until it gets one of the ok codes or an
-// answer that is not retryable, at most tries times, and returns the last
-// status (0: no answer) and how many tries it took.
-func (c *faultCluster) write(via int, method, path string, body any, ok ...int) (code, n int) {
+// send sends one request (a write, or a read) until it gets one of the ok
+// codes or an answer that is not retryable, at most tries times, and
+// returns the last status (0: no answer) and how many tries it took.
+func (c *faultCluster) send(via int, method, path string, body any, ok ...int) (code, n int) {
 	c.t.Helper()
 	for try := range tries {
 		n = try + 1
@@ -657,7 +695,7 @@ func (c *faultCluster) replace(idList []string, first time.Time, step time.Durat
 // the task undecided: it is no longer checked.
 func (c *faultCluster) remove(id string) bool {
 	c.t.Helper()
-	code, n := c.write(c.pick(), http.MethodDelete, "/v1/tasks/"+id, nil, http.StatusNoContent, http.StatusNotFound)
+	code, n := c.send(c.pick(), http.MethodDelete, "/v1/tasks/"+id, nil, http.StatusNoContent, http.StatusNotFound)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.acked[id]; ok && code == http.StatusNotFound && n == 1 {
@@ -759,16 +797,24 @@ func sinceEpoch(t time.Time) string {
 }
 
 // fireRecorder is the callback receiver: an HTTP server on the pipeNet
-// that records every callback, in arrival order, and answers 200.
+// that records every callback, in arrival order, and answers 200 after a
+// short random delay (faultAnswerDelay).
 type fireRecorder struct {
 	srv    *http.Server
 	served chan struct{}
 	mu     sync.Mutex
 	fires  []fire
+	rnd    *rand.Rand // answer delays; guarded by mu
 }
 
-func newFireRecorder(ln *pipeListener) *fireRecorder {
-	r := &fireRecorder{served: make(chan struct{})}
+// faultAnswerDelay bounds how long the receiver takes to answer a
+// callback (a random delay in [0, faultAnswerDelay) of fake time): fires
+// are in flight for a while, so a handover that did not wait for its
+// running callbacks, or a crash in the middle of one, shows as a repeat.
+const faultAnswerDelay = 200 * time.Millisecond
+
+func newFireRecorder(ln *pipeListener, seed uint64) *fireRecorder {
+	r := &fireRecorder{served: make(chan struct{}), rnd: rand.New(rand.NewPCG(seed, 0xca11))}
 	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve)}
 	go func() {
 		defer close(r.served)
@@ -787,7 +833,9 @@ func (r *fireRecorder) serve(w http.ResponseWriter, req *http.Request) {
 	f.Due, _ = time.Parse(time.RFC3339Nano, h.Get("X-Chime-Due-At"))
 	r.mu.Lock()
 	r.fires = append(r.fires, f)
+	d := time.Duration(r.rnd.Int64N(int64(faultAnswerDelay)))
 	r.mu.Unlock()
+	time.Sleep(d)
 	w.WriteHeader(http.StatusOK)
 }
 

@@ -1,10 +1,13 @@
 package node
 
 import (
+	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -35,16 +38,25 @@ func followedBy(name string) func(o, f string) bool {
 }
 
 // A fourth node joins three: it takes about a quarter of the slots over
-// from their owners while tasks of every slot fall due.
+// from their owners by sealed handovers while tasks of every slot fall
+// due, densely in the slots that move while they move, so that callbacks
+// are in flight at the seals: the old owner must wait for them, and the
+// joiner must not fire them again.
 func TestFaultJoin(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 3, 11)
+		tb := c.table(0)
+		after := ring.Assign(append(tb.Members(), ring.Member{Name: "n4", HTTPAddr: c.newNode(3).http}), slots.Count)
 		first := time.Now().Add(1500 * time.Millisecond)
-		c.create(ids("join", 60, c.table(0), nil), first, 50*time.Millisecond) // over 3 s
+		c.create(ids("join", 60, tb, nil), first, 50*time.Millisecond) // over 3 s
+		// The slots n4 will own, due every 10 ms for 2 s from before it
+		// starts: the handovers (a few hundred ms of fake time after the
+		// start) find callbacks in flight.
+		c.create(ids("move", 200, after, ownedBy("n4")), time.Now().Add(100*time.Millisecond), 10*time.Millisecond)
 		j := c.add()
 		c.start(j, c.seeds(4))
-		c.create(ids("during", 30, c.table(0), nil), time.Now().Add(500*time.Millisecond), 100*time.Millisecond)
+		c.create(ids("during", 30, tb, nil), time.Now().Add(500*time.Millisecond), 100*time.Millisecond)
 		c.waitReady(0, 1, 2, 3)
 		c.settle(first.Add(3*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
@@ -126,8 +138,10 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				c := newFaultCluster(t, 3, 15)
-				first := time.Now().Add(1500 * time.Millisecond)
-				c.create(ids("hand", 60, c.table(0), nil), first, 70*time.Millisecond) // over 4 s
+				// Due over 4 s: the nodes fire when the victim dies.
+				first := time.Now().Add(300 * time.Millisecond)
+				c.create(ids("hand", 60, c.table(0), nil), first, 70*time.Millisecond)
+				sleepUntil(first.Add(200 * time.Millisecond))
 				j := c.add()
 				c.start(j, c.seeds(4))
 				// The handover starts when the old owners see the joiner
@@ -241,10 +255,11 @@ func TestFaultPartition(t *testing.T) {
 const leaseSlack = 50 * time.Millisecond
 
 // A node stops; meanwhile the others delete and replace tasks whose slots
-// it held and create new ones; then it comes back with its old data.
-// Nothing deleted comes back, no replaced version fires, no completed fire
-// repeats. The node stops gracefully, or is killed (its disk as the kill
-// left it).
+// it held and create new ones; then it comes back with its old data, in
+// which some of the deleted and replaced tasks are overdue (they fell due
+// while it was away) and others are due soon. Nothing deleted comes back,
+// no replaced version fires, no completed fire repeats. The node stops
+// gracefully, or is killed (its disk as the kill left it).
 func TestFaultRestartStale(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"stop", "crash"} {
@@ -254,33 +269,57 @@ func TestFaultRestartStale(t *testing.T) {
 				c := newFaultCluster(t, 3, 17)
 				tb := c.table(0)
 				held := func(o, f string) bool { return o == "n3" || f == "n3" }
-				// Fired and completed before the restart.
-				c.create(ids("early", 30, tb, held), time.Now().Add(500*time.Millisecond), 50*time.Millisecond)
-				// Due about when the node is back (9 to 11 s from now,
-				// depending on how it went): some to delete, some to
-				// replace. Those due before it is back are in its stale
-				// due index as overdue.
-				late := time.Now().Add(9 * time.Second)
+				start := time.Now()
+				// Fired and completed before n3 goes.
+				c.create(ids("early", 30, tb, held), start.Add(500*time.Millisecond), 50*time.Millisecond)
+				// Due while n3 is away (it goes at 2.5 s; the others take
+				// it out of their tables within ~4.5 s after a crash or a
+				// drain), and after it is back.
+				down := start.Add(9 * time.Second)
+				away := ids("down", 40, tb, held)
+				c.create(away, down, 25*time.Millisecond) // over 1 s
+				late := down.Add(3 * time.Second)
 				keep := ids("late", 60, tb, held)
-				c.create(keep, late, 50*time.Millisecond)
-				time.Sleep(2500 * time.Millisecond)
+				c.create(keep, late, 50*time.Millisecond) // over 3 s
+				sleepUntil(start.Add(2500 * time.Millisecond))
 				if how == "stop" {
 					c.stop(2)
 				} else {
 					c.crash(2)
 				}
 				c.waitReady(0, 1)
-				for _, id := range keep[:20] {
+				deleted := append(slices.Clone(away[:15]), keep[:20]...)
+				for _, id := range deleted {
 					c.remove(id)
 				}
+				c.replace(away[15:30], late.Add(2*time.Second), 25*time.Millisecond)
 				c.replace(keep[20:40], late.Add(2*time.Second), 50*time.Millisecond)
 				c.create(ids("new", 20, tb, held), late, 50*time.Millisecond)
+				sleepUntil(down.Add(1500 * time.Millisecond))
+				// The point of the test: n3's copy holds deleted tasks and
+				// old versions that fell due while it was away.
+				overdue := 0
+				c.mu.Lock()
+				for j, id := range away[:30] {
+					due := down.Add(time.Duration(j) * 25 * time.Millisecond)
+					if at, ok := c.gone[id]; ok && at.Before(due) {
+						overdue++
+					} else if at, ok := c.replaced[id]; ok && at.Before(due) {
+						overdue++
+					}
+				}
+				c.mu.Unlock()
+				t.Logf("%v: %d deleted or replaced tasks are overdue in n3's old copy", fakeClock{}, overdue)
+				if overdue == 0 {
+					t.Errorf("no deleted or replaced task fell due while n3 was away: the writes came too late")
+				}
 				c.restart(2)
-				t.Logf("%v: n3 is back; the late tasks are due from %s", fakeClock{}, sinceEpoch(late))
+				t.Logf("%v: n3 is back; tasks it holds fell due from %s, more are due from %s", fakeClock{}, sinceEpoch(down), sinceEpoch(late))
 				c.settle(late.Add(3*time.Second + faultsSettle))
-				for _, id := range keep[:20] {
-					if code, body := c.request(c.pick(), "GET", "/v1/tasks/"+id, nil); code != 404 {
-						t.Errorf("GET deleted %s after the restart: %d %s", id, code, body)
+				for _, id := range deleted {
+					// A client retries what the lossy links answer 503.
+					if code, _ := c.send(c.pick(), http.MethodGet, "/v1/tasks/"+id, nil, http.StatusNotFound); code != http.StatusNotFound {
+						t.Errorf("GET deleted %s after the restart: %d", id, code)
 					}
 				}
 				report(t, c.check(checkOpts{}))
