@@ -515,6 +515,17 @@ func (c *faultCluster) names(idx []int) []string {
 	return out
 }
 
+// roles counts node i's slots by the role its ownership machine last
+// published for them.
+func (c *faultCluster) roles(i int) map[slots.Role]int {
+	out := map[slots.Role]int{}
+	for s := range uint16(slots.Count) {
+		r, _, _ := c.nodes[i].n.ctl.state(s)
+		out[r]++
+	}
+	return out
+}
+
 // table returns the slot table as node i sees it.
 func (c *faultCluster) table(i int) ring.Table { return c.nodes[i].n.view.Load().table }
 
@@ -762,10 +773,15 @@ func (fakeClock) String() string {
 	return "t+" + time.Since(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Round(time.Millisecond).String()
 }
 
-// faultLogger logs warnings and errors to t, timed by the fake clock.
+// faultLogger logs warnings and errors to t, timed by the fake clock;
+// CHIME_FAULT_LOG=info logs more (with CHIME_TRACE_SLOTS, the slot traces).
 func faultLogger(t *testing.T) *slog.Logger {
+	level := slog.LevelWarn
+	if os.Getenv("CHIME_FAULT_LOG") == "info" {
+		level = slog.LevelInfo
+	}
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{
-		Level: slog.LevelWarn,
+		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 && a.Key == slog.TimeKey {
 				return slog.String(slog.TimeKey, sinceEpoch(a.Value.Time()))
