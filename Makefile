@@ -26,8 +26,12 @@ deps: ## enforce the package dependency rules (STYLE.md R1)
 test: ## tests without the race detector
 	$(GO) test -count=1 -timeout=15m $(PKGS)
 
+# One package at a time (-p 1): the cluster tests of node, cmd/chime and
+# bench each run several full nodes (real processes or in-process, under
+# -race); two of them side by side on a 2-core machine starve each other's
+# timers and leases.
 test-race: ## tests with the race detector
-	$(GO) test -race -count=1 -timeout=15m $(PKGS)
+	$(GO) test -race -p 1 -count=1 -timeout=15m $(PKGS)
 
 build: ## build bin/chime
 	$(GO) build -o $(BIN) ./cmd/chime

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -21,6 +22,12 @@ type ChangeConfig struct {
 	// Rate is the offered fire rate, fires/s. Default 1,000: 20 s of fires,
 	// long enough to see the change and what comes after it.
 	Rate float64 `json:"rate"`
+	// Stored is how many more tasks are created before the fired ones,
+	// due an hour after the last of them: they never fire during the run
+	// but fill the nodes' stores, so a change moves them (a join with a
+	// million tasks stored is Stored 1,000,000 with a sustainable Rate).
+	// After the run a sample of them is read back. Default 0.
+	Stored int `json:"stored"`
 	// Batch and Concurrency shape creation. Defaults 1,000 and 4.
 	Batch       int `json:"batch"`
 	Concurrency int `json:"concurrency"`
@@ -86,6 +93,9 @@ func (c ChangeConfig) validate(minNodes int) error {
 	if c.Target.Spawn && c.Target.nodeCount() < minNodes {
 		errs = append(errs, fmt.Errorf("bench: nodes %d < %d", c.Target.nodeCount(), minNodes))
 	}
+	if c.Stored < 0 {
+		errs = append(errs, fmt.Errorf("bench: stored %d must be ≥ 0", c.Stored))
+	}
 	if !(c.Rate > 0) {
 		errs = append(errs, fmt.Errorf("bench: rate %v must be > 0", c.Rate))
 	}
@@ -117,6 +127,8 @@ type changeRun struct {
 	owners    ownerMap
 	create    CreateStats
 	acked     []bool // per task: the node acknowledged its create
+	stored    CreateStats
+	storedOK  []bool // per stored task: acknowledged
 
 	node0  procSample
 	nodeOK bool
@@ -128,6 +140,60 @@ func (r *changeRun) dueOf(i int) time.Time {
 }
 
 func (r *changeRun) id(i int) string { return r.prefix + strconv.Itoa(i) }
+
+// storedPrefix names the Stored tasks: "s" after the run's prefix, which
+// the receiver's fire ids (prefix + number) never match.
+func (r *changeRun) storedPrefix() string { return r.prefix + "s" }
+
+// StoredStats is what a run learned about its Stored tasks.
+type StoredStats struct {
+	Create CreateStats `json:"create"`
+	// Moved is how many acknowledged ones are in slots the change moved.
+	Moved int `json:"moved"`
+	// Sampled acknowledged ones were read back after the run (GET
+	// /v1/tasks/{id} through random nodes); Missing of them were not
+	// found, Errors could not be read.
+	Sampled int `json:"sampled"`
+	Missing int `json:"missing"`
+	Errors  int `json:"errors"`
+}
+
+// checkStored reads back up to sample acknowledged Stored tasks, spread
+// over them, through the target's nodes; moved reports whether a task id
+// moved in the change.
+func (r *changeRun) checkStored(ctx context.Context, sample int, moved func(id string) bool) StoredStats {
+	ss := StoredStats{Create: r.stored}
+	var ok []int
+	for i, a := range r.storedOK {
+		if !a {
+			continue
+		}
+		ok = append(ok, i)
+		if moved(r.storedPrefix() + strconv.Itoa(i)) {
+			ss.Moved++
+		}
+	}
+	if len(ok) == 0 {
+		return ss
+	}
+	step := max(1, len(ok)/sample)
+	live := r.tg.live()
+	for k := 0; k < len(ok); k += step {
+		id := r.storedPrefix() + strconv.Itoa(ok[k])
+		ss.Sampled++
+		api := live[k%len(live)].api
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		a, err := api.do(c, http.MethodGet, "/v1/tasks/"+id, nil)
+		cancel()
+		switch {
+		case err != nil || (a.status != http.StatusOK && a.status != http.StatusNotFound):
+			ss.Errors++
+		case a.status == http.StatusNotFound:
+			ss.Missing++
+		}
+	}
+	return ss
+}
 
 // owner returns the index in tg.nodes of task i's owner at creation, -1
 // for a task the cluster did not acknowledge (it is left out of every
@@ -181,6 +247,19 @@ func startChange(ctx context.Context, cfg ChangeConfig, spare int, res *Result) 
 		return r, err
 	}
 
+	if cfg.Stored > 0 {
+		st := newTaskTemplate(r.storedPrefix(), rcv.URL()+"/fire", r.prefix)
+		later := time.Now().Add(cfg.Lead + time.Duration(float64(cfg.N)/cfg.Rate*float64(time.Second)) + time.Hour).Truncate(time.Millisecond)
+		r.storedOK = make([]bool, cfg.Stored)
+		plan := createPlan{n: cfg.Stored, batch: cfg.Batch, concurrency: cfg.Concurrency, via: r.tg.spread(),
+			task: func(dst []byte, i int) []byte {
+				return st.appendDue(dst, i, later.Add(time.Duration(i)*time.Millisecond))
+			},
+			result: func(i int, ok bool) { r.storedOK[i] = ok }}
+		if r.stored, err = createTasks(ctx, r.tg.api, r.tg, plan, cfg.Progress.startPhase("store", int64(cfg.Stored))); err != nil {
+			return r, err
+		}
+	}
 	createStart := time.Now()
 	r.firstDue = createStart.Add(cfg.Lead).Truncate(time.Millisecond)
 	firstDue.Store(r.firstDue.UnixMilli())

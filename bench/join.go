@@ -92,6 +92,8 @@ type JoinStats struct {
 	Early      uint64 `json:"early"`
 	// ClusterCPUPerFire is the CPU of all nodes (the joiner's from its
 	// start) from the first due to the end of the wait, per fire.
+	// Stored is about the ChangeConfig.Stored tasks (nil without them).
+	Stored             *StoredStats  `json:"stored,omitempty"`
 	ClusterCPUPerFire  float64       `json:"cluster_cpu_us_per_fire,omitempty"`
 	ReceiverCPUPerFire float64       `json:"receiver_cpu_us_per_fire"`
 	Receiver           ReceiverStats `json:"receiver"`
@@ -206,6 +208,10 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 	st := fires.stats
 	js.Fired, js.Duplicates, js.Early, js.Receiver = st.Delivered, st.Duplicates, st.Early, st
 	js.ClusterCPUPerFire, js.ReceiverCPUPerFire = fires.cpuPerFire, fires.rcvPerFire
+	if cfg.Stored > 0 {
+		ss := r.checkStored(ctx, 2000, func(id string) bool { return newOwners.of(id) == joiner })
+		js.Stored = &ss
+	}
 
 	res.Join = &js
 	res.Node = tg.stats()
@@ -250,6 +256,12 @@ func joinRows(js JoinStats, hb *HTTPBaselineResult, node *NodeStats, cfg ChangeC
 		row("missed: tasks that kept their owner", float64(js.Before.Missed+js.During.Missed+js.After.Missed), fmt.Sprintf("of %s", fmtNum(float64(js.StayedTasks))), 0, ""),
 		row("duplicate deliveries (all tasks)", float64(js.Duplicates), "", 0, ""),
 		row("early requests (all tasks)", float64(js.Early), "", 0, ""))
+	if ss := js.Stored; ss != nil {
+		rows = append(rows,
+			row("stored tasks (due after the run), acknowledged", float64(ss.Create.Acked), fmt.Sprintf("of %s", fmtNum(float64(ss.Create.Tasks))), 0, ""),
+			row(fmt.Sprintf("  … in slots moved to %s", js.Joiner), float64(ss.Moved), "", 0, ""),
+			row("  … read back after the run: missing", float64(ss.Missing), fmt.Sprintf("of %s sampled (%d errors)", fmtNum(float64(ss.Sampled)), ss.Errors), 0, ""))
+	}
 	rows = append(rows, windowRows("kept tasks'", cfg.LateAfter, js.Before, js.During, js.After)...)
 	return append(rows, resourceRows(js.ClusterCPUPerFire, "fire", cpu, node, js.Nodes+1)...)
 }
@@ -259,6 +271,9 @@ func joinWarnings(js JoinStats) []string {
 	w := createWarnings(js.Create)
 	if js.SlackSeconds < 0 {
 		w = append(w, fmt.Sprintf("creation ended %.1f s after the first due; raise --lead", -js.SlackSeconds))
+	}
+	if ss := js.Stored; ss != nil && (ss.Missing > 0 || ss.Errors > 0) {
+		w = append(w, fmt.Sprintf("%d of %d sampled stored tasks missing, %d unreadable after the join", ss.Missing, ss.Sampled, ss.Errors))
 	}
 	if js.Early > 0 {
 		w = append(w, fmt.Sprintf("%d requests arrived before their due time (never-early guarantee broken)", js.Early))

@@ -38,6 +38,10 @@ import (
 // maxReplBatch bounds the messages of one replication request.
 const maxReplBatch = 4096
 
+// maxSnapBytes bounds the snapshot data of one replication request (one
+// snapshot always goes, however big).
+const maxSnapBytes = 4 << 20
+
 // replMsg is one slot's group, or a snapshot of the slot (Reset).
 type replMsg struct {
 	Slot      uint16 `msgpack:"s"`
@@ -150,20 +154,25 @@ type shipper struct {
 	timeout time.Duration // how long an API write waits for its replicas
 	mu      sync.Mutex
 	queue   []*queued
-	busy    int // messages of the round in progress
-	closed  bool
-	kick    chan struct{}
+	// unread indexes the queue's snapshots not read yet: a machine that
+	// asks again for one (its retry after Lease) refreshes it instead of
+	// queueing a second copy of the slot behind a backlog.
+	unread map[slotNode]*queued
+	busy   int // messages of the round in progress
+	closed bool
+	kick   chan struct{}
 	// backoff: a replica whose last call failed is not called before this
 	// time (run goroutine only); failDelay is the current delay.
 	backoff   map[string]time.Time
 	failDelay map[string]time.Duration
+	deferred  bool // the last round left snapshots over its byte budget (run goroutine only)
 	stop      chan struct{}
 	done      chan struct{}
 }
 
 func newShipper(n *Node, timeout time.Duration) *shipper {
 	return &shipper{n: n, timeout: timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}}
+		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, unread: map[slotNode]*queued{}}
 }
 
 // enqueue adds a group's messages. It never blocks.
@@ -178,8 +187,20 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 // sendSnapshot queues a snapshot of slot for node to (SendSnapshot). It
 // never blocks.
 func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant bool) {
-	s.add([]*queued{{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, epoch: epoch}})
+	k := slotNode{slot, to}
+	s.mu.Lock()
+	if q, ok := s.unread[k]; ok && !s.closed {
+		q.sent, q.grant, q.epoch = sent, grant, epoch // the older request is as good as lost
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	q := &queued{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, epoch: epoch}
+	s.add([]*queued{q})
 }
+
+// unreadSnapshot reports whether q is a snapshot not read yet.
+func unreadSnapshot(q *queued) bool { return q.to != "" && q.msg.Data == nil && !q.msg.Reset }
 
 func (s *shipper) add(qs []*queued) {
 	s.mu.Lock()
@@ -191,6 +212,11 @@ func (s *shipper) add(qs []*queued) {
 			}
 		}
 		return
+	}
+	for _, q := range qs {
+		if unreadSnapshot(q) {
+			s.unread[slotNode{q.msg.Slot, q.to}] = q
+		}
 	}
 	s.queue = append(s.queue, qs...)
 	s.mu.Unlock()
@@ -267,8 +293,15 @@ func (s *shipper) run() {
 		case <-s.kick:
 		case <-retry.C:
 		}
+		s.deferred = false
 		if s.round() {
 			retry.Reset(100 * time.Millisecond)
+		}
+		if s.deferred {
+			select { // more snapshots are ready to go: no need to wait
+			case s.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -279,6 +312,7 @@ func (s *shipper) round() bool {
 	s.mu.Lock()
 	batch := s.queue
 	s.queue = nil
+	clear(s.unread) // the round owns them now
 	s.busy = len(batch)
 	s.mu.Unlock()
 	defer func() {
@@ -304,7 +338,8 @@ func (s *shipper) round() bool {
 			c.post(slots.Applied{Slot: slots.Slot(q.msg.Slot), Seq: q.msg.Seq})
 		}
 	}
-	for i, q := range batch {
+	for _, i := range shipOrder(batch, c) {
+		q := batch[i]
 		slot := q.msg.Slot
 		ep := c.holds(slot)
 		var targets []string
@@ -342,12 +377,19 @@ func (s *shipper) round() bool {
 			byNode[t] = append(byNode[t], i)
 		}
 	}
-	// Snapshots are read now, at the slot's current position.
+	// Snapshots are read now, at the slot's current position, up to
+	// maxSnapBytes per request: the rest wait for the next round, so that
+	// the live writes behind them are not held up by one huge request.
 	for t, idx := range byNode {
 		keep := idx[:0]
+		snapBytes := 0
 		for _, i := range idx {
 			q := batch[i]
-			if q.to != "" && q.msg.Data == nil && !q.msg.Reset {
+			if unreadSnapshot(q) {
+				if snapBytes >= maxSnapBytes {
+					s.deferred = true
+					continue // stays queued
+				}
 				snap, err := s.n.writer.snapshot(q.msg.Slot)
 				if err != nil {
 					s.n.log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
@@ -355,6 +397,7 @@ func (s *shipper) round() bool {
 				}
 				snap.Snap, snap.Sent, snap.Grant, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.epoch
 				q.msg = snap
+				snapBytes += len(snap.Data)
 			}
 			keep = append(keep, i)
 		}
@@ -450,10 +493,45 @@ func (s *shipper) round() bool {
 	}
 	if len(keep) > 0 {
 		s.mu.Lock()
-		s.queue = append(keep, s.queue...)
+		kept := keep[:0]
+		for _, q := range keep {
+			if unreadSnapshot(q) {
+				k := slotNode{q.msg.Slot, q.to}
+				if _, newer := s.unread[k]; newer {
+					continue // asked again during the round: that one goes
+				}
+				s.unread[k] = q
+			}
+			kept = append(kept, q)
+		}
+		s.queue = append(kept, s.queue...)
 		s.mu.Unlock()
 	}
 	return len(keep) > 0
+}
+
+// shipOrder returns the order in which round considers batch: live
+// writes first (clients wait for their acks), then snapshots of slots this
+// node no longer owns (the final copy a handover or takeover waits for),
+// then the rest (a follower or importer catching up). Within each class
+// the queue's order stands.
+func shipOrder(batch []*queued, c *ctl) []int {
+	order := make([]int, 0, len(batch))
+	for pass := range 3 {
+		for i, q := range batch {
+			class := 0
+			if q.to != "" {
+				class = 2
+				if c.holds(q.msg.Slot) == 0 {
+					class = 1
+				}
+			}
+			if class == pass {
+				order = append(order, i)
+			}
+		}
+	}
+	return order
 }
 
 // callReplicate sends one replication request to member m.
@@ -506,7 +584,7 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	for i, m := range req.Msgs {
 		if m.Snap && op.replRes[i] == replOK {
 			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: m.Seq, From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
+				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
 		}
 	}
 	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})

@@ -64,6 +64,7 @@ type writeOp struct {
 	replRes []uint8  // opReplica: one result per message
 	epochs  []uint64 // opReplica: this node's epoch of each message's slot
 	gens    []uint64 // opReplica: the data generation a snapshot made
+	held    []uint64 // opReplica: the seq a snapshot's slot holds after it (its own, or a newer one kept)
 	idle    []uint16 // opSealCheck: the slots with no callback running
 	snapErr error    // opSnapshot
 

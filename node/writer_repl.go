@@ -149,6 +149,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	op.replRes = make([]uint8, len(op.repl))
 	op.epochs = make([]uint64, len(op.repl))
 	op.gens = make([]uint64, len(op.repl))
+	op.held = make([]uint64, len(op.repl))
 	n := 0
 	for i := range op.repl {
 		m := &op.repl[i]
@@ -165,6 +166,14 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			// first (the machine does so on this news), then resync.
 			w.repl.ctl.post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
 			op.replRes[i] = replGap
+			continue
+		case m.Reset && m.SnapEpoch == m.Epoch && cur.Epoch == m.Epoch && m.Seq < cur.Seq:
+			// A snapshot from the owner of the data's epoch, older than
+			// the copy here (sent before ops this copy applied since: it
+			// was delayed). Only that owner writes at its epoch, so ours
+			// holds all of it and more: applying it would roll acked
+			// writes back.
+			op.replRes[i], op.gens[i], op.held[i] = replOK, w.repl.gen(m.Slot), cur.Seq
 			continue
 		case m.Reset:
 		case m.Epoch == cur.Epoch && m.Seq <= cur.Seq:
@@ -208,6 +217,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			}
 		}
 		cur.Epoch, cur.Seq = m.Epoch, m.Seq
+		op.held[i] = m.Seq
 		w.repl.setMeta(b, m.Slot, cur)
 		n += max(1, o.Count/4)
 	}

@@ -105,6 +105,13 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		return
 	}
 	stale := si.epoch == ev.Epoch && si.beatFrom == ev.From && !ev.Sent.After(si.beatSeen)
+	// A stale snapshot of the leader our valid copy follows (sent before a
+	// heartbeat we applied): that heartbeat's word on the grant stands, and
+	// our copy is at least as new (node never rolls a copy back, see
+	// SnapshotComplete). Revoking the grant here would leave nobody able
+	// to promote if the owner died before its next heartbeat.
+	keep := stale && si.synced && si.leader == ev.From
+	prevGrantor, prevUntil, prevSeq := si.grantor, si.grantedUntil, si.seq
 	offerFirst := si.offerFirst
 	role := RoleFollower
 	if owner == m.cfg.Self {
@@ -121,7 +128,11 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	if take {
 		si.offerFirst = offerFirst // for takeOver's cover
 	}
-	m.acceptGrant(s, ev.Grant && !stale)
+	if keep {
+		si.grantor, si.grantedUntil, si.seq = prevGrantor && m.majority && m.inPosition(s), prevUntil, max(si.seq, prevSeq)
+	} else {
+		m.acceptGrant(s, ev.Grant && !stale)
+	}
 	m.setUnavailable(s, false)
 	m.persist(s)
 	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true})

@@ -140,7 +140,25 @@ func (m *Machine) beat(s Slot) {
 		}
 		m.emit(Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to)})
 	}
-	si.beatAt, si.beatSent = m.now, true
+	if !si.beatSent {
+		// The first round: the slots a node takes at once (a bootstrap,
+		// a failover) would otherwise beat in the same tick forever after,
+		// one burst of NumSlots messages every Lease/4. Their second
+		// round comes a slot-dependent fraction of the interval early
+		// (never late: a beat sooner only renews the lease sooner), which
+		// spreads the rounds over beatPhases ticks.
+		si.beatAt, si.beatSent = m.now.Add(-beatPhase(s, m.cfg.Lease)), true
+		return
+	}
+	si.beatAt = m.now
+}
+
+// beatPhases is how many phases the heartbeat rounds are spread over.
+const beatPhases = 4
+
+// beatPhase is slot s's phase within the heartbeat interval Lease/4.
+func beatPhase(s Slot, lease time.Duration) time.Duration {
+	return time.Duration(int(s)%beatPhases) * lease / (4 * beatPhases)
 }
 
 // covered reports whether no suspect can have promoted by now.

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -99,5 +100,46 @@ func TestStatesRoundTrip(t *testing.T) {
 		if _, err := ParseStates(text); err == nil {
 			t.Errorf("ParseStates(%q) = nil error, want one", text)
 		}
+	}
+}
+
+// TestStaleSnapshotKeepsTheGrant: a snapshot that arrives after a newer
+// heartbeat of the same owner (sent earlier, delivered late) neither
+// revokes the grant that heartbeat renewed nor rolls the copy back; when
+// the owner then dies, its follower still promotes. Before, the late
+// snapshot reset the grant and nobody could ever take the slot.
+func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
+	c := newCluster(t, 4)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.deliver(10)
+	for i := 1; i <= 20; i++ {
+		c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
+		c.deliver(10)
+	}
+	n2 := c.m["n2"]
+	if !strings.Contains(n2.Debug(0), "grantor=true") {
+		t.Fatalf("n2 does not hold n1's grant for slot 0: %s", n2.Debug(0))
+	}
+	// A snapshot n1 sent at 1s (with a grant), delivered only now, after
+	// the heartbeat of 2s.
+	c.step("n2", SnapshotComplete{Slot: 0, Epoch: 1, Seq: 0, From: "n1", Sent: base.Add(time.Second), Grant: true})
+	if d := n2.Debug(0); !strings.Contains(d, "grantor=true") || strings.Contains(d, "grantedUntil=00:00:00.000") {
+		t.Fatalf("after a late snapshot n2 lost the grant of the 2s heartbeat: %s", d)
+	}
+	c.crash("n1")
+	for i := 21; i <= 100 && !n2.Firing(0); i++ {
+		c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
+		if i == 21 {
+			c.deaths()
+			c.tables(false)
+		}
+		c.deliver(10)
+	}
+	if !n2.Firing(0) {
+		t.Fatalf("n2 never took slot 0 over from the dead n1: %s", n2.Debug(0))
 	}
 }

@@ -7,6 +7,10 @@ package slots
 
 // onTable installs a new table and re-plans every slot.
 func (m *Machine) onTable(ev TableChanged) {
+	// The same table again (node re-reads the view after a pause) only
+	// refreshes the view: the plans stand, and so do their retry times, or
+	// a busy node would re-ask every slot's handover after every stall.
+	same := m.hasTable && ev.Table.Checksum() == m.table.Checksum()
 	m.table, m.hasTable = ev.Table, true
 	m.viewAt, m.staleView = m.now, false
 	m.sees, m.stable = ev.Sees, ev.StableSize
@@ -20,6 +24,9 @@ func (m *Machine) onTable(ev TableChanged) {
 	m.setMajority(2*ev.Sees > ev.StableSize)
 	m.updateEvidence()
 	for s := range m.slots {
+		if same {
+			break
+		}
 		// Plans changed: ask again at once.
 		m.slots[s].pending, m.slots[s].tried = false, nil
 	}

@@ -186,6 +186,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 func registerChangeFlags(fs *flag.FlagSet, cfg *bench.ChangeConfig, at, atUsage string) {
 	fs.IntVar(&cfg.N, "n", cfg.N, "one-shot tasks to fire")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered fires per second (dues spread over n/rate seconds)")
+	fs.IntVar(&cfg.Stored, "stored", 0, "tasks to create besides, due an hour after the run: they only fill the stores (a change moves them); a sample is read back at the end")
 	fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per create request")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "create requests in flight")
 	fs.DurationVar(&cfg.Lead, "lead", 0, "start of creation to first due (default 3s + n/10000 s)")
