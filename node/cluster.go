@@ -302,6 +302,16 @@ func (c *cluster) setGenesis(table uint64) {
 	}
 }
 
+// kill stops gossip without leaving: peers declare this node dead after
+// their failure detection, as after a crash.
+func (c *cluster) kill() {
+	close(c.stop)
+	if err := c.mem.Close(); err != nil {
+		c.log.Warn("close gossip", "err", err)
+	}
+	c.wg.Wait()
+}
+
 // close leaves the cluster (peers see "left", not "dead") and stops.
 func (c *cluster) close() {
 	close(c.stop)

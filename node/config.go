@@ -1,10 +1,14 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
+
+	"github.com/chime-scheduler/chime/storage"
 )
 
 // Config configures a Node. Start from DefaultConfig; New copies it.
@@ -21,6 +25,11 @@ type Config struct {
 	DataDir string
 	// InMemory keeps the store in memory (tests only: nothing survives Close).
 	InMemory bool
+	// Mem, when set, keeps the store in this in-memory filesystem, which
+	// outlives Close: a node started again on the same Mem (or on its
+	// CrashClone) restarts with its data. Tests only; InMemory and DataDir
+	// are ignored.
+	Mem *storage.MemFS
 
 	// Tick is the timing wheel's resolution. 10 ms bounds lateness to about a
 	// tick in steady state while costing at most 100 wakeups a second.
@@ -70,6 +79,18 @@ type Config struct {
 	// owning every slot.
 	Cluster *ClusterConfig
 
+	// DialContext, when set, opens every connection the node makes: to
+	// other members (forwarded requests, ownership messages, replication
+	// and snapshots, listings, the dashboard's member snapshots) and to
+	// callback receivers (https
+	// callbacks run TLS over it). network is always "tcp" and addr a
+	// host:port. Nil dials TCP with net.Dialer, as in production; tests set
+	// it to put a cluster on an in-memory network (with Handler served on
+	// that network's listeners), where partitions and crashes are cut at
+	// will and a testing/synctest bubble can fake time. It must honour
+	// ctx's deadline and cancellation.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now. The run loop is its only reader.
@@ -105,7 +126,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	check(c.Name != "", "node: Name is empty")
-	check(c.InMemory || c.DataDir != "", "node: DataDir is empty")
+	check(c.InMemory || c.Mem != nil || c.DataDir != "", "node: DataDir is empty")
 	check(c.Tick >= time.Millisecond, "node: Tick %v is below 1ms", c.Tick)
 	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)
 	check(c.LoadInterval >= c.Tick, "node: LoadInterval %v is below Tick %v", c.LoadInterval, c.Tick)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -117,6 +118,12 @@ type DispatchConfig struct {
 	// set from the URL when empty and NextProtos cleared (only HTTP/1.1
 	// is spoken); it must not be modified after newDispatcher.
 	TLSConfig *tls.Config
+
+	// Set by the node, not by users: node is the X-Chime-Node of every
+	// callback (Config.Name), dial opens the connections (Config.DialContext;
+	// nil dials TCP).
+	node string
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // DefaultDispatchConfig returns the production defaults; the field docs
@@ -305,6 +312,7 @@ func newDispatcher(cfg DispatchConfig, now func() time.Time, done func(fireResul
 	}
 	d.stop, d.cancelStop = context.WithCancel(context.Background())
 	d.pool = newDispatchPool(d.stop, cfg.TLSConfig, cfg.IdleTimeout)
+	d.pool.dialFn = cfg.dial
 	d.cond.L = &d.mu.Mutex
 	d.mu.hosts = make(map[string]*dispatchHost)
 	return d
@@ -681,6 +689,9 @@ func (d *dispatcher) buildRequest(req *fasthttp.Request, j *fireJob, s *dispatch
 	s.hdr = b[:0] // keep the buffer if it grew
 
 	req.Header.Set("X-Chime-Task-Id", j.TaskID)
+	if d.cfg.node != "" {
+		req.Header.Set("X-Chime-Node", d.cfg.node)
+	}
 	req.Header.SetBytesV("X-Chime-Fire-Id", b[:fireEnd])
 	req.Header.SetBytesV("X-Chime-Due-At", b[fireEnd:dueEnd])
 	req.Header.SetBytesV("X-Chime-Attempt", b[dueEnd:attemptEnd])

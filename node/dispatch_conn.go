@@ -57,6 +57,9 @@ type dispatchPool struct {
 	idleTimeout time.Duration   // > 0
 	stop        context.Context // parent of every dial; cancelled at shutdown
 
+	// dialFn, when set, replaces dialer (Config.DialContext).
+	dialFn func(ctx context.Context, network, addr string) (net.Conn, error)
+
 	mu struct {
 		sync.Mutex
 		idle   map[string]*dispatchIdle   // guards the slices too
@@ -132,7 +135,11 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	}
 	ctx, cancel := context.WithDeadline(p.stop, deadline)
 	defer cancel()
-	raw, err := p.dialer.DialContext(ctx, "tcp", addr)
+	dial := p.dialer.DialContext
+	if p.dialFn != nil {
+		dial = p.dialFn
+	}
+	raw, err := dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
 	}

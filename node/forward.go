@@ -51,6 +51,8 @@ type forwarder struct {
 	self    string
 	secret  []byte
 	timeout time.Duration
+	// dial, when set, opens the connections (Config.DialContext).
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu    sync.Mutex
 	hosts map[string]*fasthttp.HostClient // by HTTP address
@@ -76,6 +78,11 @@ func (f *forwarder) host(addr string) *fasthttp.HostClient {
 			NoDefaultUserAgentHeader:      true,
 			DisableHeaderNamesNormalizing: true,
 			Dial: func(a string) (net.Conn, error) {
+				if f.dial != nil {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					return f.dial(ctx, "tcp", a)
+				}
 				return (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).Dial("tcp", a)
 			},
 			// Retry only a request the other side closed the connection

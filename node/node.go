@@ -74,6 +74,7 @@ func New(cfg Config) (*Node, error) {
 	} else {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+		n.fwd.dial = cfg.DialContext
 	}
 	n.handler = n.routes()
 	return n, nil
@@ -85,6 +86,7 @@ func (n *Node) Start() error {
 	st, err := storage.Open(storage.Options{
 		Dir:          n.cfg.DataDir,
 		InMemory:     n.cfg.InMemory,
+		Mem:          n.cfg.Mem,
 		CacheSize:    n.cfg.CacheSize,
 		MemTableSize: n.cfg.MemTableSize,
 		HistoryLimit: n.cfg.HistoryLimit,
@@ -162,7 +164,9 @@ func (n *Node) Start() error {
 		log:     n.log,
 		now:     n.now,
 	}, seed)
-	n.disp = newDispatcher(n.cfg.Dispatch, n.now, func(r fireResult) {
+	dcfg := n.cfg.Dispatch
+	dcfg.node, dcfg.dial = n.cfg.Name, n.cfg.DialContext
+	n.disp = newDispatcher(dcfg, n.now, func(r fireResult) {
 		wr.send(&writeOp{kind: opDone, res: &r})
 	})
 	lp, err = newLoop(&n.cfg, st, wr, n.metrics, n.log, n.now, n.view.Load)
@@ -324,6 +328,13 @@ func (n *Node) Handler() http.Handler { return n.handler }
 // fires that had not started, stay persisted as in flight and are repeated
 // with the same fire id after a restart. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
+	return n.shutdown(ctx, true)
+}
+
+// shutdown is Close; with graceful false it skips the drain and stops
+// gossip without leaving, so the others see the node die as after a crash
+// (tests' crash helper, with a cancelled ctx so running callbacks are cut).
+func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 	n.closeOnce.Do(func() {
 		if !n.running.Swap(false) {
 			return
@@ -339,8 +350,12 @@ func (n *Node) Close(ctx context.Context) error {
 			if n.ae != nil {
 				n.ae.close()
 			}
-			n.drain(ctx)
-			n.cluster.close()
+			if graceful {
+				n.drain(ctx)
+				n.cluster.close()
+			} else {
+				n.cluster.kill()
+			}
 			n.ctl.close()
 		}
 		close(n.writer.stop)

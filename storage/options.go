@@ -16,6 +16,11 @@ type Options struct {
 	// nothing survives Close. For tests and dev; Dir is ignored.
 	InMemory bool
 
+	// Mem, when set, keeps everything in this in-memory filesystem, which
+	// outlives Close: a store opened on it again finds its data (tests of
+	// restarts; see MemFS). InMemory and Dir are ignored.
+	Mem *MemFS
+
 	// CacheSize is the block cache in bytes. Default DefaultCacheSize.
 	// Larger caches keep more task records hot for Get on the fire path;
 	// smaller ones leave memory for the node's in-memory wheel window.
@@ -97,8 +102,8 @@ const (
 // (they select defaults).
 func (o Options) Validate() error {
 	var errs []error
-	if o.Dir == "" && !o.InMemory {
-		errs = append(errs, errors.New("storage: Dir is required unless InMemory"))
+	if o.Dir == "" && !o.InMemory && o.Mem == nil {
+		errs = append(errs, errors.New("storage: Dir is required unless InMemory or Mem"))
 	}
 	if o.CacheSize < 0 {
 		errs = append(errs, fmt.Errorf("storage: CacheSize %d < 0", o.CacheSize))

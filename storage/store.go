@@ -60,14 +60,18 @@ func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if opts.Mem != nil {
+		return open(opts, opts.Mem.fs, memDir)
+	}
 	if opts.InMemory {
 		return open(opts, vfs.NewMem(), memDir)
 	}
 	return open(opts, vfs.Default, opts.Dir)
 }
 
-// open opens the store on a given filesystem: Open uses the OS or a fresh
-// in-memory one; crash tests pass a vfs.NewCrashableMem and its clones.
+// open opens the store on a given filesystem: Open uses the OS, a fresh
+// in-memory one or the caller's MemFS; crash tests pass a
+// vfs.NewCrashableMem and its clones.
 func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	opts = opts.withDefaults()
 	log := opts.Logger

@@ -1,0 +1,37 @@
+package storage
+
+import (
+	"math/rand/v2"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// MemFS is an in-memory filesystem for a store whose data must outlive
+// Close: a test stops a node and opens it again on the same MemFS (a
+// restart with its data kept), or on a CrashClone (a restart after the
+// process was killed at that moment). Options.InMemory, by contrast, gives
+// every Open a fresh filesystem. MemFS does no real I/O, so a store on it
+// runs inside a testing/synctest bubble. It is for tests; a MemFS must not
+// hold two open stores at once.
+type MemFS struct {
+	fs *vfs.MemFS
+}
+
+// NewMemFS returns an empty in-memory filesystem.
+func NewMemFS() *MemFS {
+	return &MemFS{fs: vfs.NewCrashableMem()}
+}
+
+// CrashClone returns a copy of what a process killed right now leaves on
+// disk: everything written to the filesystem so far, synced or not, since
+// the operating system keeps unsynced writes when a process dies (only
+// power loss drops them). Commits without sync that pebble still holds in
+// its own WAL buffer are lost, as they are on a real kill. A store still
+// open on m keeps writing to m, never to the clone. Safe while a store is
+// open on m.
+func (m *MemFS) CrashClone() *MemFS {
+	// UnsyncedDataPercent 100 keeps everything, so the generator is never
+	// consulted for a choice; pebble still requires one.
+	rng := rand.New(rand.NewPCG(1, 2))
+	return &MemFS{fs: m.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rng})}
+}
