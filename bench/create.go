@@ -172,8 +172,7 @@ func RunCreate(ctx context.Context, cfg CreateConfig) (res Result, err error) {
 	if len(res.Routes) == 1 {
 		res.Routes = nil
 	}
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 	label := fmt.Sprintf("create %s (c=%d, batch=%d)", cfg.Mode, cfg.Concurrency, batch)
 	if clustered {
 		label = fmt.Sprintf("create %s via %s (%d nodes, c=%d, batch=%d)", cfg.Mode, res.Create.Route, len(tg.nodes), cfg.Concurrency, batch)

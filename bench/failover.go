@@ -200,8 +200,7 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (res Result, err error
 	fs.ClusterCPUPerFire, fs.ReceiverCPUPerFire = fires.cpuPerFire, fires.rcvPerFire
 
 	res.Failover = &fs
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 	res.Summary = failoverRows(fs, res.HTTPBaseline, res.Node, cfg.ChangeConfig)
 	res.Warnings = append(res.Warnings, failoverWarnings(fs)...)
 	res.Seconds = time.Since(res.Started).Seconds()

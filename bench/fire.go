@@ -210,8 +210,7 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 		fs.NodeCPUPerFire = perOp(node1.cpu-node0.cpu, int64(st.Delivered))
 	}
 	res.Fire = &fs
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 	res.Summary = fireRows(fs, res.HTTPBaseline, res.Node, len(tg.nodes))
 	res.Warnings = append(res.Warnings, fireWarnings(fs, res.HTTPBaseline)...)
 	res.Charts = fireCharts(fs)

@@ -214,8 +214,7 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 	}
 
 	res.Join = &js
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 	res.Summary = joinRows(js, res.HTTPBaseline, res.Node, cfg.ChangeConfig)
 	res.Warnings = append(res.Warnings, joinWarnings(js)...)
 	res.Seconds = time.Since(res.Started).Seconds()

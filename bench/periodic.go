@@ -289,8 +289,7 @@ func RunPeriodic(ctx context.Context, cfg PeriodicConfig) (res Result, err error
 		return res, err
 	}
 	st := rcv.Stats()
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 
 	ps := PeriodicStats{
 		Tasks:         cfg.N,

@@ -118,8 +118,7 @@ func RunScale(ctx context.Context, cfg ScaleConfig) (res Result, err error) {
 		cfg.Progress.logf("stop took %s, restart to ready %s", stop.Round(time.Millisecond), ready.Round(time.Millisecond))
 	}
 	res.Scale = &ss
-	res.Node = tg.stats()
-	res.Nodes = tg.perNode()
+	res.Node, res.Nodes = tg.allStats()
 	res.Summary = scaleRows(ss, res.PebbleBaseline)
 	res.Warnings = append(res.Warnings, createWarnings(cs)...)
 	res.Seconds = time.Since(res.Started).Seconds()

@@ -524,8 +524,20 @@ func (t *target) spread() func(req, first int) *apiClient {
 
 // stats describes the target now, the sum over its nodes for a cluster;
 // call it before close.
-func (t *target) stats() *NodeStats {
+func (t *target) stats() *NodeStats { return sumStats(t, t.nodeStats()) }
+
+// allStats returns stats and perNode from one sample of the nodes, so that
+// the sum matches its parts.
+func (t *target) allStats() (*NodeStats, []NodeStats) {
 	per := t.nodeStats()
+	if len(per) < 2 {
+		return sumStats(t, per), nil
+	}
+	return sumStats(t, per), per
+}
+
+// sumStats is the target's stats from per, the sample of each node.
+func sumStats(t *target, per []NodeStats) *NodeStats {
 	if len(per) == 1 {
 		return &per[0]
 	}
@@ -559,14 +571,6 @@ func (t *target) nodeStats() []NodeStats {
 		out = append(out, ns)
 	}
 	return out
-}
-
-// perNode returns the per-node stats for a result: nil for a single node.
-func (t *target) perNode() []NodeStats {
-	if len(t.nodes) < 2 {
-		return nil
-	}
-	return t.nodeStats()
 }
 
 // close stops spawned nodes and removes the temporary directory. It
