@@ -244,13 +244,22 @@ func waitWritable(t *testing.T, url, id string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	req, err := http.NewRequest(http.MethodDelete, url+"/v1/tasks/"+id, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
-	if code := statusCode(resp); err != nil || code != http.StatusNoContent {
-		t.Fatalf("delete probe %s: %v, status %d", id, err, code)
+	for {
+		req, err := http.NewRequest(http.MethodDelete, url+"/v1/tasks/"+id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		code := statusCode(resp)
+		if err == nil && code == http.StatusNoContent {
+			return
+		}
+		// 503 is the API's "retry": a slot's owner may stop firing and
+		// writing for a moment (a lapsed lease under load), as for the create.
+		if err != nil || code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("delete probe %s: %v, status %d", id, err, code)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
