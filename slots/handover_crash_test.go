@@ -20,13 +20,7 @@ func TestJoinOwnerCrashMidMove(t *testing.T) {
 			"the owner grants the joiner only once the old grant is revoked), and only a grantor may promote. " +
 			"node's TestFaultCrashDuringHandover/old-owner-mid-move shows it in a cluster. CHIME_FAULTS_KNOWN=1 runs it")
 	}
-	c := newCluster(t, 4)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.deliver(100)
+	c := bootstrapped3(t)
 	run := func(d time.Duration) {
 		for end := c.now.Add(d); c.now.Before(end); {
 			c.tick(c.now.Add(100 * time.Millisecond))

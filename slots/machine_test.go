@@ -10,13 +10,7 @@ import (
 // TestAccessors checks what node reads between Steps on a bootstrapped
 // 3-node cluster: who fires, where writes go, whom a follower follows.
 func TestAccessors(t *testing.T) {
-	c := newCluster(t, 4)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.deliver(10)
+	c := bootstrapped3(t)
 	c.tick(base.Add(time.Second))
 	c.deliver(10)
 
@@ -109,13 +103,7 @@ func TestStatesRoundTrip(t *testing.T) {
 // the owner then dies, its follower still promotes. Before, the late
 // snapshot reset the grant and nobody could ever take the slot.
 func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
-	c := newCluster(t, 4)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.deliver(10)
+	c := bootstrapped3(t)
 	for i := 1; i <= 20; i++ {
 		c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
 		c.deliver(10)
@@ -142,4 +130,17 @@ func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
 	if !n2.Firing(0) {
 		t.Fatalf("n2 never took slot 0 over from the dead n1: %s", n2.Debug(0))
 	}
+}
+
+// bootstrapped3 returns a cluster of n1, n2, n3 over 4 slots that
+// bootstrapped together, its first messages delivered.
+func bootstrapped3(t testing.TB) *cluster {
+	c := newCluster(t, 4)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.deliver(100)
+	return c
 }
