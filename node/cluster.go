@@ -283,8 +283,12 @@ func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func(
 	}
 	deadline := time.Now().Add(max)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if c.view().owned.count() == 0 && (handedOver == nil || handedOver()) {
+		v := c.view()
+		if v.owned.count() == 0 && (handedOver == nil || handedOver()) {
 			break
+		}
+		if v.owned.count() == 0 && len(v.table.Members()) == 0 {
+			break // the last member: nobody to hand the slots to
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

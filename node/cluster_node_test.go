@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	gonet "net"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func startClusterNode(t *testing.T, net *memnet.Network, name, addr string, muta
 	cfg.Name = name
 	cfg.InMemory = true
 	cfg.HTTPAddr = ln.Addr().String()
-	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: testLogLevel()}))
 	g := gossip.DefaultLocalConfig()
 	g.Transport = net.Transport(addr)
 	g.Logger = cfg.Logger
@@ -192,4 +193,14 @@ func checkOnce(t *testing.T, hs []hit, n int) {
 	if len(seen) != n {
 		t.Errorf("%d distinct tasks fired, want %d", len(seen), n)
 	}
+}
+
+// testLogLevel is the cluster tests' log level: warn, or CHIME_TEST_LOG
+// (debug, info) to debug a failure.
+func testLogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(os.Getenv("CHIME_TEST_LOG"))); err != nil {
+		return slog.LevelWarn
+	}
+	return l
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,8 +378,8 @@ func (c *ctl) onView(old, v *view) []slots.Effect {
 	var effs []slots.Effect
 	for _, ch := range memberChangeList(old.members, v.members) {
 		switch ch.kind {
-		case "dead":
-			effs = append(effs, c.m.Step(slots.MemberDead{Name: ch.name})...)
+		case "dead", "left":
+			effs = append(effs, c.m.Step(slots.MemberDead{Name: ch.name, Left: ch.kind == "left"})...)
 		case "restart":
 			effs = append(effs, c.m.Step(slots.MemberAlive{Name: ch.name, Restarted: true})...)
 		case "join":
@@ -906,10 +907,22 @@ func memberChangeList(old, cur []gossip.Member) []namedChange {
 			}
 		case p.Meta.BootID != m.Meta.BootID:
 			out = append(out, namedChange{"restart", m.Name})
-		case p.Status != gossip.StatusDead && m.Status == gossip.StatusDead:
+		case p.Up() && m.Status == gossip.StatusLeft:
+			// It left: once it handed its slots over, or when its drain
+			// gave up (a cap, a peer it could not reach). Then its slots
+			// fail over as from a dead node, once its leases ran out.
+			out = append(out, namedChange{"left", m.Name})
+		case p.Up() && !m.Up():
 			out = append(out, namedChange{"dead", m.Name})
 		}
+		delete(prev, m.Name)
 	}
+	for _, p := range prev {
+		if p.Up() {
+			out = append(out, namedChange{"dead", p.Name}) // dropped from the membership unseen
+		}
+	}
+	slices.SortFunc(out, func(a, b namedChange) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 

@@ -3,6 +3,8 @@ package node
 import (
 	"reflect"
 	"testing"
+
+	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
 func TestCtlEncoding(t *testing.T) {
@@ -47,4 +49,42 @@ func FuzzDecodeCtl(f *testing.F) {
 			t.Fatalf("re-encode of %+v: %+v, %v", b, again, err)
 		}
 	})
+}
+
+// TestMemberChangeList: how membership changes reach the ownership
+// machine. A member that left counts as gone (its slots fail over once its
+// leases ran out, if its drain did not hand them over), as does one that
+// vanished from the membership while up.
+func TestMemberChangeList(t *testing.T) {
+	m := func(name string, st gossip.Status, boot uint64) gossip.Member {
+		return gossip.Member{Name: name, Status: st, Meta: gossip.Meta{BootID: boot}}
+	}
+	alive, suspect, dead, left := gossip.StatusAlive, gossip.StatusSuspect, gossip.StatusDead, gossip.StatusLeft
+	cases := []struct {
+		name     string
+		old, cur []gossip.Member
+		want     []namedChange
+	}{
+		{"nothing", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", alive, 1)}, nil},
+		{"join", nil, []gossip.Member{m("a", alive, 1)}, []namedChange{{"join", "a"}}},
+		{"known but dead", nil, []gossip.Member{m("a", dead, 1)}, nil},
+		{"suspect is up", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", suspect, 1)}, nil},
+		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []namedChange{{"dead", "a"}}},
+		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []namedChange{{"dead", "a"}}},
+		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []namedChange{{"left", "a"}}},
+		{"left then dead", []gossip.Member{m("a", left, 1)}, []gossip.Member{m("a", dead, 1)}, nil},
+		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []namedChange{{"join", "a"}}},
+		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []namedChange{{"restart", "a"}}},
+		{"vanished", []gossip.Member{m("a", alive, 1), m("b", alive, 1)}, []gossip.Member{m("b", alive, 1)}, []namedChange{{"dead", "a"}}},
+		{"vanished when gone", []gossip.Member{m("a", left, 1)}, nil, nil},
+		{"in name order", []gossip.Member{m("c", alive, 1), m("b", alive, 1)},
+			[]gossip.Member{m("c", left, 1), m("a", alive, 1)}, []namedChange{{"join", "a"}, {"dead", "b"}, {"left", "c"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := memberChangeList(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

@@ -59,13 +59,16 @@ func restartNode(t *testing.T, cfg Config) *testNode {
 	return tn
 }
 
+// stop stops tn as chime serve does on SIGTERM: the node drains (a cluster
+// member hands its slots over, which needs its internal endpoints) and
+// closes, then its server stops.
 func (tn *testNode) stop(t *testing.T) {
-	tn.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := tn.Close(ctx); err != nil {
 		t.Errorf("Close: %v", err)
 	}
+	tn.srv.Close()
 }
 
 // do sends a request to the node's API and decodes a JSON answer into out

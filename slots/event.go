@@ -31,9 +31,16 @@ type TableChanged struct {
 }
 
 // MemberDead reports that memberlist declared Name dead (not merely
-// suspect). The machine stops counting Name towards its majority at once.
-// It is forgotten when Name appears in a later table.
-type MemberDead struct{ Name string }
+// suspect), or that Name left the cluster (Left). The machine stops
+// counting Name towards its majority at once. It is forgotten when Name
+// appears in a later table. A node declared dead comes back with any sign
+// of life (a message, MemberAlive), since failure detection can be wrong;
+// one that left does not: it sends its last messages while it leaves, and
+// comes back only by restarting (MemberAlive.Restarted) or in a table.
+type MemberDead struct {
+	Name string
+	Left bool
+}
 
 // MemberAlive reports a sign of life from Name: node sends it when
 // memberlist sees Name join or refute (including members that are not

@@ -26,7 +26,7 @@ func (m *Machine) onReplicated(ev Replicated) {
 		return
 	}
 	si.beatFrom, si.beatSeen = ev.From, ev.Sent
-	delete(m.dead, ev.From) // it evidently lives
+	m.signOfLife(ev.From) // it evidently lives
 	if !si.synced || si.leader != ev.From {
 		// Not (or not yet) a replica of From's: no grant. Fetch one if the
 		// table gives us the slot.

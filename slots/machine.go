@@ -22,6 +22,7 @@ type Machine struct {
 	members  map[string]bool // names in table
 	names    []string        // names in table, sorted
 	dead     map[string]bool // declared dead and not seen since
+	left     map[string]bool // of dead: left the cluster (see MemberDead)
 	sees     int             // TableChanged.Sees minus members declared dead since
 	stable   int
 	majority bool
@@ -109,7 +110,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{
-		cfg: cfg, dead: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
+		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		slots: make([]slotInfo, cfg.NumSlots),
 	}
 	for s, st := range persisted {
@@ -142,6 +143,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.onTable(ev)
 	case MemberDead:
 		m.viewAt = m.now
+		if ev.Left && ev.Name != m.cfg.Self {
+			m.left[ev.Name] = true
+		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true
 			// Count it out at once, before the new table arrives: a stale
@@ -151,12 +155,12 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		m.advanceAll()
 	case MemberAlive:
-		if !ev.Restarted && !m.dead[ev.Name] {
+		if !ev.Restarted && (!m.dead[ev.Name] || m.left[ev.Name]) {
 			break // a sign of life, nothing new for the view
 		}
 		// Majority grows only with the next table.
 		m.viewAt = m.now
-		delete(m.dead, ev.Name)
+		m.revive(ev.Name)
 		if ev.Restarted && ev.Name != m.cfg.Self {
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
@@ -480,6 +484,20 @@ func sender(ev Event) string {
 		return ev.Name
 	}
 	return ""
+}
+
+// revive forgets that name was declared dead or left.
+func (m *Machine) revive(name string) {
+	delete(m.dead, name)
+	delete(m.left, name)
+}
+
+// signOfLife forgets that name was declared dead, unless it left (see
+// MemberDead).
+func (m *Machine) signOfLife(name string) {
+	if !m.left[name] {
+		delete(m.dead, name)
+	}
 }
 
 func (m *Machine) advanceAll() {

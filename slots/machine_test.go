@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -143,4 +144,40 @@ func bootstrapped3(t testing.TB) *cluster {
 	c.tables(true)
 	c.deliver(100)
 	return c
+}
+
+// TestLeftOwnerFailsOver: an owner that left without handing its slot over
+// (its drain gave up) fails over as a dead one, even though a heartbeat it
+// sent while it left arrives after the news. A node declared dead comes
+// back with such a sign of life; one that left did not, or its slots would
+// wait for it forever.
+func TestLeftOwnerFailsOver(t *testing.T) {
+	for _, left := range []bool{true, false} {
+		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
+			c := bootstrapped3(t)
+			for i := 1; i <= 20; i++ {
+				c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
+				c.deliver(10)
+			}
+			n2 := c.m["n2"]
+			if !strings.Contains(n2.Debug(0), "grantor=true") {
+				t.Fatalf("n2 does not hold n1's grant for slot 0: %s", n2.Debug(0))
+			}
+			c.crash("n1")
+			c.stable = 2
+			for _, n := range []string{"n2", "n3"} {
+				c.step(n, MemberDead{Name: "n1", Left: left})
+			}
+			c.tables(false)
+			// n1's last heartbeat, sent as it left.
+			c.step("n2", Replicated{Slot: 0, Epoch: 1, From: "n1", Sent: base.Add(2 * time.Second), Grant: true})
+			for i := 21; i <= 100 && !n2.Firing(0); i++ {
+				c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
+				c.deliver(10)
+			}
+			if got := n2.Firing(0); got != left {
+				t.Fatalf("n2 fires slot 0: %v, want %v: %s", got, left, n2.Debug(0))
+			}
+		})
+	}
 }

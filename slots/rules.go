@@ -19,7 +19,7 @@ func (m *Machine) onTable(ev TableChanged) {
 	for _, mb := range ev.Table.Members() {
 		m.members[mb.Name] = true
 		m.names = append(m.names, mb.Name)
-		delete(m.dead, mb.Name) // alive again
+		m.revive(mb.Name) // alive again
 	}
 	m.setMajority(2*ev.Sees > ev.StableSize)
 	m.updateEvidence()
