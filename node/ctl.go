@@ -499,10 +499,10 @@ func (c *ctl) execute(effs []slots.Effect, touched map[uint16]bool, all, recount
 		case slots.StopFiring:
 			touched[uint16(e.Slot)] = true
 		case slots.Heartbeat:
-			c.send(e.To, ctlMsg{K: kBeat, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq, T: e.Sent.UnixNano(), F: flag(e.Grant, fGrant)})
+			c.send(e.To, ctlMsg{K: kBeat, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq, T: e.Sent.UnixNano(), F: flag(e.Grant, fGrant), N: e.Release})
 		case slots.Ack:
 			c.send(e.To, ctlMsg{K: kAck, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq, T: e.Sent.UnixNano(),
-				F: flag(e.Grant, fGrant) | flag(e.Synced, fSynced)})
+				F: flag(e.Grant, fGrant) | flag(e.Synced, fSynced), N: e.Released})
 		case slots.RequestSnapshot:
 			c.send(e.From, ctlMsg{K: kSnapReq, Slot: uint16(e.Slot), E: uint64(e.Epoch)})
 		case slots.SendNoReplica:
@@ -839,9 +839,9 @@ func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
 		s, ep, t := slots.Slot(m.Slot), slots.Epoch(m.E), time.Unix(0, m.T)
 		switch m.K {
 		case kBeat:
-			evs = append(evs, slots.Replicated{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, Sent: t, Grant: m.F&fGrant != 0})
+			evs = append(evs, slots.Replicated{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, Sent: t, Grant: m.F&fGrant != 0, Release: m.N})
 		case kAck:
-			evs = append(evs, slots.ReplAck{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, Sent: t, Grant: m.F&fGrant != 0, Synced: m.F&fSynced != 0})
+			evs = append(evs, slots.ReplAck{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, Sent: t, Grant: m.F&fGrant != 0, Synced: m.F&fSynced != 0, Released: m.N})
 		case kSnapReq:
 			evs = append(evs, slots.SnapshotRequest{Slot: s, Epoch: ep, From: b.From})
 		case kNoReplica:

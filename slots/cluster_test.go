@@ -230,9 +230,9 @@ func (c *cluster) route(from string, e Effect) {
 	case Persist:
 		c.disk[from][e.Slot] = e.State
 	case Heartbeat:
-		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant})
+		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release})
 	case Ack:
-		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced})
+		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released})
 	case SendSnapshot:
 		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant})
 	case RequestSnapshot:

@@ -47,6 +47,10 @@ type Heartbeat struct {
 	To    string
 	Sent  time.Time
 	Grant bool
+	// Release, when Grant is false, names the importer the receiver may
+	// hand the slot to should this owner die: the grant in transit from
+	// the receiver to the importer (see lease.go).
+	Release string
 }
 
 // Ack: acknowledge a heartbeat or snapshot from To; received as ReplAck.
@@ -60,6 +64,9 @@ type Ack struct {
 	Sent   time.Time
 	Grant  bool
 	Synced bool
+	// Released names the importer the sender holds a release for
+	// (Heartbeat.Release), "" for none.
+	Released string
 }
 
 // SendSnapshot: stream a full copy of the slot at (Epoch, Seq) to To, then
@@ -176,10 +183,10 @@ func (e StartFiring) String() string { return fmt.Sprintf("StartFiring s=%d e=%d
 func (e StopFiring) String() string  { return fmt.Sprintf("StopFiring s=%d", e.Slot) }
 func (e Persist) String() string     { return fmt.Sprintf("Persist s=%d %v", e.Slot, e.State) }
 func (e Heartbeat) String() string {
-	return fmt.Sprintf("Heartbeat s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
+	return fmt.Sprintf("Heartbeat s=%d e=%d q=%d to=%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(e.Release != "", " release>"+e.Release))
 }
 func (e Ack) String() string {
-	return fmt.Sprintf("Ack s=%d e=%d q=%d to=%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(!e.Synced, " unsynced"))
+	return fmt.Sprintf("Ack s=%d e=%d q=%d to=%s%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(!e.Synced, " unsynced"), mark(e.Released != "", " released>"+e.Released))
 }
 func (e SendSnapshot) String() string {
 	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))

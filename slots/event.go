@@ -70,12 +70,13 @@ type Tick struct{ Now time.Time }
 // lease (see Heartbeat). Node delivers heartbeats only: replicated ops are
 // applied by node (from Leader(Slot) at State(Slot).Epoch) and need no event.
 type Replicated struct {
-	Slot  Slot
-	Epoch Epoch
-	Seq   uint64
-	From  string
-	Sent  time.Time
-	Grant bool
+	Slot    Slot
+	Epoch   Epoch
+	Seq     uint64
+	From    string
+	Sent    time.Time
+	Grant   bool
+	Release string // see Heartbeat.Release
 }
 
 // ReplAck is From's Ack of a heartbeat or snapshot this owner sent at Sent.
@@ -83,13 +84,14 @@ type Replicated struct {
 // until Sent+Lease (the owner's own clock); Synced says From holds a valid
 // replica of the slot from this owner at Epoch.
 type ReplAck struct {
-	Slot   Slot
-	Epoch  Epoch
-	Seq    uint64
-	From   string
-	Sent   time.Time
-	Grant  bool
-	Synced bool
+	Slot     Slot
+	Epoch    Epoch
+	Seq      uint64
+	From     string
+	Sent     time.Time
+	Grant    bool
+	Synced   bool
+	Released string // see Ack.Released
 }
 
 // SnapshotRequest asks this node for a full copy of Slot (From imports or

@@ -40,16 +40,20 @@ func (m *Machine) onReplicated(ev Replicated) {
 	}
 	si.seq = max(si.seq, ev.Seq)
 	si.leaderOwns, si.leaderGone = true, false // only owners heartbeat
-	m.acceptGrant(s, ev.Grant)
-	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true})
+	m.acceptGrant(s, ev.Grant, ev.Release)
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo})
 }
 
-// acceptGrant applies the Grant flag of a heartbeat or snapshot from the
-// leader (see lease.go).
-func (m *Machine) acceptGrant(s Slot, grant bool) {
+// acceptGrant applies the Grant flag and the Release of a heartbeat or
+// snapshot from the leader (see lease.go).
+func (m *Machine) acceptGrant(s Slot, grant bool, release string) {
 	si := &m.slots[s]
 	si.grantor = grant && si.synced && m.majority && m.inPosition(s)
-	if si.grantor {
+	si.releasedTo = ""
+	if !si.grantor && release != "" && release != m.cfg.Self && si.synced && m.majority {
+		si.releasedTo = release
+	}
+	if si.grantor || si.releasedTo != "" {
 		si.grantedUntil = m.now.Add(m.cfg.Lease)
 	}
 }
@@ -111,7 +115,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	// SnapshotComplete). Revoking the grant here would leave nobody able
 	// to promote if the owner died before its next heartbeat.
 	keep := stale && si.synced && si.leader == ev.From
-	prevGrantor, prevUntil, prevSeq := si.grantor, si.grantedUntil, si.seq
+	prevGrantor, prevReleased, prevUntil, prevSeq := si.grantor, si.releasedTo, si.grantedUntil, si.seq
 	offerFirst := si.offerFirst
 	role := RoleFollower
 	if owner == m.cfg.Self {
@@ -130,12 +134,15 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	}
 	if keep {
 		si.grantor, si.grantedUntil, si.seq = prevGrantor && m.majority && m.inPosition(s), prevUntil, max(si.seq, prevSeq)
+		if !si.grantor && m.majority {
+			si.releasedTo = prevReleased
+		}
 	} else {
-		m.acceptGrant(s, ev.Grant && !stale)
+		m.acceptGrant(s, ev.Grant && !stale, "")
 	}
 	m.setUnavailable(s, false)
 	m.persist(s)
-	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true})
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo})
 	m.advance(s)
 }
 

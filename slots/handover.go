@@ -188,11 +188,11 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// We handed the epoch before to the importer, which never took
 		// it: nobody but us can hold a grant at it.
 		m.handOver(s, ev.From, si.seq, true)
-	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
+	case (si.grantor || si.releasedTo == ev.From) && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
 		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
-		// Our owner is dead, its lease ran out and we hold its grant:
-		// hand over instead of promoting, since the table names the
-		// importer owner.
+		// Our owner is dead, its lease ran out and we hold its grant (or
+		// its release to this importer): hand over instead of promoting,
+		// since the table names the importer owner.
 		m.handOver(s, ev.From, si.seq, true)
 	}
 }
@@ -206,7 +206,7 @@ func (m *Machine) canSeal(s Slot, x string) bool {
 		return false
 	}
 	for _, sp := range append(slices.Clone(m.slots[s].suspects), m.slots[s].dropped...) {
-		if sp.name != x {
+		if sp.name != x && sp.releasedTo != x {
 			return false
 		}
 	}
@@ -300,6 +300,11 @@ func (m *Machine) onHandover(ev HandoverDone) {
 func (m *Machine) tryTake(s Slot) {
 	si := &m.slots[s]
 	if si.takeFrom == "" || si.role == RoleOwner || si.role == RoleSealing || !m.majority {
+		return
+	}
+	if si.grantor && si.leader != si.takeFrom && m.now.Before(si.grantedUntil.Add(m.cfg.Margin)) {
+		// Handed over by a third node (the holder of a release) while we
+		// hold our owner's grant: it may fire until that runs out.
 		return
 	}
 	if !m.alive(si.takeFrom) && si.synced && si.epoch == si.takeEpoch && si.leader == si.takeFrom &&

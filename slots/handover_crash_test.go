@@ -59,3 +59,82 @@ func TestJoinOwnerCrashMidMove(t *testing.T) {
 			s, firing, c.m["n4"].Debug(s), c.states())
 	}
 }
+
+// A slot moves to a joiner. The owner releases its follower's grant to the
+// joiner (the importer) and dies before it granted the joiner or sealed:
+// neither holds the grant. Before releases nobody could act on the epoch,
+// so the slot stayed unavailable until the owner came back (node's
+// TestFaultCrashDuringHandover/old-owner-early, 1 run in 6). The holder of
+// the release, which still holds its copy, hands the slot to the joiner
+// once the owner's lease ran out; the joiner takes it, and nobody else.
+func TestJoinOwnerCrashMidRelease(t *testing.T) {
+	c := bootstrapped3(t)
+	run := func(d time.Duration) {
+		for end := c.now.Add(d); c.now.Before(end); {
+			c.tick(c.now.Add(100 * time.Millisecond))
+			c.deliver(100)
+		}
+	}
+	run(time.Second)
+	const s = Slot(2) // n1 owns it, n2 follows; the 4-node table gives it to n4
+	if c.m["n1"].State(s).Role != RoleOwner || c.m["n1"].State(s).Grantee != "n2" {
+		t.Fatalf("setup: slot %d is not n1's with n2 its grantee:\n%s", s, c.states())
+	}
+	c.add("n4", nil)
+	c.stable = 4
+	c.tables(false)
+	// The owner dies at the worst moment: n2 holds the release, n4 no
+	// grant, and n1 has not sealed. Until then n1 does not get n4's offer
+	// nor n2 the news that n4 caught up (n2 would drop its copy: that is
+	// TestJoinOwnerCrashMidMove), and n1's grants to n4 are lost.
+	released := false
+	for i := 0; i < 50 && !released; i++ {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		q := c.queue[:0]
+		for _, msg := range c.queue {
+			switch ev := msg.ev.(type) {
+			case HandoverOffer:
+				if msg.to == "n1" {
+					continue
+				}
+			case EpochSeen:
+				if msg.to == "n2" {
+					continue
+				}
+			case Replicated:
+				if msg.to == "n4" && ev.Grant {
+					continue
+				}
+			case SnapshotComplete:
+				if msg.to == "n4" && ev.Grant {
+					ev.Grant = false
+					msg.ev = ev
+				}
+			}
+			q = append(q, msg)
+		}
+		c.queue = q
+		c.deliver(1)
+		n2 := c.m["n2"].slots[s]
+		released = n2.releasedTo == "n4" && n2.synced && c.m["n1"].State(s).Role == RoleOwner &&
+			c.m["n1"].slots[s].suspects[0].releasedTo == "n4"
+	}
+	if !released || c.m["n4"].slots[s].grantor {
+		t.Fatalf("setup: want n2 holding (and n1 knowing) a release of slot %d to n4, n4 no grant:\nn1 %s\nn2 %s\nn4 %s", s,
+			c.m["n1"].Debug(s), c.m["n2"].Debug(s), c.m["n4"].Debug(s))
+	}
+	c.crash("n1")
+	c.deaths()
+	c.tables(false)
+	run(10 * time.Second)
+	var firing []string
+	for _, n := range c.names {
+		if c.running(n) && c.m[n].Firing(s) {
+			firing = append(firing, n)
+		}
+	}
+	if len(firing) != 1 || firing[0] != "n4" {
+		t.Errorf("slot %d fired by %v 10 s after its owner died mid-release, want n4; n4: %s\nn2: %s\n%s",
+			s, firing, c.m["n4"].Debug(s), c.m["n2"].Debug(s), c.states())
+	}
+}

@@ -35,6 +35,23 @@ import (
 // persisted SlotState.Grantee names the suspects, so that an owner that
 // restarts knows whose consent takes its epoch back.
 //
+// Releases. A grant moves from the follower to an importer (the table's
+// new owner, which catches up as the owner's follower) in two steps: the
+// old grantee must give it up before the importer may get it. An owner
+// that died between the two would leave nobody able to act on its epoch,
+// and the slot unavailable with two full copies alive. So the owner does
+// not revoke such a grant outright: it releases it to the importer
+// (Heartbeat.Release). The holder of a release acks it (Ack.Released) and
+// may, like a grantor, act once the owner is declared dead, Lease+Margin
+// after the last release it accepted and with a quorate view, but only by
+// handing the slot to that importer, never by promoting. Its acks extend
+// its lease as a grant's do, and the owner keeps it a suspect (the owner
+// still fires only while it is covered), but one that does not block the
+// importer's grant or the seal for it: whichever acts, the grantor or the
+// holder of the release, the importer takes epoch+1, and only once. An
+// importer that holds the owner's grant itself takes a handover from a
+// third node only once that grant has run out.
+//
 // Degraded mode (DESIGN §4: "unless the follower is declared dead and the
 // owner still sees a majority"). A suspect declared dead is dropped from
 // the list (kept in slotInfo.dropped, still persisted and heartbeated
@@ -52,6 +69,7 @@ type suspect struct {
 	name       string
 	grantSent  time.Time // last grant sent to it (owner's clock)
 	leaseUntil time.Time // it cannot promote before (owner's clock)
+	releasedTo string    // it acked a release to this importer (and no grant since)
 }
 
 // grantee is the node the owner grants the lease to: its follower, provided
@@ -64,11 +82,25 @@ func (m *Machine) grantee(s Slot) string {
 		return ""
 	}
 	for _, x := range si.suspects {
-		if x.name != f {
+		if x.name != f && x.releasedTo != f {
 			return ""
 		}
 	}
 	return f
+}
+
+// releaseTarget is the importer the owner releases its other suspects'
+// grants to: its follower while the table names that node the owner, ""
+// for none.
+func (m *Machine) releaseTarget(s Slot) string {
+	si := &m.slots[s]
+	if si.role != RoleOwner || !m.majority || si.follower == "" || !m.alive(si.follower) {
+		return ""
+	}
+	if owner, _ := m.position(s); owner != si.follower {
+		return ""
+	}
+	return si.follower
 }
 
 // grant reports whether a message to `to` now carries Grant, and if so
@@ -79,7 +111,7 @@ func (m *Machine) grant(s Slot, to string) bool {
 	}
 	si := &m.slots[s]
 	if i := m.suspectIndex(s, to); i >= 0 {
-		si.suspects[i].grantSent = m.now
+		si.suspects[i].grantSent, si.suspects[i].releasedTo = m.now, ""
 	} else {
 		si.suspects = append(si.suspects, suspect{name: to, grantSent: m.now, leaseUntil: m.now.Add(m.cfg.Lease)})
 		m.persistGrantee(s) // before the grant leaves
@@ -134,11 +166,16 @@ func (m *Machine) beat(s Slot) {
 			targets = append(targets, x.name)
 		}
 	}
+	rel := m.releaseTarget(s)
 	for _, to := range targets {
 		if m.dead[to] {
 			continue
 		}
-		m.emit(Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to)})
+		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to)}
+		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
+			hb.Release = rel
+		}
+		m.emit(hb)
 	}
 	if !si.beatSent {
 		// The first round: the slots a node takes at once (a bootstrap,
@@ -213,6 +250,13 @@ func (m *Machine) onAck(ev ReplAck) {
 		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
 			si.suspects[i].leaseUntil = l
 		}
+	case ev.Released != "" && i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
+		// It gave the grant up for a release to the importer: still a
+		// suspect (it may hand the slot over), but not in the importer's way.
+		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
+			si.suspects[i].leaseUntil = l
+		}
+		si.suspects[i].releasedTo = ev.Released
 	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from

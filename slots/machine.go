@@ -74,6 +74,7 @@ type slotInfo struct {
 	leaderOwns   bool      // leader heartbeated us: it owns epoch
 	leaderGone   bool      // leader restarted since: it no longer fires epoch
 	grantor      bool      // holds the owner's grant: may promote (see lease.go)
+	releasedTo   string    // holds a release to this importer instead (see lease.go)
 	grantedUntil time.Time // the owner may fire until then (own clock)
 	beatFrom     string    // sender of the newest heartbeat or snapshot applied
 	beatSeen     time.Time // its Sent; older ones are ignored
@@ -429,7 +430,7 @@ func (m *Machine) lostMajority() {
 	m.evMajority = false
 	for s := range m.slots {
 		si := &m.slots[s]
-		si.grantor = false
+		si.grantor, si.releasedTo = false, ""
 		if len(si.dropped) == 0 {
 			continue
 		}
@@ -561,9 +562,9 @@ func (m *Machine) forgetIncarnation(s Slot, n string) {
 func (m *Machine) Debug(s Slot) string {
 	si := &m.slots[s]
 	owner, follower := m.position(s)
-	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v gone=%v grantor=%v grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
+	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
 		"pending=%v retryAt=%s tried=%v take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
-		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderGone, si.grantor, si.grantedUntil.Format("15:04:05.000"),
+		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderGone, si.grantor, si.releasedTo, si.grantedUntil.Format("15:04:05.000"),
 		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried,
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
 		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"))

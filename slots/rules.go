@@ -56,7 +56,7 @@ func (m *Machine) advance(s Slot) {
 			// Cut off from the majority this node gives up its grant: the
 			// owner, if it still sees a majority, continues without it
 			// (DESIGN §4 Lease).
-			si.grantor = false
+			si.grantor, si.releasedTo = false, ""
 		}
 		if si.handedTo != "" && si.leader == si.handedTo && !si.leaderOwns && si.epoch == si.handedEpoch+1 &&
 			m.ticking && m.alive(si.handedTo) && (!si.pending || !m.now.Before(si.retryAt)) {

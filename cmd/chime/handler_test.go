@@ -49,15 +49,17 @@ func startDashNode(t *testing.T, name, token string) *dashNode {
 	srv.Config.Handler = d.h
 	srv.Start()
 	t.Cleanup(func() {
-		if c, ok := d.h.(io.Closer); ok {
-			c.Close()
-		}
-		srv.Close()
+		// chime serve's order: the node drains (its handovers need the
+		// internal endpoints), then the dashboard and server close.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := n.Close(ctx); err != nil {
 			t.Errorf("node Close: %v", err)
 		}
+		if c, ok := d.h.(io.Closer); ok {
+			c.Close()
+		}
+		srv.Close()
 	})
 	deadline := time.Now().Add(10 * time.Second)
 	for !n.Ready() {

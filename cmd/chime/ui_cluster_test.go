@@ -92,16 +92,17 @@ func (c *dashCluster) start(i int, join []string) *dashNode {
 	return d
 }
 
-// stopDashNode closes a node's dashboard, server and node (leaving the
-// cluster). Idempotent.
+// stopDashNode closes a node (it drains and leaves the cluster), then its
+// dashboard and server, in chime serve's order: the drain's handovers need
+// the node's internal endpoints. Idempotent.
 func stopDashNode(t *testing.T, d *dashNode) {
-	d.h.(*httpHandler).Close()
-	d.srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := d.n.Close(ctx); err != nil {
 		t.Errorf("close node: %v", err)
 	}
+	d.h.(*httpHandler).Close()
+	d.srv.Close()
 }
 
 // waitSettled waits until every running node reports k members alive and
