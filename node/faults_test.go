@@ -152,14 +152,10 @@ func TestFaultCrashDuringHandover(t *testing.T) {
 	}{
 		{name: "joiner-mid-move", victim: 3},
 		{name: "old-owner-early", victim: 0, early: true},
-		{name: "old-owner-mid-move", victim: 0, known: "the slots n1 was moving to n4 and had not handed over " +
-			"yet stay unavailable for good (n1 stays down): 11 of 60 acknowledged tasks never fire. E.g. slot " +
-			"11664 (n1 owner at epoch 1, n3 its follower and grantee; n4 owns it in the 4-node table): n4 caught " +
-			"up and offered at t+2.81s; n3, out of the table's position, dropped its copy on n1's Announce " +
-			"(replicated) at t+2.817s and with it the grant; n1 died at t+2.94s before n3's ack of the revocation " +
-			"let it grant n4 and seal. n4 holds the full copy (e1/q1, the task in it) but no grant, n2 and n3 " +
-			"answer NoReplica to its offers, and only a grantor may promote: n4 reports the slot unavailable " +
-			"until n1 comes back. slots.TestJoinOwnerCrashMidMove reproduces it in the machine alone"},
+		// Before releases (see slots/lease.go) this one lost 11 of 60
+		// tasks: the old follower, out of the table's position, dropped its
+		// copy and with it the grant, and n1 died before it granted n4.
+		{name: "old-owner-mid-move", victim: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.known != "" {

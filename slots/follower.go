@@ -29,13 +29,20 @@ func (m *Machine) onReplicated(ev Replicated) {
 	m.signOfLife(ev.From) // it evidently lives
 	if !si.synced || si.leader != ev.From {
 		// Not (or not yet) a replica of From's: no grant. Fetch one if the
-		// table gives us the slot.
+		// table gives us the slot. A release we hold from it (dropped
+		// copy) is kept while it repeats it.
+		if si.releasedTo != "" && (si.leader != ev.From || !(ev.Release == si.releasedTo || ev.Grant) || !m.majority) {
+			si.releasedTo = ""
+		}
+		if si.releasedTo != "" {
+			si.grantedUntil = m.now.Add(m.cfg.Lease)
+		}
 		if !si.synced && m.inPosition(s) && (!si.pending || !m.now.Before(si.retryAt)) {
 			si.leader, si.leaderOwns, si.leaderGone = ev.From, true, false
 			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
 			m.setPending(s)
 		}
-		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent})
+		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo})
 		return
 	}
 	si.seq = max(si.seq, ev.Seq)
@@ -50,8 +57,17 @@ func (m *Machine) acceptGrant(s Slot, grant bool, release string) {
 	si := &m.slots[s]
 	si.grantor = grant && si.synced && m.majority && m.inPosition(s)
 	si.releasedTo = ""
-	if !si.grantor && release != "" && release != m.cfg.Self && si.synced && m.majority {
-		si.releasedTo = release
+	if !si.grantor && si.synced && m.majority {
+		switch {
+		case release != "" && release != m.cfg.Self:
+			si.releasedTo = release
+		case grant:
+			// A grant from an owner whose table still makes us its
+			// follower, while ours moved us out of the slot's position:
+			// we may not promote, but may hand the slot to the node the
+			// owner is about to release us to.
+			si.releasedTo = m.heir(s)
+		}
 	}
 	if si.grantor || si.releasedTo != "" {
 		si.grantedUntil = m.now.Add(m.cfg.Lease)

@@ -180,6 +180,17 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// We owned the epoch, restarted, and gave no grant: nobody else can
 		// act on it and our copy is complete. Hand it to the table owner.
 		m.handOver(s, ev.From, si.seq, true)
+	case si.releasedTo == ev.From && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
+		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
+		// Our owner is dead, its lease ran out and we hold its release
+		// to this importer: hand the epoch over. Without our copy (we
+		// dropped it once the importer had caught up) we hand over no
+		// position: the importer's copy holds every acknowledged write.
+		seq := si.seq
+		if !si.synced {
+			seq = 0
+		}
+		m.handOver(s, ev.From, seq, si.synced)
 	case !si.synced:
 		if si.takeFrom == "" { // else we are about to take it
 			m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
@@ -188,11 +199,11 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// We handed the epoch before to the importer, which never took
 		// it: nobody but us can hold a grant at it.
 		m.handOver(s, ev.From, si.seq, true)
-	case (si.grantor || si.releasedTo == ev.From) && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
+	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
 		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
-		// Our owner is dead, its lease ran out and we hold its grant (or
-		// its release to this importer): hand over instead of promoting,
-		// since the table names the importer owner.
+		// Our owner is dead, its lease ran out and we hold its grant:
+		// hand over instead of promoting, since the table names the
+		// importer owner.
 		m.handOver(s, ev.From, si.seq, true)
 	}
 }

@@ -1,7 +1,6 @@
 package slots
 
 import (
-	"os"
 	"testing"
 	"time"
 )
@@ -12,14 +11,10 @@ import (
 // joiner as a caught-up follower), and before the owner sealed and handed
 // the slot over. The joiner holds a complete copy and sees a majority, the
 // old owner stays down. Some node must fire the slot again: one crash out
-// of four nodes must not strand it while a full copy lives.
+// of four nodes must not strand it while a full copy lives. The old
+// follower keeps its grant as a release to n4 when it drops its copy, and
+// hands the slot to n4 once n1's lease ran out.
 func TestJoinOwnerCrashMidMove(t *testing.T) {
-	if os.Getenv("CHIME_FAULTS_KNOWN") == "" {
-		t.Skip("known: the slot stays unavailable until the old owner returns: nobody holds its grant " +
-			"(the old follower gave it up when the table moved it out of position and it dropped its copy; " +
-			"the owner grants the joiner only once the old grant is revoked), and only a grantor may promote. " +
-			"node's TestFaultCrashDuringHandover/old-owner-mid-move shows it in a cluster. CHIME_FAULTS_KNOWN=1 runs it")
-	}
 	c := bootstrapped3(t)
 	run := func(d time.Duration) {
 		for end := c.now.Add(d); c.now.Before(end); {

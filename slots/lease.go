@@ -35,22 +35,27 @@ import (
 // persisted SlotState.Grantee names the suspects, so that an owner that
 // restarts knows whose consent takes its epoch back.
 //
-// Releases. A grant moves from the follower to an importer (the table's
-// new owner, which catches up as the owner's follower) in two steps: the
-// old grantee must give it up before the importer may get it. An owner
-// that died between the two would leave nobody able to act on its epoch,
-// and the slot unavailable with two full copies alive. So the owner does
-// not revoke such a grant outright: it releases it to the importer
+// Releases. A grant moves from the old follower to the next grantee (an
+// importer, the table's new owner catching up as the owner's follower, or
+// a new table follower) in two steps: the old grantee must give it up
+// before the next may get it. An owner that died between the two would
+// leave nobody able to act on its epoch, and the slot unavailable with two
+// full copies alive. So until the next grantee acked its grant, the owner
+// does not revoke the old one outright: it releases it to that node
 // (Heartbeat.Release). The holder of a release acks it (Ack.Released) and
 // may, like a grantor, act once the owner is declared dead, Lease+Margin
 // after the last release it accepted and with a quorate view, but only by
-// handing the slot to that importer, never by promoting. Its acks extend
-// its lease as a grant's do, and the owner keeps it a suspect (the owner
-// still fires only while it is covered), but one that does not block the
-// importer's grant or the seal for it: whichever acts, the grantor or the
-// holder of the release, the importer takes epoch+1, and only once. An
-// importer that holds the owner's grant itself takes a handover from a
-// third node only once that grant has run out.
+// handing the slot to that node when it offers, never by promoting. Its
+// acks extend its lease as a grant's do, and the owner keeps it a suspect
+// (the owner still fires only while it is covered), but one that does not
+// block that node's grant or the seal for it: whichever acts, the grantor
+// or the holder of the release, that one node takes epoch+1, and only
+// once. A follower keeps its grant as a release to its heir when it drops
+// its copy (the owner announced a caught-up follower) or is granted while
+// its own table moved it out of position; it needs no copy to hand over,
+// since the heir's holds every acknowledged write. A node that holds the
+// owner's grant itself takes a handover from a third node only once that
+// grant has run out.
 //
 // Degraded mode (DESIGN §4: "unless the follower is declared dead and the
 // owner still sees a majority"). A suspect declared dead is dropped from
@@ -70,6 +75,7 @@ type suspect struct {
 	grantSent  time.Time // last grant sent to it (owner's clock)
 	leaseUntil time.Time // it cannot promote before (owner's clock)
 	releasedTo string    // it acked a release to this importer (and no grant since)
+	acked      bool      // it acked a grant
 }
 
 // grantee is the node the owner grants the lease to: its follower, provided
@@ -89,18 +95,32 @@ func (m *Machine) grantee(s Slot) string {
 	return f
 }
 
-// releaseTarget is the importer the owner releases its other suspects'
-// grants to: its follower while the table names that node the owner, ""
-// for none.
+// releaseTarget is the node the owner releases its other suspects' grants
+// to: its follower (the importer while the table names another owner), the
+// next grantee; "" for none. Once that node acked its grant, beat revokes
+// the others outright.
 func (m *Machine) releaseTarget(s Slot) string {
 	si := &m.slots[s]
 	if si.role != RoleOwner || !m.majority || si.follower == "" || !m.alive(si.follower) {
 		return ""
 	}
-	if owner, _ := m.position(s); owner != si.follower {
+	return si.follower
+}
+
+// heir is, for a follower that may not hold the grant its owner gives it
+// (our table moved it out of the slot's position), the node the grant is
+// about to move to in our view: the table's owner if it is not our
+// leader (an importer), else the table's follower. "" for none.
+func (m *Machine) heir(s Slot) string {
+	owner, follower := m.position(s)
+	x := owner
+	if owner == m.slots[s].leader {
+		x = follower
+	}
+	if x == m.cfg.Self {
 		return ""
 	}
-	return si.follower
+	return x
 }
 
 // grant reports whether a message to `to` now carries Grant, and if so
@@ -167,6 +187,10 @@ func (m *Machine) beat(s Slot) {
 		}
 	}
 	rel := m.releaseTarget(s)
+	if i := m.suspectIndex(s, rel); i >= 0 && si.suspects[i].acked && si.suspects[i].releasedTo == "" {
+		// The grant arrived: the others need no release any more.
+		rel = ""
+	}
 	for _, to := range targets {
 		if m.dead[to] {
 			continue
@@ -250,13 +274,14 @@ func (m *Machine) onAck(ev ReplAck) {
 		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
 			si.suspects[i].leaseUntil = l
 		}
+		si.suspects[i].acked = true
 	case ev.Released != "" && i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
 		// It gave the grant up for a release to the importer: still a
 		// suspect (it may hand the slot over), but not in the importer's way.
 		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
 			si.suspects[i].leaseUntil = l
 		}
-		si.suspects[i].releasedTo = ev.Released
+		si.suspects[i].releasedTo, si.suspects[i].acked = ev.Released, false
 	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from

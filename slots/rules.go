@@ -192,6 +192,19 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		// The announcer holds the epoch: ask it when importing.
 		si.leader, si.leaderOwns, si.leaderGone = ev.From, false, false
 	case si.role == RoleFollower && !m.inPosition(s) && ev.Owner && ev.Replicated:
-		m.drop(s) // the owner has a caught-up follower: ours is not needed
+		// The owner has a caught-up follower: ours is not needed. A release
+		// we hold outlives the copy (see lease.go): the importer's copy
+		// holds every acknowledged write. So does a grant, as a release to
+		// the node it is about to move to (heir): without a copy we can no
+		// longer promote, but the owner may not have granted anyone else
+		// yet, and if it dies now somebody must hand the slot over.
+		rel, until := si.releasedTo, si.grantedUntil
+		if si.grantor {
+			rel = m.heir(s)
+		}
+		m.drop(s)
+		if rel != "" && m.majority {
+			m.slots[s].releasedTo, m.slots[s].grantedUntil = rel, until
+		}
 	}
 }
