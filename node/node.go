@@ -352,11 +352,15 @@ func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 			}
 			if graceful {
 				n.drain(ctx)
+				// The machine stops before the node leaves: once the
+				// others see it left, it acts on no grant any more (they
+				// forget it as a suspect at once, see slots.MemberDead).
+				n.ctl.close()
 				n.cluster.close()
 			} else {
 				n.cluster.kill()
+				n.ctl.close()
 			}
-			n.ctl.close()
 		}
 		close(n.writer.stop)
 		<-n.writer.done

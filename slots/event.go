@@ -37,6 +37,8 @@ type TableChanged struct {
 // of life (a message, MemberAlive), since failure detection can be wrong;
 // one that left does not: it sends its last messages while it leaves, and
 // comes back only by restarting (MemberAlive.Restarted) or in a table.
+// An owner forgets a node that left as a suspect at once: node stops a
+// node's ownership machine before it leaves, so it acts on no grant after.
 type MemberDead struct {
 	Name string
 	Left bool

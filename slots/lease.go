@@ -236,11 +236,21 @@ func (m *Machine) covered(s Slot) bool {
 // (degraded mode, see the file comment) if our view is quorate and we have
 // heard from a majority continuously since Settle before their lease (plus
 // Margin) ran out.
+//
+// A suspect that left the cluster is forgotten at once: a node stops its
+// ownership machine before it leaves, and comes back only as a new
+// incarnation, which holds no grant.
 func (m *Machine) dropDeadSuspects(s Slot) {
+	si := &m.slots[s]
+	if len(m.left) > 0 && (len(si.suspects) > 0 || len(si.dropped) > 0) {
+		gone := func(x suspect) bool { return m.left[x.name] }
+		si.suspects = slices.DeleteFunc(si.suspects, gone)
+		si.dropped = slices.DeleteFunc(si.dropped, gone)
+		m.persistGrantee(s)
+	}
 	if !m.quorate() {
 		return
 	}
-	si := &m.slots[s]
 	si.suspects = slices.DeleteFunc(si.suspects, func(x suspect) bool {
 		if m.dead[x.name] && !m.evSince.After(x.leaseUntil.Add(m.cfg.Margin-m.cfg.Settle)) {
 			si.dropped = append(si.dropped, x)

@@ -181,3 +181,30 @@ func TestLeftOwnerFailsOver(t *testing.T) {
 		})
 	}
 }
+
+// TestLeftSuspectForgotten: an owner forgets a suspect that left the
+// cluster at once (node stops a node's machine before it leaves), while one
+// declared dead stays a suspect until its lease ran out (and is then only
+// dropped, degraded, if the owner's majority evidence allows). A node that
+// left for good would otherwise keep its slots' handovers from ever sealing.
+func TestLeftSuspectForgotten(t *testing.T) {
+	for _, left := range []bool{true, false} {
+		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
+			c := bootstrapped3(t)
+			for i := 1; i <= 10; i++ {
+				c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
+				c.deliver(10)
+			}
+			n1 := c.m["n1"]
+			if g := n1.State(0).Grantee; g != "n2" {
+				t.Fatalf("setup: n1's grantee for slot 0 is %q, want n2", g)
+			}
+			c.crash("n2")
+			c.step("n1", MemberDead{Name: "n2", Left: left})
+			c.tick(base.Add(1100 * time.Millisecond))
+			if got, want := n1.State(0).Grantee, map[bool]string{true: "", false: "n2"}[left]; got != want {
+				t.Fatalf("n1's grantee for slot 0 after n2 went: %q, want %q: %s", got, want, n1.Debug(0))
+			}
+		})
+	}
+}
