@@ -37,6 +37,9 @@ type Config struct {
 	// stalled process whose view may lag): 0 means Settle/4. It must stay
 	// below Settle/2. A busy 2-core machine delays goroutines by a few
 	// hundred milliseconds, which must not read as a pause every time.
+	// After a pause the view is stale until the next table; a pause of
+	// Settle or more also voids the grants held (see Machine.Step, Tick).
+	// Settle must stay below memberlist's time to declare a node dead.
 	Pause time.Duration
 }
 

@@ -169,18 +169,32 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		m.advanceAll()
 	case Tick:
-		paused := !m.now.IsZero() && ev.Now.Sub(m.now) > m.cfg.pause()
+		gap := ev.Now.Sub(m.now)
+		paused := !m.now.IsZero() && gap > m.cfg.pause()
 		if ev.Now.After(m.now) {
 			m.now = ev.Now
 		}
 		if paused {
-			// We were paused (GC, VM stall): whatever happened meanwhile
-			// is not in our view yet, and we cannot vouch for a majority
-			// throughout.
+			// We were paused (GC, VM stall, or our own long step): what
+			// happened meanwhile is not in our view yet.
 			m.staleView, m.viewAt = true, m.now
+		}
+		if paused && gap >= m.cfg.Settle {
+			// A pause this long may have let the others declare us dead
+			// and an owner forget our grant (degraded mode): we cannot
+			// vouch for a majority throughout, and our grants are void.
+			// A shorter one cannot: memberlist declares a node dead only
+			// after failed probes and a suspicion timeout, seconds longer
+			// than Settle (local profile: 500 ms probes, 1.5 s minimum
+			// suspicion, Settle 1 s).
 			m.lostMajority()
 		}
-		m.updateEvidence()
+		if !paused {
+			// After a short pause, the signs of life that arrived during
+			// it are still queued behind this Tick: judge the evidence on
+			// the next one.
+			m.updateEvidence()
+		}
 		m.ticking = true
 		m.advanceAll()
 		m.ticking = false
