@@ -75,6 +75,15 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 	}
 }
 
+// run ticks every 100 ms for d, delivering what each tick causes.
+func (c *cluster) run(d time.Duration) {
+	c.t.Helper()
+	for end := c.now.Add(d); c.now.Before(end); {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		c.deliver(100)
+	}
+}
+
 func (c *cluster) config(name string) Config {
 	cfg := DefaultLocalConfig(name)
 	cfg.NumSlots = c.numSlots

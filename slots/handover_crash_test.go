@@ -16,13 +16,7 @@ import (
 // hands the slot to n4 once n1's lease ran out.
 func TestJoinOwnerCrashMidMove(t *testing.T) {
 	c := bootstrapped3(t)
-	run := func(d time.Duration) {
-		for end := c.now.Add(d); c.now.Before(end); {
-			c.tick(c.now.Add(100 * time.Millisecond))
-			c.deliver(100)
-		}
-	}
-	run(time.Second)
+	c.run(time.Second)
 	const s = Slot(2) // n1 owns it, n2 follows; the 4-node table gives it to n4
 	if c.m["n1"].State(s).Role != RoleOwner || c.m["n2"].State(s).Grantee != "" || c.m["n1"].State(s).Grantee != "n2" {
 		t.Fatalf("setup: slot %d is not n1's with n2 its grantee:\n%s", s, c.states())
@@ -42,7 +36,7 @@ func TestJoinOwnerCrashMidMove(t *testing.T) {
 	c.crash("n1")
 	c.deaths()
 	c.tables(false)
-	run(10 * time.Second)
+	c.run(10 * time.Second)
 	var firing []string
 	for _, n := range c.names {
 		if c.running(n) && c.m[n].Firing(s) {
@@ -64,13 +58,7 @@ func TestJoinOwnerCrashMidMove(t *testing.T) {
 // once the owner's lease ran out; the joiner takes it, and nobody else.
 func TestJoinOwnerCrashMidRelease(t *testing.T) {
 	c := bootstrapped3(t)
-	run := func(d time.Duration) {
-		for end := c.now.Add(d); c.now.Before(end); {
-			c.tick(c.now.Add(100 * time.Millisecond))
-			c.deliver(100)
-		}
-	}
-	run(time.Second)
+	c.run(time.Second)
 	const s = Slot(2) // n1 owns it, n2 follows; the 4-node table gives it to n4
 	if c.m["n1"].State(s).Role != RoleOwner || c.m["n1"].State(s).Grantee != "n2" {
 		t.Fatalf("setup: slot %d is not n1's with n2 its grantee:\n%s", s, c.states())
@@ -121,7 +109,7 @@ func TestJoinOwnerCrashMidRelease(t *testing.T) {
 	c.crash("n1")
 	c.deaths()
 	c.tables(false)
-	run(10 * time.Second)
+	c.run(10 * time.Second)
 	var firing []string
 	for _, n := range c.names {
 		if c.running(n) && c.m[n].Firing(s) {

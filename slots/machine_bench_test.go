@@ -9,13 +9,7 @@ import (
 // all 16384 slots, heartbeats between the ticks delivered: the ownership
 // work every node pays several times a second while nothing changes.
 func BenchmarkTick(b *testing.B) {
-	c := newCluster(b, Count)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.deliver(100)
+	c := bootstrapped(b, Count)
 	step := 100 * time.Millisecond
 	now := base
 	for range 40 {
@@ -36,13 +30,7 @@ func BenchmarkTick(b *testing.B) {
 // owns): the heartbeats, the followers applying them, the acks and the
 // owners applying those, machine work only (no invariant checks, no wire).
 func BenchmarkBeatRound(b *testing.B) {
-	c := newCluster(b, Count)
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.deliver(100)
+	c := bootstrapped(b, Count)
 	now := base
 	lease := c.m["n1"].cfg.Lease
 	beats := 0

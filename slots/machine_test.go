@@ -135,8 +135,12 @@ func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
 
 // bootstrapped3 returns a cluster of n1, n2, n3 over 4 slots that
 // bootstrapped together, its first messages delivered.
-func bootstrapped3(t testing.TB) *cluster {
-	c := newCluster(t, 4)
+func bootstrapped3(t testing.TB) *cluster { return bootstrapped(t, 4) }
+
+// bootstrapped returns a cluster of n1, n2, n3 over numSlots slots that
+// bootstrapped together, its first messages delivered.
+func bootstrapped(t testing.TB, numSlots int) *cluster {
+	c := newCluster(t, numSlots)
 	for _, n := range []string{"n1", "n2", "n3"} {
 		c.add(n, nil)
 	}
@@ -155,10 +159,7 @@ func TestLeftOwnerFailsOver(t *testing.T) {
 	for _, left := range []bool{true, false} {
 		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
 			c := bootstrapped3(t)
-			for i := 1; i <= 20; i++ {
-				c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
-				c.deliver(10)
-			}
+			c.run(2 * time.Second)
 			n2 := c.m["n2"]
 			if !strings.Contains(n2.Debug(0), "grantor=true") {
 				t.Fatalf("n2 does not hold n1's grant for slot 0: %s", n2.Debug(0))
@@ -191,10 +192,7 @@ func TestLeftSuspectForgotten(t *testing.T) {
 	for _, left := range []bool{true, false} {
 		t.Run(fmt.Sprintf("left=%v", left), func(t *testing.T) {
 			c := bootstrapped3(t)
-			for i := 1; i <= 10; i++ {
-				c.tick(base.Add(time.Duration(i) * 100 * time.Millisecond))
-				c.deliver(10)
-			}
+			c.run(time.Second)
 			n1 := c.m["n1"]
 			if g := n1.State(0).Grantee; g != "n2" {
 				t.Fatalf("setup: n1's grantee for slot 0 is %q, want n2", g)
