@@ -437,15 +437,21 @@ func (c *cluster) checkEpoch(name string, s Slot) {
 // is gone or frozen, and a resumed one sees Tick before anything else.
 func (c *cluster) checkFiring(s Slot) {
 	c.t.Helper()
+	firing := c.firing(s)
+	if len(firing) > 1 {
+		c.t.Fatalf("slot %d fired by %v at once", s, firing)
+	}
+}
+
+// firing returns the running nodes that fire slot s.
+func (c *cluster) firing(s Slot) []string {
 	var firing []string
 	for _, n := range c.names {
 		if c.running(n) && c.m[n].Firing(s) {
 			firing = append(firing, n)
 		}
 	}
-	if len(firing) > 1 {
-		c.t.Fatalf("slot %d fired by %v at once", s, firing)
-	}
+	return firing
 }
 
 func (c *cluster) states() string {

@@ -37,12 +37,7 @@ func TestJoinOwnerCrashMidMove(t *testing.T) {
 	c.deaths()
 	c.tables(false)
 	c.run(10 * time.Second)
-	var firing []string
-	for _, n := range c.names {
-		if c.running(n) && c.m[n].Firing(s) {
-			firing = append(firing, n)
-		}
-	}
+	firing := c.firing(s)
 	if len(firing) != 1 {
 		t.Errorf("slot %d fired by %v 10 s after its owner died mid-move, want one node; n4: %s\n%s",
 			s, firing, c.m["n4"].Debug(s), c.states())
@@ -110,12 +105,7 @@ func TestJoinOwnerCrashMidRelease(t *testing.T) {
 	c.deaths()
 	c.tables(false)
 	c.run(10 * time.Second)
-	var firing []string
-	for _, n := range c.names {
-		if c.running(n) && c.m[n].Firing(s) {
-			firing = append(firing, n)
-		}
-	}
+	firing := c.firing(s)
 	if len(firing) != 1 || firing[0] != "n4" {
 		t.Errorf("slot %d fired by %v 10 s after its owner died mid-release, want n4; n4: %s\nn2: %s\n%s",
 			s, firing, c.m["n4"].Debug(s), c.m["n2"].Debug(s), c.states())

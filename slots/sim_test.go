@@ -224,12 +224,9 @@ func checkLive(t *testing.T, c *cluster, crashed bool, when string) {
 		return // the live nodes are a minority, or all draining: nobody owns
 	}
 	for s := range c.numSlots {
-		var firing []string
+		firing := c.firing(Slot(s))
 		unavailable := false
 		for _, n := range c.names {
-			if c.running(n) && c.m[n].Firing(Slot(s)) {
-				firing = append(firing, n)
-			}
 			if c.alive[n] && c.m[n].slots[s].unavail {
 				unavailable = true
 			}
