@@ -60,6 +60,11 @@ type ClusterConfig struct {
 	// (every slot written) and ~55 when idle, each a few dozen bytes.
 	// 0 turns it off.
 	AntiEntropyInterval time.Duration
+	// MaxMoves bounds the slots this node takes over by a planned move at
+	// once (slots.Config.MaxMoves): the offers that make owners seal a slot,
+	// hold its fires and writes and hand it over. 0 means
+	// slots.DefaultMaxMoves.
+	MaxMoves int
 }
 
 // ownershipConfig is the slots.Config of node self.
@@ -75,6 +80,9 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 		sc.Settle = c.OwnershipSettle
 	}
 	sc.Pause = sc.Settle * 2 / 5
+	if c.MaxMoves > 0 {
+		sc.MaxMoves = c.MaxMoves
+	}
 	return sc
 }
 
@@ -276,26 +284,27 @@ func (c *cluster) joinLoop() {
 
 // drain announces that this node is draining, so that no table includes it
 // any more, and waits (at most max) until its own view shows that, plus a
-// moment for the change to reach the others.
-func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func() bool) {
+// moment for the change to reach the others. It reports whether everything
+// was handed over in time.
+func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func() bool) bool {
 	if err := c.mem.SetState(gossip.StateDraining); err != nil {
 		c.log.Warn("announce draining", "err", err)
 	}
 	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
+	done := false
+	for !done && time.Now().Before(deadline) && ctx.Err() == nil {
 		v := c.view()
-		if v.owned.count() == 0 && (handedOver == nil || handedOver()) {
-			break
+		done = v.owned.count() == 0 && (handedOver == nil || handedOver() ||
+			len(v.table.Members()) == 0) // the last member: nobody to hand the slots to
+		if !done {
+			time.Sleep(20 * time.Millisecond)
 		}
-		if v.owned.count() == 0 && len(v.table.Members()) == 0 {
-			break // the last member: nobody to hand the slots to
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	select {
 	case <-time.After(c.cfg.Gossip.GossipInterval * 3):
 	case <-ctx.Done():
 	}
+	return done
 }
 
 // setGenesis advertises that this node holds slot state now (Fresh false),

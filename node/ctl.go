@@ -86,6 +86,11 @@ type (
 		slot uint16
 		out  chan string
 	}
+	// ctlOwnedReport asks which slots this node still owns or seals, with
+	// the machine's description of a few (drain diagnostics).
+	ctlOwnedReport struct {
+		out chan string
+	}
 	// ctlSnap: a snapshot was applied (durably) as data generation gen.
 	ctlSnap struct {
 		ev  slots.SnapshotComplete
@@ -319,6 +324,8 @@ func (c *ctl) run() {
 				all = true
 			case ctlDebug:
 				ev.out <- c.m.Debug(slots.Slot(ev.slot))
+			case ctlOwnedReport:
+				ev.out <- c.ownedReport(3)
 			case ctlSent:
 				c.sending[ev.to] = false
 				if ev.ok {
@@ -647,6 +654,27 @@ func (c *ctl) logStuck() {
 			c.n.log.Warn("slot not taken over yet", "slot", s, "for", time.Since(since).Round(time.Second), "machine", c.m.Debug(slots.Slot(s)))
 		}
 	}
+}
+
+// ownedReport counts the slots this node owns or seals and describes up to
+// max of them (Machine.Debug).
+func (c *ctl) ownedReport(max int) string {
+	var b strings.Builder
+	owned, sealing := 0, 0
+	for s := range slots.Count {
+		switch c.m.State(slots.Slot(s)).Role {
+		case slots.RoleOwner:
+			owned++
+		case slots.RoleSealing:
+			sealing++
+		default:
+			continue
+		}
+		if owned+sealing <= max {
+			fmt.Fprintf(&b, "; slot %d: %s", s, c.m.Debug(slots.Slot(s)))
+		}
+	}
+	return fmt.Sprintf("owned %d, sealing %d%s", owned, sealing, b.String())
 }
 
 // checkSeals reports Sealed for the sealing slots that have no callback

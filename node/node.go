@@ -392,7 +392,15 @@ func (n *Node) drain(ctx context.Context) {
 	// Once the others drop this node from their tables, its slots' new
 	// owners take them by handover (this node seals each: no fire in
 	// flight, then hands over its final (epoch, seq)).
-	n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.counts.Load().Owned == 0 })
+	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.counts.Load().Owned == 0 }) {
+		ch := make(chan string, 1)
+		n.ctl.post(ctlOwnedReport{out: ch})
+		select {
+		case r := <-ch:
+			n.log.Warn("drain: slots not handed over in time", "left", r)
+		case <-time.After(time.Second):
+		}
+	}
 	n.ship.flush(ctx, 5*time.Second)
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }

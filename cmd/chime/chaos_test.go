@@ -168,6 +168,11 @@ func TestChaos(t *testing.T) {
 		if code := procs[drain].cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("%s exited with %d after SIGTERM, want 0", drainName, code)
 		}
+		for _, l := range strings.Split(procs[drain].log(), "\n") {
+			if strings.Contains(l, "drain") {
+				t.Logf("%s: %s", drainName, l)
+			}
+		}
 	})
 	r.fault(46*time.Second, "join n6", func() {
 		gossip := fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0])
