@@ -32,9 +32,10 @@ import (
 // per slot the role, the epoch and whether this node fires it (pub), and
 // the nodes an owner replicates to (reps).
 type ctl struct {
-	n   *Node
-	m   *slots.Machine
-	cfg slots.Config
+	n      *Node
+	m      *slots.Machine
+	cfg    slots.Config
+	voters slots.Voters // whom the majority is counted among (run loop only)
 
 	mu    sync.Mutex
 	queue []any // slots.Event or a ctl-internal event
@@ -427,19 +428,23 @@ func (c *ctl) tableEvent(v *view) (_ []slots.Effect, stepped bool) {
 			boot = true
 		}
 	}
-	sees, stable := 0, 0
+	// The majority is counted among the voters (slots.Voters): the
+	// members that hold data (active or draining) and did not leave, as
+	// long as this node sees a majority of the ones it had.
+	var members, alive []string
 	for _, m := range v.members {
 		if m.Meta.State != gossip.StateActive && m.Meta.State != gossip.StateDraining {
 			continue
 		}
 		switch m.Status {
 		case gossip.StatusAlive:
-			sees++
-			stable++
+			alive = append(alive, m.Name)
+			members = append(members, m.Name)
 		case gossip.StatusSuspect, gossip.StatusDead:
-			stable++
+			members = append(members, m.Name)
 		}
 	}
+	sees, stable := c.voters.Count(members, alive)
 	effs := c.m.Step(slots.TableChanged{Table: v.table, StableSize: stable, Sees: sees, Bootstrap: boot})
 	c.hadTable = true
 	if c.fresh && (boot || len(effs) > 0) {

@@ -62,6 +62,10 @@ type cluster struct {
 	trace    bool // print every event and effect
 	dropProb float64
 	maxDelay time.Duration
+	maxMoves int // Config.MaxMoves of machines created from now on (0: the default)
+	// voters, if set, counts each node's majority as node does (Voters,
+	// reset by a restart) instead of against stable.
+	voters map[string]*Voters
 }
 
 func newCluster(t testing.TB, numSlots int) *cluster {
@@ -87,6 +91,9 @@ func (c *cluster) run(d time.Duration) {
 func (c *cluster) config(name string) Config {
 	cfg := DefaultLocalConfig(name)
 	cfg.NumSlots = c.numSlots
+	if c.maxMoves != 0 {
+		cfg.MaxMoves = c.maxMoves
+	}
 	return cfg
 }
 
@@ -123,6 +130,9 @@ func (c *cluster) crash(name string) {
 }
 
 func (c *cluster) restart(name string) {
+	if c.voters != nil {
+		c.voters[name] = &Voters{} // a new process
+	}
 	c.boot[name]++
 	c.known[name] = nil // a new process has heard of nobody's boot yet
 	c.add(name, maps(c.disk[name]))
@@ -382,7 +392,14 @@ func (c *cluster) tableOf(n string, bootstrap bool) {
 			ms = append(ms, ring.Member{Name: name})
 		}
 	}
-	c.step(n, TableChanged{Table: ring.Assign(ms, c.numSlots), StableSize: c.stable, Sees: len(v), Bootstrap: bootstrap})
+	sees, stable := len(v), c.stable
+	if c.voters != nil {
+		if c.voters[n] == nil {
+			c.voters[n] = &Voters{}
+		}
+		sees, stable = c.voters[n].Count(c.names, v)
+	}
+	c.step(n, TableChanged{Table: ring.Assign(ms, c.numSlots), StableSize: stable, Sees: sees, Bootstrap: bootstrap})
 }
 
 func (c *cluster) tick(now time.Time) {

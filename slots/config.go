@@ -41,6 +41,13 @@ type Config struct {
 	// Settle or more also voids the grants held (see Machine.Step, Tick).
 	// Settle must stay below memberlist's time to declare a node dead.
 	Pause time.Duration
+	// MaxMoves bounds how many slots this node takes over by a planned
+	// move at once (catching up from a snapshot, offering, being handed
+	// over); the others stay importing until a place is free. It bounds
+	// the snapshots a join puts in flight and the slots sealed, with their
+	// writes held, at any moment. A takeover after a crash (the grantor
+	// promotes with its replica) needs no place. 0 means no bound.
+	MaxMoves int
 }
 
 // pause returns the tick gap over which the machine assumes it was paused.
@@ -57,8 +64,13 @@ func (c Config) pause() time.Duration {
 // a few probe intervals (1 s each), within which memberlist declares the
 // members on the far side of a partition dead.
 func DefaultConfig(self string) Config {
-	return Config{Self: self, NumSlots: Count, Lease: 4 * time.Second, Margin: time.Second, Settle: 2 * time.Second}
+	return Config{Self: self, NumSlots: Count, Lease: 4 * time.Second, Margin: time.Second, Settle: 2 * time.Second,
+		MaxMoves: DefaultMaxMoves}
 }
+
+// DefaultMaxMoves is DefaultConfig's MaxMoves: 1,024 slots, so a node that
+// joins three takes its 4,096 slots in four waves.
+const DefaultMaxMoves = Count / 16
 
 // DefaultLocalConfig is DefaultConfig with the local profile's timing:
 // L = 2 s, margin 0.5 s, below its ~3 s detection time, and settle 1 s
@@ -89,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.Pause < 0 || (c.Pause > 0 && c.Pause >= c.Settle/2) {
 		errs = append(errs, fmt.Errorf("slots: Config.Pause %v must be below Settle/2 (%v)", c.Pause, c.Settle/2))
+	}
+	if c.MaxMoves < 0 {
+		errs = append(errs, fmt.Errorf("slots: Config.MaxMoves %d must not be negative", c.MaxMoves))
 	}
 	return errors.Join(errs...)
 }

@@ -97,6 +97,12 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
 	case si.synced && (si.leader == ev.From || si.handedTo == ev.From || !m.alive(si.leader) || si.leaderGone):
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	case si.wasOwner && si.grantee == "" && ev.Epoch == si.epoch && m.isTableOwner(s, ev.From):
+		// We owned the epoch before a restart and nobody holds a grant at
+		// it (our grantee gave it back): our copy is the one complete one,
+		// and the table owner asks for it. Hand the slot over, as to its
+		// offer (see onOffer); it fetches the final copy from us.
+		m.handOver(s, ev.From, si.seq, true)
 	default:
 		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
 	}

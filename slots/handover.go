@@ -43,7 +43,9 @@ func (m *Machine) importStep(s Slot) {
 			// has not taken it yet), the table follower, then every
 			// member, one per retry.
 			if leaderUp && si.leaderOwns && !slices.Contains(si.tried, si.leader) {
-				m.offer(s, si.leader)
+				if m.admitMove(s) { // else it waits for a place (Config.MaxMoves)
+					m.offer(s, si.leader)
+				}
 				return
 			}
 			cands := []string{tableFollower}
@@ -52,6 +54,9 @@ func (m *Machine) importStep(s Slot) {
 			}
 			for _, c := range append(cands, m.names...) {
 				if m.alive(c) && !slices.Contains(si.tried, c) {
+					if c == si.leader && !m.admitMove(s) {
+						return // the owner would seal: wait for a place
+					}
 					si.tried = append(si.tried, c)
 					m.offer(s, c)
 					return
@@ -73,6 +78,9 @@ func (m *Machine) importStep(s Slot) {
 	for _, c := range []string{si.leader, tableFollower} {
 		if !m.alive(c) || slices.Contains(si.tried, c) {
 			continue
+		}
+		if !m.admitMove(s) {
+			return // waits for a place (Config.MaxMoves)
 		}
 		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: c})
 		m.setPending(s)
@@ -109,6 +117,63 @@ func (m *Machine) reclaim(s Slot) {
 			m.setPending(s)
 		}
 	}
+}
+
+// admitMove reports whether slot s may make an attempt at a planned move
+// (a snapshot request or an offer): Config.MaxMoves slots may at once. A
+// slot takes a place for one attempt (until its retry is due, Lease) and
+// keeps it for the next only if nobody waits; the others wait in the order
+// they first asked. So a slot that cannot move (its holder does not answer)
+// does not keep the others from moving.
+func (m *Machine) admitMove(s Slot) bool {
+	if m.cfg.MaxMoves <= 0 {
+		return true
+	}
+	if until, ok := m.moving[s]; ok {
+		if m.now.Before(until) {
+			return true
+		}
+		delete(m.moving, s) // its attempt is over: it asks again
+	}
+	free := m.cfg.MaxMoves - len(m.moving)
+	if _, waits := m.moveAsked[s]; !waits {
+		if free > 0 && len(m.moveQueue) == 0 {
+			m.moving[s] = m.now.Add(m.cfg.Lease)
+			return true
+		}
+		m.moveQueue = append(m.moveQueue, s)
+	}
+	m.moveAsked[s] = m.now
+	for k := range min(free, len(m.moveQueue)) {
+		if m.moveQueue[k] == s {
+			m.moveQueue = slices.Delete(m.moveQueue, k, k+1)
+			delete(m.moveAsked, s)
+			m.moving[s] = m.now.Add(m.cfg.Lease)
+			return true
+		}
+	}
+	return false
+}
+
+// pruneMoves frees the places of slots that stopped importing (taken
+// over, unavailable, no longer ours) or whose attempt is over (a slot that
+// moved on to a takeover after a crash makes no further attempt), and
+// forgets waiting slots that did not ask for a Lease (they stopped
+// waiting): a slot that is still waiting asks on every Tick.
+// O(MaxMoves + waiting slots), on Ticks.
+func (m *Machine) pruneMoves() {
+	for s, until := range m.moving {
+		if m.slots[s].role != RoleImporting || !m.now.Before(until) {
+			delete(m.moving, s) // done, or its attempt is over
+		}
+	}
+	m.moveQueue = slices.DeleteFunc(m.moveQueue, func(s Slot) bool {
+		if m.slots[s].role != RoleImporting || m.now.Sub(m.moveAsked[s]) > m.cfg.Lease {
+			delete(m.moveAsked, s)
+			return true
+		}
+		return false
+	})
 }
 
 func (m *Machine) setPending(s Slot) {

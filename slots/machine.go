@@ -2,6 +2,7 @@ package slots
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,12 @@ type Machine struct {
 	ticking bool
 	slots   []slotInfo
 	out     []Effect
+	// Config.MaxMoves places for planned moves (see admitMove): the
+	// holders, each until its attempt is over, and the slots waiting for
+	// a place, first come first served, with when each last asked.
+	moving    map[Slot]time.Time
+	moveQueue []Slot
+	moveAsked map[Slot]time.Time
 }
 
 // slotInfo is the machine's state for one slot.
@@ -112,7 +119,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 	}
 	m := &Machine{
 		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
-		slots: make([]slotInfo, cfg.NumSlots),
+		slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 	}
 	for s, st := range persisted {
 		if int(s) >= cfg.NumSlots {
@@ -196,6 +203,7 @@ func (m *Machine) Step(ev Event) []Effect {
 			m.updateEvidence()
 		}
 		m.ticking = true
+		m.pruneMoves()
 		m.advanceAll()
 		m.ticking = false
 	case Restarted:
@@ -412,6 +420,12 @@ func (m *Machine) inPosition(s Slot) bool {
 	return o == m.cfg.Self || f == m.cfg.Self
 }
 
+// isTableOwner reports whether the table names node n owner of s.
+func (m *Machine) isTableOwner(s Slot, n string) bool {
+	o, _ := m.position(s)
+	return o != "" && o == n
+}
+
 func (m *Machine) inTable(name string) bool { return m.members[name] }
 
 // alive reports whether name is another node not declared dead.
@@ -577,9 +591,20 @@ func (m *Machine) Debug(s Slot) string {
 	si := &m.slots[s]
 	owner, follower := m.position(s)
 	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
-		"pending=%v retryAt=%s tried=%v take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
+		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
 		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderGone, si.grantor, si.releasedTo, si.grantedUntil.Format("15:04:05.000"),
-		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried,
+		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried, m.moveState(s),
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
 		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"))
+}
+
+// moveState describes slot s's place among the planned moves (Debug).
+func (m *Machine) moveState(s Slot) string {
+	if until, ok := m.moving[s]; ok {
+		return "held until " + until.Format("15:04:05.000")
+	}
+	if k := slices.Index(m.moveQueue, s); k >= 0 {
+		return fmt.Sprintf("waiting %d of %d (places held by %d)", k+1, len(m.moveQueue), len(m.moving))
+	}
+	return "-"
 }

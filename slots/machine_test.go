@@ -206,3 +206,60 @@ func TestLeftSuspectForgotten(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxMovesBoundsImports: a joiner takes its share of the slots with at
+// most Config.MaxMoves planned moves in flight at any moment (an owner seals
+// a slot, holding its fires and writes, only for an offer, which takes one
+// of the joiner's places), and still takes every one of them, each fired by
+// exactly one node.
+func TestMaxMovesBoundsImports(t *testing.T) {
+	const numSlots, maxMoves = 32, 2
+	c := bootstrapped(t, numSlots)
+	c.run(time.Second)
+	c.maxMoves = maxMoves
+	c.add("n4", nil)
+	c.stable = 4
+	c.tables(false)
+	n4 := c.m["n4"]
+	mine, most := 0, 0
+	for s := range numSlots {
+		if o, _ := n4.position(Slot(s)); o == "n4" {
+			mine++
+		}
+	}
+	if mine <= 2*maxMoves {
+		t.Fatalf("setup: the joiner owns %d slots in the new table, want more than %d", mine, 2*maxMoves)
+	}
+	for i := 0; i < 300; i++ {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		for range 100 {
+			c.deliver(1)
+			inFlight := 0
+			for _, n := range []string{"n1", "n2", "n3"} {
+				for s := range numSlots {
+					if si := &c.m[n].slots[s]; si.role == RoleSealing {
+						inFlight++
+					}
+				}
+			}
+			if inFlight > maxMoves {
+				t.Fatalf("%d slots are sealed for the joiner at once, want at most %d:\n%s", inFlight, maxMoves, c.states())
+			}
+			most = max(most, inFlight)
+		}
+		if n4.Counts().Owned == mine {
+			break
+		}
+	}
+	if got := n4.Counts().Owned; got != mine {
+		t.Fatalf("the joiner owns %d of its %d slots 30 s after joining:\n%s", got, mine, c.states())
+	}
+	if most != maxMoves {
+		t.Errorf("at most %d moves were in flight at once, want the bound %d reached", most, maxMoves)
+	}
+	for s := range numSlots {
+		if f := c.firing(Slot(s)); len(f) != 1 {
+			t.Errorf("slot %d fired by %v, want one node", s, f)
+		}
+	}
+}

@@ -181,6 +181,11 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 	if ev.Owner && ev.From == si.leader {
 		si.leaderOwns, si.leaderGone = true, false
 	}
+	if ev.From == si.handedTo && ev.Epoch == si.handedEpoch+1 && ev.Epoch == si.epoch {
+		// The node we handed the slot to knows the epoch: it got our
+		// handover, so advance need not repeat it.
+		si.handedTo = ""
+	}
 	switch {
 	case si.role == RoleOwner || si.role == RoleSealing:
 		// Two owners at one epoch cannot arise from these rules; if it does

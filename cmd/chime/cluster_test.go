@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/chime-scheduler/chime/slots"
 )
 
 // runClusterCLI runs `chime cluster args…` against the fake node f (when
@@ -261,6 +263,36 @@ func TestClusterCompareNames(t *testing.T) {
 	for _, tt := range tests {
 		if got := compareNames(tt.a, tt.b); got != tt.want {
 			t.Errorf("compareNames(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}
+
+func TestClusterFlagsMaxMoves(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    int
+		wantErr string
+	}{
+		{nil, slots.DefaultMaxMoves, ""},
+		{[]string{"--max-moves", "64"}, 64, ""},
+		{[]string{"--max-moves", "0"}, 0, "--max-moves 0: want at least 1"},
+	} {
+		var c clusterFlags
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		c.register(fs)
+		if err := fs.Parse(append([]string{"--gossip-addr", "127.0.0.1:0"}, tc.args...)); err != nil {
+			t.Fatal(err)
+		}
+		cc, err := c.config("token")
+		switch {
+		case tc.wantErr != "":
+			if err == nil || err.Error() != tc.wantErr {
+				t.Errorf("%v: err %v, want %q", tc.args, err, tc.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case cc.MaxMoves != tc.want:
+			t.Errorf("%v: MaxMoves %d, want %d", tc.args, cc.MaxMoves, tc.want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node"
 	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
 )
 
 // shutdownGrace is how long running callbacks get to finish on SIGTERM.
@@ -137,6 +138,7 @@ type clusterFlags struct {
 	addr, join, profile, key, label, secret     string
 	probeInterval, probeTimeout, gossipInterval time.Duration
 	antiEntropy                                 time.Duration
+	maxMoves                                    int
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
@@ -151,6 +153,8 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.gossipInterval, "gossip-interval", 0, "memberlist gossip interval (0: the profile's)")
 	fs.DurationVar(&c.antiEntropy, "anti-entropy-interval", node.DefaultClusterConfig(gossip.Config{}).AntiEntropyInterval,
 		"how long one anti-entropy pass over all slots takes (owners have replicas compare slot checksums; a copy that differs is resynced); 0 turns it off")
+	fs.IntVar(&c.maxMoves, "max-moves", slots.DefaultMaxMoves,
+		"slots this node takes over by a planned handover at once (join, drain); the others wait their turn")
 }
 
 // config returns the node's cluster config, or nil for a standalone node.
@@ -205,6 +209,10 @@ func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
 	}
 	cc := node.DefaultClusterConfig(g)
 	cc.AntiEntropyInterval = c.antiEntropy
+	if c.maxMoves < 1 {
+		return nil, fmt.Errorf("--max-moves %d: want at least 1", c.maxMoves)
+	}
+	cc.MaxMoves = c.maxMoves
 	for a := range strings.SplitSeq(c.join, ",") {
 		if a = strings.TrimSpace(a); a != "" && a != c.addr {
 			cc.Join = append(cc.Join, a)
