@@ -1,11 +1,15 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // End-to-end tests: an in-process node with a real Pebble store on disk and
@@ -425,5 +429,38 @@ func TestOverloadAnswers429AndLosesNothing(t *testing.T) {
 	}
 	if len(seen) != accepted {
 		t.Errorf("%d distinct tasks fired, want all %d acknowledged", len(seen), accepted)
+	}
+}
+
+// TestRefusedFireIsNotRunning: a fire the dispatcher refuses (it is
+// stopping, or its queue is full) stays in flight on disk but does not count
+// as a running callback, or a seal for a handover (a drain) would wait for
+// it until its cap; and the loop tries it again.
+func TestRefusedFireIsNotRunning(t *testing.T) {
+	tn := startNode(t, nil)
+	rcv := newReceiver(t)
+	tn.disp.close(context.Background()) // refuses every job from now on
+	if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "r1", "callback_url": rcv.url("/r"), "delay_ms": 0}, nil); code != 201 {
+		t.Fatalf("create: %d", code)
+	}
+	s := slots.Of("r1")
+	deadline := time.Now().Add(10 * time.Second)
+	for testutil.ToFloat64(tn.metrics.fireDeferred) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the refused fire was tried %v times in 10 s, want it tried again", testutil.ToFloat64(tn.metrics.fireDeferred))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	idle, err := tn.writer.sealCheck([]uint16{s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idle) != 1 {
+		t.Errorf("slot %d counts a callback that never started as running: a seal would wait for it", s)
+	}
+	var task map[string]any
+	tn.do(t, "GET", "/v1/tasks/r1", nil, &task)
+	if task["status"] != "scheduled" || task["fire_count"] != float64(0) {
+		t.Errorf("the refused task is %v with fire_count %v, want still scheduled, not fired", task["status"], task["fire_count"])
 	}
 }

@@ -421,7 +421,7 @@ func (w *writer) syncLoop() {
 					// wait for the slowest follower, up to failure detection.
 					for _, j := range g.jobs {
 						if !w.dispatch(j) {
-							w.metrics.fireDeferred.Inc()
+							w.undispatched(j)
 						}
 					}
 					g.jobs = nil
@@ -480,11 +480,24 @@ func (w *writer) finish(g *syncGroup) {
 	}
 	for _, j := range g.jobs {
 		if !w.dispatch(j) {
-			// Stopping: the fire stays persisted as in flight and is repeated
-			// with the same fire id after the restart.
-			w.metrics.fireDeferred.Inc()
+			w.undispatched(j)
 		}
 	}
+}
+
+// undispatched handles a fire the dispatcher refused (it is stopping, or
+// its queue is full). The fire stays persisted as in flight: the loop tries
+// it again shortly, and a restart or the slot's next owner repeats it with
+// the same fire id. It no longer counts as running, so a seal for a handover
+// (a drain) does not wait for a callback that never started. Before, the
+// entry stayed, and a drain that raced a fire of its slot waited for its cap.
+// Writer goroutine only.
+func (w *writer) undispatched(j *fireJob) {
+	w.metrics.fireDeferred.Inc()
+	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
+		delete(w.running, j.TaskID)
+	}
+	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
 }
 
 // get returns the current record of id: the group's own write if any, else
