@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
@@ -191,6 +192,48 @@ func (n *Node) handlePut(w http.ResponseWriter, r *http.Request) {
 	n.writeTask(w, r, opPut, id)
 }
 
+// moveWait is how long a request for a slot that this node's table gives
+// it, but that it does not hold yet (the slot is moving here: the old
+// owner seals and hands it over), is held for the handover before it is
+// answered 503 with Retry-After.
+const moveWait = 2 * time.Second
+
+// awaitHeld waits until this node holds every slot of ss as its owner (at
+// most moveWait, or until ctx ends) and reports whether it does. A
+// standalone node holds every slot.
+func (n *Node) awaitHeld(ctx context.Context, ss ...uint16) bool {
+	if n.ctl == nil {
+		return true
+	}
+	held := func() bool {
+		for _, s := range ss {
+			if n.ctl.holds(s) == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if held() {
+		return true
+	}
+	deadline := time.NewTimer(moveWait)
+	defer deadline.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return held()
+		case <-deadline.C:
+			return held()
+		case <-poll.C:
+			if held() {
+				return true
+			}
+		}
+	}
+}
+
 // routedNoBody forwards a request without a body for id to its owner; it
 // reports whether it answered.
 func (n *Node) routedNoBody(w http.ResponseWriter, r *http.Request, id string) bool {
@@ -216,6 +259,7 @@ func (n *Node) writeTask(w http.ResponseWriter, r *http.Request, kind opKind, pa
 		n.routed(w, r, t.ID, body)
 		return
 	}
+	n.awaitHeld(r.Context(), t.Slot)
 	if e := n.overloaded(); e != nil {
 		writeError(w, e)
 		return
@@ -290,6 +334,13 @@ func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	remote := n.splitBatch(r, body, req.Tasks, tasks, results)
+	var local []uint16
+	for _, t := range tasks {
+		if t != nil {
+			local = append(local, t.Slot)
+		}
+	}
+	n.awaitHeld(r.Context(), local...)
 	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
 	if slices.ContainsFunc(tasks, func(t *storage.Task) bool { return t != nil }) {
 		if err := n.writer.submit(r.Context().Done(), op); err != nil {
@@ -331,6 +382,12 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 	if n.routedNoBody(w, r, id) {
 		return
 	}
+	if !n.awaitHeld(r.Context(), slots.Of(id)) {
+		// The copy here may lack the task (still catching up) or be one
+		// the slot's holder has moved past: say so rather than 404.
+		writeError(w, errNotOwner)
+		return
+	}
 	t, err := n.store.Get(slots.Of(id), id)
 	if err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
@@ -352,6 +409,7 @@ func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if n.routedNoBody(w, r, id) {
 		return
 	}
+	n.awaitHeld(r.Context(), slots.Of(id))
 	op := &writeOp{kind: opDelete, id: id}
 	if err := n.writer.submit(r.Context().Done(), op); err != nil {
 		writeError(w, asError(err))
@@ -375,6 +433,7 @@ func (n *Node) handleOne(kind opKind, status int) http.HandlerFunc {
 		if n.routedNoBody(w, r, id) {
 			return
 		}
+		n.awaitHeld(r.Context(), slots.Of(id))
 		op := &writeOp{kind: kind, id: id, now: n.now().UnixNano()}
 		if err := n.writer.submit(r.Context().Done(), op); err != nil {
 			writeError(w, asError(err))
