@@ -309,9 +309,11 @@ func TestFaultRestartStale(t *testing.T) {
 				// Fired and completed before n3 goes.
 				c.create(ids("early", 30, tb, held), start.Add(500*time.Millisecond), 50*time.Millisecond)
 				// Due while n3 is away (it goes at 2.5 s; the others take
-				// it out of their tables within ~4.5 s after a crash or a
-				// drain), and after it is back.
-				down := start.Add(9 * time.Second)
+				// it out of their tables within ~4.5 s after a crash, and
+				// a stop takes up to its drain cap of 10 s: it waits for
+				// running callbacks, then hands every slot over), and
+				// after it is back.
+				down := start.Add(16 * time.Second)
 				away := ids("down", 40, tb, held)
 				c.create(away, down, 25*time.Millisecond) // over 1 s
 				late := down.Add(3 * time.Second)
@@ -323,6 +325,7 @@ func TestFaultRestartStale(t *testing.T) {
 				} else {
 					c.crash(2)
 				}
+				t.Logf("%v: n3 is gone (%s)", fakeClock{}, how)
 				c.waitReady(0, 1)
 				deleted := append(slices.Clone(away[:15]), keep[:20]...)
 				for _, id := range deleted {
