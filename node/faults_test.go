@@ -295,11 +295,6 @@ func TestFaultRestartStale(t *testing.T) {
 	t.Parallel()
 	for _, how := range []string{"stop", "crash"} {
 		t.Run(how, func(t *testing.T) {
-			if how == "stop" {
-				knownBug(t, "after a graceful stop and restart with stale data, a task deleted while the node "+
-					"was away sometimes fires again (1 run in 3 on 9192336, 2 in 6 with anti-entropy; "+
-					"not diagnosed: the restarted node's copy is not yet shown to be fenced before it fires)")
-			}
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
 				c := newFaultCluster(t, 3, 17)
