@@ -36,6 +36,8 @@ type ctl struct {
 	m      *slots.Machine
 	cfg    slots.Config
 	voters slots.Voters // whom the majority is counted among (run loop only)
+	// savedVoters are the voters last persisted: a restart starts from them.
+	savedVoters []string
 
 	mu    sync.Mutex
 	queue []any // slots.Event or a ctl-internal event
@@ -445,6 +447,16 @@ func (c *ctl) tableEvent(v *view) (_ []slots.Effect, stepped bool) {
 		}
 	}
 	sees, stable := c.voters.Count(members, alive)
+	if !c.voters.Is(c.savedVoters) {
+		// Durable before the machine acts on them, so that a restart does
+		// not start from its first view (see slots.Voters).
+		vs := c.voters.Members()
+		if err := c.n.store.SetVoters(vs); err != nil {
+			c.n.log.Error("save voters", "voters", vs, "err", err)
+		} else {
+			c.savedVoters = vs
+		}
+	}
 	effs := c.m.Step(slots.TableChanged{Table: v.table, StableSize: stable, Sees: sees, Bootstrap: boot})
 	c.hadTable = true
 	if c.fresh && (boot || len(effs) > 0) {

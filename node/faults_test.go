@@ -357,6 +357,14 @@ func TestFaultRestartStale(t *testing.T) {
 					}
 				}
 				report(t, c.check(checkOpts{}))
+				// Every node persisted the voters it counts its majority
+				// among (the three of them again once n3 is back), so a
+				// restart starts from them, not from its first view.
+				for i, fn := range c.nodes {
+					if v, err := fn.n.store.Voters(); err != nil || !slices.Equal(v, []string{"n1", "n2", "n3"}) {
+						t.Errorf("n%d's persisted voters %v, %v; want [n1 n2 n3]", i+1, v, err)
+					}
+				}
 				c.close()
 			})
 		})

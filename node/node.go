@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -188,6 +189,12 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
+		voters, err := st.Voters()
+		if err != nil {
+			st.Close()
+			return err
+		}
+		ct.voters, ct.savedVoters = *slots.NewVoters(voters), voters
 		n.ctl = ct
 		wr.repl.ctl = ct
 		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)

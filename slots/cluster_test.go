@@ -64,7 +64,7 @@ type cluster struct {
 	maxDelay time.Duration
 	maxMoves int // Config.MaxMoves of machines created from now on (0: the default)
 	// voters, if set, counts each node's majority as node does (Voters,
-	// reset by a restart) instead of against stable.
+	// kept across restarts) instead of against stable.
 	voters map[string]*Voters
 }
 
@@ -130,8 +130,10 @@ func (c *cluster) crash(name string) {
 }
 
 func (c *cluster) restart(name string) {
-	if c.voters != nil {
-		c.voters[name] = &Voters{} // a new process
+	if c.voters != nil && c.voters[name] != nil {
+		// A new process, with the voters it persisted (node saves them
+		// whenever they change).
+		c.voters[name] = NewVoters(c.voters[name].Members())
 	}
 	c.boot[name]++
 	c.known[name] = nil // a new process has heard of nobody's boot yet

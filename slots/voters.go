@@ -20,10 +20,23 @@ import "slices"
 // three whose other two nodes died stays a minority until one returns,
 // whoever joins it.
 //
-// The zero value adopts the first view it counts (a new or restarted
-// node). Not safe for concurrent use.
+// The zero value adopts the first view it counts (a new node). A node
+// restarts with the voters it had (NewVoters with what it persisted), or a
+// restart on the small side of a partition that grew by joins would adopt
+// the small side's view. Not safe for concurrent use.
 type Voters struct {
 	ref []string // sorted; nil before the first view
+}
+
+// NewVoters returns Voters that start from the given voters (nil: adopt
+// the first view).
+func NewVoters(voters []string) *Voters {
+	if voters == nil {
+		return &Voters{}
+	}
+	ref := slices.Clone(voters)
+	slices.Sort(ref)
+	return &Voters{ref: slices.Compact(ref)}
 }
 
 // Count returns Sees and StableSize for a view: members are the nodes it
@@ -68,3 +81,6 @@ func (v *Voters) Count(members, alive []string) (sees, stable int) {
 
 // Members returns the current voters, sorted (nil before the first view).
 func (v *Voters) Members() []string { return slices.Clone(v.ref) }
+
+// Is reports whether the voters are exactly names (sorted).
+func (v *Voters) Is(names []string) bool { return v.ref != nil && slices.Equal(v.ref, names) }

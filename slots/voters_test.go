@@ -74,3 +74,20 @@ func TestVoters(t *testing.T) {
 		})
 	}
 }
+
+// TestVotersRestored: a node that restarts with its voters stays a minority
+// on the small side of a partition that grew by joins, where fresh Voters
+// would adopt the view.
+func TestVotersRestored(t *testing.T) {
+	members, alive := []string{"n1", "n2", "n3", "n4", "n5"}, []string{"n1", "n4", "n5"}
+	v := NewVoters([]string{"n3", "n1", "n2", "n1"})
+	if got := v.Members(); !slices.Equal(got, []string{"n1", "n2", "n3"}) {
+		t.Fatalf("restored voters %v, want [n1 n2 n3]", got)
+	}
+	if sees, stable := v.Count(members, alive); sees != 1 || stable != 3 {
+		t.Errorf("restored: Count = %d of %d, want 1 of 3", sees, stable)
+	}
+	if sees, stable := NewVoters(nil).Count(members, alive); sees != 3 || stable != 5 {
+		t.Errorf("new: Count = %d of %d, want 3 of 5 (the first view)", sees, stable)
+	}
+}

@@ -25,7 +25,7 @@
 //	history    's' slot 'H' id 0x00 seq(uint64)             msgpack Execution
 //	slot meta  's' slot 'M'                                 msgpack SlotMeta (epoch, seq, role)
 //	checksum   's' slot 'C'                                 Checksum: sum(u64) count(u64)
-//	node meta  'n' name                                     node-local ("checksums": scheme version)
+//	node meta  'n' name                                     node-local ("checksums": scheme version; "voters")
 //
 // Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
 // streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.

@@ -28,6 +28,9 @@ var (
 	// store maintains (ChecksumVersion); Open rebuilds every slot's
 	// checksum when it is missing or different.
 	nodeKeyChecksums = []byte("nchecksums")
+	// nodeKeyVoters holds the members the node counts its majority among
+	// (slots.Voters), newline-separated, so a restart keeps them.
+	nodeKeyVoters = []byte("nvoters")
 )
 
 // histSep ends the id inside a history key. IDs never contain it, so the
