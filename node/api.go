@@ -33,6 +33,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/trigger", n.handleOne(opTrigger, http.StatusAccepted))
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", n.handleExecutions)
 	mux.HandleFunc("GET /v1/cluster", n.handleCluster)
+	mux.HandleFunc("POST /v1/cluster/members/{name}/forget", n.handleForget)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
 	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
 	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)

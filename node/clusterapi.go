@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -205,4 +207,31 @@ func mergePages(pages []listPage, limit int) (listPage, error) {
 		out.Tasks = []TaskResponse{}
 	}
 	return out, nil
+}
+
+// handleForget serves POST /v1/cluster/members/{name}/forget: an operator
+// declares a dead member gone for good (gossip.Membership.Forget). Every
+// member then counts it as left: its slots' grants and its vote no longer
+// count, so a cluster that lost a majority of its voters for good can go on
+// (slots.Voters). Only a member this node sees dead may be forgotten.
+func (n *Node) handleForget(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if n.cluster == nil {
+		writeError(w, &Error{Code: CodeInvalidArgument, Field: "name", Message: "a standalone node has no members to forget"})
+		return
+	}
+	if _, ok := n.view.Load().member(name); !ok || name == n.cfg.Name {
+		writeError(w, &Error{Code: CodeNotFound, Field: "name", Message: fmt.Sprintf("no other member is named %q", name)})
+		return
+	}
+	if err := n.cluster.mem.Forget(name); err != nil {
+		if errors.Is(err, gossip.ErrNotDead) {
+			writeError(w, &Error{Code: CodeConflict, Field: "name", Message: err.Error() + ": only a dead member can be forgotten"})
+			return
+		}
+		writeError(w, &Error{Code: CodeNotFound, Field: "name", Message: err.Error()})
+		return
+	}
+	n.log.Warn("member forgotten by an operator: it counts as left", "member", name)
+	writeJSON(w, http.StatusOK, map[string]string{"forgotten": name})
 }

@@ -952,10 +952,11 @@ func memberChangeList(old, cur []gossip.Member) []namedChange {
 			}
 		case p.Meta.BootID != m.Meta.BootID:
 			out = append(out, namedChange{"restart", m.Name})
-		case p.Up() && m.Status == gossip.StatusLeft:
+		case p.Status != gossip.StatusLeft && m.Status == gossip.StatusLeft:
 			// It left: once it handed its slots over, or when its drain
 			// gave up (a cap, a peer it could not reach). Then its slots
-			// fail over as from a dead node, once its leases ran out.
+			// fail over as from a dead node, once its leases ran out. Or,
+			// dead already, an operator forgot it (gone for good).
 			out = append(out, namedChange{"left", m.Name})
 		case p.Up() && !m.Up():
 			out = append(out, namedChange{"dead", m.Name})

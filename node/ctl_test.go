@@ -72,6 +72,7 @@ func TestMemberChangeList(t *testing.T) {
 		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []namedChange{{"dead", "a"}}},
 		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []namedChange{{"dead", "a"}}},
 		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []namedChange{{"left", "a"}}},
+		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []namedChange{{"left", "a"}}},
 		{"left then dead", []gossip.Member{m("a", left, 1)}, []gossip.Member{m("a", dead, 1)}, nil},
 		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []namedChange{{"join", "a"}}},
 		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []namedChange{{"restart", "a"}}},

@@ -370,3 +370,43 @@ func TestFaultRestartStale(t *testing.T) {
 		})
 	}
 }
+
+// Two of three nodes are lost for good. The survivor stops firing (one of
+// its three voters), and a node that joins it does not make a majority:
+// from where it stands, the two could be alive on the far side of a
+// partition. An operator forgets them (POST
+// /v1/cluster/members/{name}/forget): they count as left, the survivor and
+// the joiner are a majority again, and the survivor fires its own slots
+// (those whose copies died with both lost nodes stay unavailable).
+func TestFaultForgetLostNodes(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultCluster(t, 3, 19)
+		first := time.Now().Add(20 * time.Second)
+		c.create(ids("mine", 30, c.table(0), ownedBy("n1")), first, 50*time.Millisecond)
+		c.crash(1)
+		c.crash(2)
+		j := c.add()
+		c.start(j, c.seeds(1))
+		sleepUntil(time.Now().Add(10 * time.Second))
+		if f := c.nodes[0].n.ctl.counts.Load().Firing; f != 0 {
+			t.Errorf("%v: n1 fires %d slots with two of its three voters lost and a joiner, want none", fakeClock{}, f)
+		}
+		forget := func(name string, want int) {
+			t.Helper()
+			if code, _ := c.send(0, http.MethodPost, "/v1/cluster/members/"+name+"/forget", nil, want); code != want {
+				t.Errorf("forget %s: %d, want %d", name, code, want)
+			}
+		}
+		forget("n4", http.StatusConflict) // alive
+		forget("nobody", http.StatusNotFound)
+		forget("n2", http.StatusOK)
+		forget("n3", http.StatusOK)
+		c.settle(first.Add(1500*time.Millisecond + faultsSettle))
+		if f := c.nodes[0].n.ctl.counts.Load().Firing; f == 0 {
+			t.Errorf("%v: n1 fires nothing after the lost nodes were forgotten", fakeClock{})
+		}
+		report(t, c.check(checkOpts{}))
+		c.close()
+	})
+}

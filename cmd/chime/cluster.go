@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -21,6 +22,9 @@ const clusterUsage = `usage: chime cluster <verb> [flags]
 
 verbs:
   status             members, their state, addresses and slots, as seen by one node
+  forget NAME        declare a dead member gone for good: every member counts it as left,
+                     so the others can be a majority without it (only for a node that will
+                     never come back: one alive behind a partition would then own slots twice)
 
 flags:
   --addr URL         node to ask (default $CHIME_ADDR, else ` + defaultAddr + `)
@@ -54,6 +58,8 @@ func (cc *clusterCmd) run(ctx context.Context, args []string) error {
 		return nil
 	case "status":
 		return cc.status(ctx, rest)
+	case "forget":
+		return cc.forget(ctx, rest)
 	default:
 		fmt.Fprint(cc.stderr, clusterUsage)
 		return fmt.Errorf("cluster: unknown verb %q", verb)
@@ -97,6 +103,37 @@ func (cc *clusterCmd) status(ctx context.Context, args []string) error {
 		return err
 	}
 	return cc.write(buf.Bytes())
+}
+
+// forget runs `forget NAME`: POST /v1/cluster/members/NAME/forget.
+func (cc *clusterCmd) forget(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cluster forget", flag.ContinueOnError)
+	fs.SetOutput(cc.stderr)
+	fs.Usage = func() {
+		fmt.Fprint(cc.stderr, "usage: chime cluster forget NAME [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	var cf commonFlags
+	cf.register(fs)
+	pos, help, err := parseArgs(fs, args)
+	if help || err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("cluster forget: want exactly one member name")
+	}
+	c, err := cc.client(&cf)
+	if err != nil {
+		return err
+	}
+	ans, err := c.do(ctx, "POST", "/v1/cluster/members/"+url.PathEscape(pos[0])+"/forget", nil, nil)
+	if err != nil {
+		return err
+	}
+	if cf.json {
+		return cc.printJSON(ans.body)
+	}
+	return cc.write([]byte(pos[0] + " forgotten: every member counts it as left\n"))
 }
 
 // clusterView is the part of GET /v1/cluster the table shows. As in

@@ -171,6 +171,8 @@ func TestClusterStatusErrors(t *testing.T) {
 		{"unknown verb", []string{"members"}, `cluster: unknown verb "members"`},
 		{"help", []string{"-h"}, ""},
 		{"extra argument", []string{"status", "n1"}, `cluster status: unexpected argument "n1"`},
+		{"forget without a name", []string{"forget"}, "cluster forget: want exactly one member name"},
+		{"forget two", []string{"forget", "n1", "n2"}, "cluster forget: want exactly one member name"},
 	}
 	for _, tt := range usage {
 		t.Run(tt.name, func(t *testing.T) {
@@ -294,5 +296,20 @@ func TestClusterFlagsMaxMoves(t *testing.T) {
 		case cc.MaxMoves != tc.want:
 			t.Errorf("%v: MaxMoves %d, want %d", tc.args, cc.MaxMoves, tc.want)
 		}
+	}
+}
+
+func TestClusterForget(t *testing.T) {
+	f := newFakeNode(t, constant(200, `{"forgotten":"n2"}`))
+	res := runClusterCLI(t, f, nil, "forget", "n2")
+	if res.err != nil || res.stdout != "n2 forgotten: every member counts it as left\n" {
+		t.Errorf("cluster forget n2: %v, stdout %q", res.err, res.stdout)
+	}
+	if r := f.onlyRequest(t); r.Method != "POST" || r.Path != "/v1/cluster/members/n2/forget" {
+		t.Errorf("request %s %s, want POST /v1/cluster/members/n2/forget", r.Method, r.Path)
+	}
+	f = newFakeNode(t, constant(409, `{"error":{"code":"conflict","message":"n2 is alive","field":"name"}}`))
+	if res := runClusterCLI(t, f, nil, "forget", "n2"); res.err == nil || !strings.Contains(res.err.Error(), "409 conflict") {
+		t.Errorf("cluster forget of a live member: %v, want the 409", res.err)
 	}
 }

@@ -344,6 +344,39 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	return nil
 }
 
+// ErrNotDead is returned by Forget for a member that is not dead.
+var ErrNotDead = errors.New("gossip: only a dead member can be forgotten")
+
+// Forget declares that member name, which this node sees dead, is gone
+// for good: it gossips a leave intent on the member's behalf (for the run
+// it last saw), so every member counts it as left instead of dead, now or
+// once it declares it dead. An operator's override for a node that will not
+// come back (its machine is lost): a node that left counts towards no
+// majority. Forgetting a node that is alive on the far side of a partition
+// breaks that guarantee; hence a member that is alive or suspect here is
+// refused. The node comes back if it restarts (a new run).
+func (m *Membership) Forget(name string) error {
+	m.mu.Lock()
+	e := m.mu.view[name]
+	if e == nil || name == m.cfg.Name {
+		m.mu.Unlock()
+		return fmt.Errorf("gossip: forget %q: not a member", name)
+	}
+	switch e.m.Status {
+	case StatusLeft:
+		m.mu.Unlock()
+		return nil
+	case StatusDead:
+	default:
+		m.mu.Unlock()
+		return fmt.Errorf("%w: %s is %s", ErrNotDead, name, e.m.Status)
+	}
+	li := leaveIntent{Name: name, BootID: e.m.Meta.BootID}
+	m.mu.Unlock()
+	m.leaveIntent(li) // marks it left here and gossips the intent on
+	return nil
+}
+
 // sendLeaveIntent marks this node leaving in its own view and queues its
 // leave intent, waiting up to timeout (0: no limit) until it has been
 // retransmitted enough, unless no other member is up to receive it.

@@ -457,3 +457,42 @@ func TestLossyNetworkConverges(t *testing.T) {
 		c.close()
 	})
 }
+
+// TestForgetDeadMember: an operator forgets a crashed member through one
+// node; every member then sees it left, not dead. A member that is up is
+// refused.
+func TestForgetDeadMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 4, nil)
+		c.joinAll()
+		time.Sleep(5 * time.Second)
+		n1, n4 := c.nodes[0], c.nodes[3]
+		if err := n1.m.Forget("n2"); !errors.Is(err, gossip.ErrNotDead) {
+			t.Errorf("Forget(n2), alive: %v, want ErrNotDead", err)
+		}
+		if err := n1.m.Forget("nobody"); err == nil {
+			t.Error("Forget(nobody) succeeded")
+		}
+		c.net.Crash(n4.addr)
+		nextEvent(t, n1.m, time.Minute, func(ev gossip.Event) bool {
+			return ev.Kind == gossip.EventLeave && ev.Member.Name == "n4" && ev.Member.Status == gossip.StatusDead
+		})
+		if err := n1.m.Forget("n4"); err != nil {
+			t.Fatalf("Forget(n4), dead: %v", err)
+		}
+		for _, nd := range c.nodes[:3] {
+			deadline := time.Now().Add(10 * time.Second)
+			for !hasStatus(nd.m, "n4", gossip.StatusLeft) {
+				if time.Now().After(deadline) {
+					mb, _ := member(nd.m, "n4")
+					t.Fatalf("%s sees n4 %v 10 s after it was forgotten, want left", nd.name, mb.Status)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if err := n1.m.Forget("n4"); err != nil {
+			t.Errorf("Forget(n4) again: %v, want nil", err)
+		}
+		c.close()
+	})
+}
