@@ -66,24 +66,33 @@ func (cc *clusterCmd) run(ctx context.Context, args []string) error {
 	}
 }
 
-// status runs `status`: GET /v1/cluster, printed as a table or as JSON.
-func (cc *clusterCmd) status(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("cluster status", flag.ContinueOnError)
+// parseVerb parses the flags of `chime cluster <verb>` (synopsis: the verb
+// and its arguments, for the usage) and returns them with the positional
+// arguments. done is set after -h or a bad flag (the usage or the error is
+// printed already); the verb then returns err.
+func (cc *clusterCmd) parseVerb(verb, synopsis string, args []string) (cf *commonFlags, pos []string, done bool, err error) {
+	fs := flag.NewFlagSet("cluster "+verb, flag.ContinueOnError)
 	fs.SetOutput(cc.stderr)
 	fs.Usage = func() {
-		fmt.Fprint(cc.stderr, "usage: chime cluster status [flags]\n\nflags:\n")
+		fmt.Fprintf(cc.stderr, "usage: chime cluster %s [flags]\n\nflags:\n", synopsis)
 		fs.PrintDefaults()
 	}
-	var cf commonFlags
+	cf = &commonFlags{}
 	cf.register(fs)
 	pos, help, err := parseArgs(fs, args)
-	if help || err != nil {
+	return cf, pos, help || err != nil, err
+}
+
+// status runs `status`: GET /v1/cluster, printed as a table or as JSON.
+func (cc *clusterCmd) status(ctx context.Context, args []string) error {
+	cf, pos, done, err := cc.parseVerb("status", "status", args)
+	if done {
 		return err
 	}
 	if len(pos) > 0 {
 		return fmt.Errorf("cluster status: unexpected argument %q", pos[0])
 	}
-	c, err := cc.client(&cf)
+	c, err := cc.client(cf)
 	if err != nil {
 		return err
 	}
@@ -107,22 +116,14 @@ func (cc *clusterCmd) status(ctx context.Context, args []string) error {
 
 // forget runs `forget NAME`: POST /v1/cluster/members/NAME/forget.
 func (cc *clusterCmd) forget(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("cluster forget", flag.ContinueOnError)
-	fs.SetOutput(cc.stderr)
-	fs.Usage = func() {
-		fmt.Fprint(cc.stderr, "usage: chime cluster forget NAME [flags]\n\nflags:\n")
-		fs.PrintDefaults()
-	}
-	var cf commonFlags
-	cf.register(fs)
-	pos, help, err := parseArgs(fs, args)
-	if help || err != nil {
+	cf, pos, done, err := cc.parseVerb("forget", "forget NAME", args)
+	if done {
 		return err
 	}
 	if len(pos) != 1 {
 		return errors.New("cluster forget: want exactly one member name")
 	}
-	c, err := cc.client(&cf)
+	c, err := cc.client(cf)
 	if err != nil {
 		return err
 	}
