@@ -34,6 +34,11 @@ type cluster struct {
 	group      map[string]int // partition group; equal groups reach each other
 	draining   map[string]bool
 	paused     map[string]time.Time // frozen process (GC or VM stall) until then
+	// busy: a loaded node's run loop is stuck until then (a long step,
+	// a starved goroutine): its network and failure detector work, but
+	// messages to it and its ticks wait. When it resumes it re-reads its
+	// view, as node does after a tick gap.
+	busy map[string]time.Time
 	ticks      int
 	probeEvery int // ticks between signs of life (0 or 1: every tick)
 	stable     int // stable cluster size for the majority check
@@ -48,8 +53,10 @@ type cluster struct {
 	// bootstrapped the slot, or installed a snapshot from a node that had
 	// it. A machine may only claim a valid replica it has.
 	has map[string][]bool
-	// owners[s][e] is the one node that ever took epoch e of slot s.
-	owners []map[Epoch]string
+	// owners[s][e] is the one node that ever took epoch e of slot s, and
+	// ownerBoot[s][e] its boot (restart count) when it took it.
+	owners    []map[Epoch]string
+	ownerBoot []map[Epoch]int
 
 	// boot[n] counts n's restarts; known[o][n] is the boot of n that o
 	// has heard of (memberlist metadata carries it).
@@ -63,6 +70,8 @@ type cluster struct {
 	dropProb float64
 	maxDelay time.Duration
 	maxMoves int // Config.MaxMoves of machines created from now on (0: the default)
+	// deadAfter is Config.DeadAfter of machines created from now on.
+	deadAfter time.Duration
 	// voters, if set, counts each node's majority as node does (Voters,
 	// kept across restarts) instead of against stable.
 	voters map[string]*Voters
@@ -72,10 +81,10 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 	return &cluster{
 		t: t, numSlots: numSlots, m: map[string]*Machine{}, alive: map[string]bool{},
 		group: map[string]int{}, draining: map[string]bool{}, disk: map[string]map[Slot]SlotState{},
-		paused: map[string]time.Time{},
+		paused: map[string]time.Time{}, busy: map[string]time.Time{},
 		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
 		boot: map[string]int{}, known: map[string]map[string]int{},
-		owners: make([]map[Epoch]string, numSlots),
+		owners: make([]map[Epoch]string, numSlots), ownerBoot: make([]map[Epoch]int, numSlots),
 	}
 }
 
@@ -91,6 +100,7 @@ func (c *cluster) run(d time.Duration) {
 func (c *cluster) config(name string) Config {
 	cfg := DefaultLocalConfig(name)
 	cfg.NumSlots = c.numSlots
+	cfg.DeadAfter = c.deadAfter
 	if c.maxMoves != 0 {
 		cfg.MaxMoves = c.maxMoves
 	}
@@ -229,7 +239,10 @@ func (c *cluster) stepMsg(msg message) {
 				c.t.Fatalf("slot %d epoch %d taken by %s, already taken by %s", e.Slot, e.State.Epoch, name, o)
 			}
 			if c.owners[e.Slot] == nil {
-				c.owners[e.Slot] = map[Epoch]string{}
+				c.owners[e.Slot], c.ownerBoot[e.Slot] = map[Epoch]string{}, map[Epoch]int{}
+			}
+			if _, ok := c.owners[e.Slot][e.State.Epoch]; !ok {
+				c.ownerBoot[e.Slot][e.State.Epoch] = c.boot[name]
 			}
 			c.owners[e.Slot][e.State.Epoch] = name
 		}
@@ -245,7 +258,11 @@ func (c *cluster) route(from string, e Effect) {
 			d = time.Duration(c.rng.Int64N(int64(c.maxDelay)))
 		}
 		_, snap := ev.(SnapshotComplete)
-		c.queue = append(c.queue, message{from: from, to: to, ev: ev, at: c.now.Add(d), has: snap && c.has[from][e.(SendSnapshot).Slot]})
+		at := c.now.Add(d)
+		if b := c.busy[to]; b.After(at) {
+			at = b
+		}
+		c.queue = append(c.queue, message{from: from, to: to, ev: ev, at: at, has: snap && c.has[from][e.(SendSnapshot).Slot]})
 	}
 	switch e := e.(type) {
 	case Persist:
@@ -416,8 +433,23 @@ func (c *cluster) tick(now time.Time) {
 			}
 		}
 	}
+	resumed := map[string]bool{}
 	for _, n := range c.names {
-		if c.running(n) {
+		if b, ok := c.busy[n]; ok && !now.Before(b) {
+			delete(c.busy, n)
+			if c.running(n) {
+				resumed[n] = true
+				// A gap: the view is stale, and node re-reads it at once.
+				// It is the view the node had (its failure detector has
+				// not caught up with anything new meanwhile).
+				c.step(n, Tick{Now: now})
+				m := c.m[n]
+				c.step(n, TableChanged{Table: m.table, StableSize: m.stable, Sees: m.sees})
+			}
+		}
+	}
+	for _, n := range c.names {
+		if _, busy := c.busy[n]; c.running(n) && !busy && !resumed[n] {
 			c.step(n, Tick{Now: now})
 		}
 	}
@@ -429,7 +461,7 @@ func (c *cluster) tick(now time.Time) {
 	}
 	for _, a := range c.names {
 		for _, b := range c.names {
-			if a != b && c.reaches(a, b) && !c.m[b].dead[a] {
+			if _, busy := c.busy[b]; a != b && c.reaches(a, b) && !c.m[b].dead[a] && !busy {
 				if effs := c.m[b].Step(MemberAlive{Name: a}); len(effs) > 0 {
 					c.t.Fatalf("%s: MemberAlive{%s} as a sign of life caused %v", b, a, effs)
 				}
@@ -447,6 +479,24 @@ func (c *cluster) checkEpoch(name string, s Slot) {
 		c.t.Fatalf("%s slot %d epoch went from %d down to %d", name, s, c.epochs[name][s], e)
 	}
 	c.epochs[name][s] = e
+}
+
+// lastOwner returns the node that took slot s's highest epoch, and
+// whether it still runs that very process and holds the epoch as owner:
+// then it holds every acknowledged write and nothing can excuse the slot
+// from firing, whoever else crashed.
+func (c *cluster) lastOwner(s Slot) (name string, holds bool) {
+	var top Epoch
+	for e, n := range c.owners[s] {
+		if e >= top {
+			top, name = e, n
+		}
+	}
+	if name == "" || !c.alive[name] || c.boot[name] != c.ownerBoot[s][top] {
+		return name, false
+	}
+	st := c.m[name].State(s)
+	return name, st.Epoch == top && st.Role == RoleOwner
 }
 
 // checkFiring asserts that no two live nodes fire slot s at once, in a

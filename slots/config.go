@@ -41,6 +41,17 @@ type Config struct {
 	// Settle or more also voids the grants held (see Machine.Step, Tick).
 	// Settle must stay below memberlist's time to declare a node dead.
 	Pause time.Duration
+	// DeadAfter is the shortest time the failure detector takes to
+	// declare a silent node dead (memberlist: a probe timeout plus the
+	// minimum suspicion timeout). No node can have declared us dead, and
+	// so no grantee of ours promoted nor any owner forgot our grant,
+	// unless we were silent to the majority at least this long. A pause
+	// or a lapse of the majority evidence shorter than that voids no
+	// grant and restores no suspect forgotten as dead (see Tick,
+	// updateEvidence): a node whose acks are slowed by load does not stop
+	// its slots until that dead node returns. 0 means Settle, the most
+	// cautious value; it must not be below Settle.
+	DeadAfter time.Duration
 	// MaxMoves bounds how many slots this node takes over by a planned
 	// move at once (catching up from a snapshot, offering, being handed
 	// over); the others stay importing until a place is free. It bounds
@@ -56,6 +67,11 @@ func (c Config) pause() time.Duration {
 		return c.Pause
 	}
 	return c.Settle / 4
+}
+
+// deadAfter returns Config.DeadAfter, Settle if unset.
+func (c Config) deadAfter() time.Duration {
+	return max(c.DeadAfter, c.Settle)
 }
 
 // DefaultConfig returns the production settings (research/cluster-design.md
@@ -101,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if c.Pause < 0 || (c.Pause > 0 && c.Pause >= c.Settle/2) {
 		errs = append(errs, fmt.Errorf("slots: Config.Pause %v must be below Settle/2 (%v)", c.Pause, c.Settle/2))
+	}
+	if c.DeadAfter != 0 && c.DeadAfter < c.Settle {
+		errs = append(errs, fmt.Errorf("slots: Config.DeadAfter %v must not be below Settle (%v)", c.DeadAfter, c.Settle))
 	}
 	if c.MaxMoves < 0 {
 		errs = append(errs, fmt.Errorf("slots: Config.MaxMoves %d must not be negative", c.MaxMoves))

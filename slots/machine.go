@@ -32,7 +32,8 @@ type Machine struct {
 	// majority that a stale view cannot fake (see quorate).
 	heard      map[string]time.Time
 	evMajority bool      // heard from a majority within Settle (as of the last Tick)
-	evSince    time.Time // since when evMajority has held
+	evSince    time.Time // since when the evidence has held, lapses shorter than DeadAfter aside
+	evBroken   bool      // a lapse of DeadAfter or more (lostMajority): evSince restarts
 	// viewAt is when the membership view last changed (see Config.Settle).
 	viewAt time.Time
 	// staleView is set by a pause (a gap between ticks over Settle/4): the
@@ -119,7 +120,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 	}
 	m := &Machine{
 		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
-		slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
+		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 	}
 	for s, st := range persisted {
 		if int(s) >= cfg.NumSlots {
@@ -186,14 +187,13 @@ func (m *Machine) Step(ev Event) []Effect {
 			// happened meanwhile is not in our view yet.
 			m.staleView, m.viewAt = true, m.now
 		}
-		if paused && gap >= m.cfg.Settle {
+		if paused && gap >= m.cfg.deadAfter() {
 			// A pause this long may have let the others declare us dead
 			// and an owner forget our grant (degraded mode): we cannot
 			// vouch for a majority throughout, and our grants are void.
 			// A shorter one cannot: memberlist declares a node dead only
-			// after failed probes and a suspicion timeout, seconds longer
-			// than Settle (local profile: 500 ms probes, 1.5 s minimum
-			// suspicion, Settle 1 s).
+			// after a failed probe and the minimum suspicion timeout
+			// (Config.DeadAfter; local profile 2.2 s, Settle 1 s).
 			m.lostMajority()
 		}
 		if !paused {
@@ -455,7 +455,7 @@ func (m *Machine) setMajority(ok bool) {
 // cannot vouch for a majority, so it is a suspect again until it answers;
 // and the grants we hold are void, as our owner may have forgotten us.
 func (m *Machine) lostMajority() {
-	m.evMajority = false
+	m.evMajority, m.evBroken = false, true
 	for s := range m.slots {
 		si := &m.slots[s]
 		si.grantor, si.releasedTo = false, ""
@@ -472,19 +472,37 @@ func (m *Machine) lostMajority() {
 	}
 }
 
-// updateEvidence recomputes evMajority from heard. O(members).
+// updateEvidence recomputes evMajority from heard. O(members log members).
+//
+// A lapse (no majority heard within Settle) stops what rests on the
+// evidence at once: degraded firing, promotions, drops (quorate). Only a
+// lapse whose silence reaches DeadAfter is a lapse of the majority
+// (lostMajority): a shorter one cannot have let anyone declare us dead
+// (see Config.DeadAfter), so the evidence counts as unbroken across it.
+// On a loaded node acks arrive late; counting each late ack as a lost
+// majority restored every dead grantee as a suspect that only its own
+// answer could clear, and stalled its slots until it came back.
 func (m *Machine) updateEvidence() {
-	n := 1 // self
+	need := m.stable / 2 // others needed for a majority with self
+	var times []time.Time
 	for _, at := range m.heard {
-		if m.now.Sub(at) < m.cfg.Settle {
-			n++
-		}
+		times = append(times, at)
 	}
-	ok := 2*n > m.stable
-	if ok && !m.evMajority {
-		m.evSince = m.now
+	// last is when we last heard from a majority (self included): the
+	// need-th most recent sign of life.
+	var last time.Time
+	switch {
+	case need <= 0:
+		last = m.now
+	case len(times) >= need:
+		slices.SortFunc(times, func(a, b time.Time) int { return b.Compare(a) })
+		last = times[need-1]
 	}
-	if !ok && m.evMajority {
+	ok := !last.IsZero() && m.now.Sub(last) < m.cfg.Settle
+	if ok && m.evBroken {
+		m.evSince, m.evBroken = m.now, false
+	}
+	if !ok && !m.evBroken && (last.IsZero() || m.now.Sub(last) >= m.cfg.deadAfter()) {
 		m.lostMajority()
 	}
 	m.evMajority = ok

@@ -12,6 +12,10 @@ func (m *Machine) onTable(ev TableChanged) {
 	// a busy node would re-ask every slot's handover after every stall.
 	same := m.hasTable && ev.Table.Checksum() == m.table.Checksum()
 	m.table, m.hasTable = ev.Table, true
+	// After a pause node re-reads the view at once, before the signs of
+	// life that arrived meanwhile: the evidence is judged on the next Tick
+	// (see Step, Tick), or the pause would read as a silence.
+	afterPause := m.staleView
 	m.viewAt, m.staleView = m.now, false
 	m.sees, m.stable = ev.Sees, ev.StableSize
 	clear(m.members)
@@ -22,7 +26,9 @@ func (m *Machine) onTable(ev TableChanged) {
 		m.revive(mb.Name) // alive again
 	}
 	m.setMajority(2*ev.Sees > ev.StableSize)
-	m.updateEvidence()
+	if !afterPause {
+		m.updateEvidence()
+	}
 	for s := range m.slots {
 		if same {
 			break
