@@ -26,19 +26,19 @@ type message struct {
 // delay and partition messages. It checks the per-node and cross-node
 // invariants after every Step.
 type cluster struct {
-	t          testing.TB
-	numSlots   int
-	names      []string // every node ever created, sorted
-	m          map[string]*Machine
-	alive      map[string]bool
-	group      map[string]int // partition group; equal groups reach each other
-	draining   map[string]bool
-	paused     map[string]time.Time // frozen process (GC or VM stall) until then
+	t        testing.TB
+	numSlots int
+	names    []string // every node ever created, sorted
+	m        map[string]*Machine
+	alive    map[string]bool
+	group    map[string]int // partition group; equal groups reach each other
+	draining map[string]bool
+	paused   map[string]time.Time // frozen process (GC or VM stall) until then
 	// busy: a loaded node's run loop is stuck until then (a long step,
 	// a starved goroutine): its network and failure detector work, but
 	// messages to it and its ticks wait. When it resumes it re-reads its
 	// view, as node does after a tick gap.
-	busy map[string]time.Time
+	busy       map[string]time.Time
 	ticks      int
 	probeEvery int // ticks between signs of life (0 or 1: every tick)
 	stable     int // stable cluster size for the majority check
