@@ -70,8 +70,13 @@ type cluster struct {
 	dropProb float64
 	maxDelay time.Duration
 	maxMoves int // Config.MaxMoves of machines created from now on (0: the default)
-	// deadAfter is Config.DeadAfter of machines created from now on.
+	// deadAfter is Config.DeadAfter of machines created from now on, and,
+	// if set, the failure detector's minimum time to declare a node dead:
+	// deathsOf declares none unreached for less, and redetect holds when
+	// each node may declare the next (see undetected).
 	deadAfter time.Duration
+	unreach   map[[2]string]time.Time
+	redetect  map[string]time.Time
 	// voters, if set, counts each node's majority as node does (Voters,
 	// kept across restarts) instead of against stable.
 	voters map[string]*Voters
@@ -82,6 +87,7 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 		t: t, numSlots: numSlots, m: map[string]*Machine{}, alive: map[string]bool{},
 		group: map[string]int{}, draining: map[string]bool{}, disk: map[string]map[Slot]SlotState{},
 		paused: map[string]time.Time{}, busy: map[string]time.Time{},
+		unreach: map[[2]string]time.Time{}, redetect: map[string]time.Time{},
 		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
 		boot: map[string]int{}, known: map[string]map[string]int{},
 		owners: make([]map[Epoch]string, numSlots), ownerBoot: make([]map[Epoch]int, numSlots),
@@ -170,15 +176,42 @@ func (c *cluster) reaches(a, b string) bool {
 	return c.running(a) && c.running(b) && c.group[a] == c.group[b]
 }
 
-// view returns the live members name reaches (itself included).
+// view returns the live members name reaches (itself included), and with
+// deadAfter set also those it has not reached for less than that: its
+// failure detector has not declared them dead yet.
 func (c *cluster) view(name string) []string {
 	var v []string
 	for _, n := range c.names {
-		if c.reaches(name, n) {
+		if c.reaches(name, n) || c.undetected(name, n) {
 			v = append(v, n)
 		}
 	}
 	return v
+}
+
+// undetected reports whether, with deadAfter set, a has not reached b for
+// less than deadAfter: too short for a's failure detector to declare b
+// dead (memberlist's minimum suspicion timeout).
+func (c *cluster) undetected(a, b string) bool {
+	if c.deadAfter == 0 || !c.running(a) || a == b {
+		return false
+	}
+	since, ok := c.unreach[[2]string{a, b}]
+	return ok && c.now.Sub(since) < c.deadAfter
+}
+
+// trackReach records since when each node has not reached each other one.
+func (c *cluster) trackReach() {
+	for _, a := range c.names {
+		for _, b := range c.names {
+			k := [2]string{a, b}
+			if _, ok := c.unreach[k]; a != b && !c.reaches(a, b) && !ok {
+				c.unreach[k] = c.now
+			} else if c.reaches(a, b) {
+				delete(c.unreach, k)
+			}
+		}
+	}
 }
 
 func (c *cluster) hasMajority(name string) bool {
@@ -374,9 +407,15 @@ func (c *cluster) refresh(n string) {
 
 func (c *cluster) deathsOf(n string) {
 	c.t.Helper()
+	c.trackReach()
 	for _, o := range c.names {
 		switch {
 		case o == n:
+		case c.undetected(n, o):
+			at := c.unreach[[2]string{n, o}].Add(c.deadAfter)
+			if r, ok := c.redetect[n]; !ok || at.Before(r) {
+				c.redetect[n] = at
+			}
 		case !c.reaches(n, o):
 			c.step(n, MemberDead{Name: o})
 		case c.draining[o]:
@@ -424,6 +463,7 @@ func (c *cluster) tableOf(n string, bootstrap bool) {
 func (c *cluster) tick(now time.Time) {
 	c.t.Helper()
 	c.now = now
+	c.trackReach()
 	for _, n := range c.names {
 		if until, ok := c.paused[n]; ok && !now.Before(until) {
 			delete(c.paused, n)

@@ -15,7 +15,10 @@ import (
 // partitions into two groups, crashes, restarts with old data, joins,
 // drains and process pauses (0.5-4.5 s), with membership changes noticed
 // after a failure detection delay (0.5-3 s plus up to 0.9 s of jitter per
-// node). Checked after every Step (cluster.stepMsg):
+// node). Odd seeds run with Config.DeadAfter 2 s and a failure detector
+// that declares a node dead only once it has not reached it for that long
+// (memberlist's minimum suspicion timeout). Checked after every Step
+// (cluster.stepMsg):
 //   - each machine's own invariants (checkInvariants);
 //   - no slot is fired by two running nodes at once, majority or not;
 //   - no two nodes ever take the same epoch of a slot;
@@ -63,6 +66,14 @@ func simulate(t *testing.T, seed uint64, steps int) {
 	// at once (Config.MaxMoves); the rest leave it unbounded in effect.
 	if k := int(seed % 4); k > 0 {
 		c.maxMoves = k
+	}
+	// Odd seeds run with node's Config.DeadAfter (2 s, memberlist's local
+	// minimum suspicion timeout), and their failure detector declares a
+	// node dead only once it has not reached it for that long: pauses and
+	// lapses shorter than that void nothing. Even seeds keep the cautious
+	// default (Settle), and detect as soon as their view is refreshed.
+	if seed%2 == 1 {
+		c.deadAfter = 2 * time.Second
 	}
 	if *simSeed >= 0 {
 		c.trace = true
@@ -118,6 +129,13 @@ func simulate(t *testing.T, seed uint64, steps int) {
 			if d, ok := viewDue[n]; ok && !d.After(c.now) && c.running(n) {
 				delete(viewDue, n)
 				c.refresh(n)
+			}
+			if r, ok := c.redetect[n]; ok {
+				// A death its detector could not declare yet.
+				delete(c.redetect, n)
+				if d, ok := viewDue[n]; !ok || r.Before(d) {
+					viewDue[n] = r
+				}
 			}
 		}
 		c.deliver(20)
