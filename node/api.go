@@ -651,9 +651,26 @@ func (n *Node) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// handleReady answers 200 {"status":"ready"} on a ready healthy node, 200
+// {"status":"degraded","reasons":[...]} on a ready node the safety net
+// flags (overdue tasks), and 503 with the error shape, plus "status" and
+// "reasons", while it is not ready: loading, joining, taking slots over,
+// or owning slots it does not fire (stalled ones among the reasons).
 func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
+	reasons := n.healthReasons()
 	if !n.Ready() {
-		writeError(w, &Error{Code: CodeUnavailable, Message: "loading due tasks"})
+		msg := n.notReadyReason()
+		status := "not_ready"
+		if len(reasons) > 0 {
+			status, msg = "degraded", msg+"; "+strings.Join(reasons, "; ")
+		}
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "reasons": append([]string{n.notReadyReason()}, reasons...),
+			"error": &Error{Code: CodeUnavailable, Message: msg}})
+		return
+	}
+	if len(reasons) > 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "reasons": reasons})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -38,6 +38,9 @@ type memberAnswer struct {
 	// that it does not serve yet (their writes answer 503).
 	UnderReplicated []uint16 `json:"under_replicated,omitempty"`
 	Importing       []uint16 `json:"importing,omitempty"`
+	// Stalled are the slots it owns that have not fired for
+	// --overdue-after (the safety net).
+	Stalled []uint16 `json:"stalled,omitempty"`
 }
 
 // slotHealth returns this node's under-replicated and importing slots.
@@ -68,7 +71,7 @@ func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
 	}
 	under, importing := n.slotHealth()
 	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.hists(hostsShared),
-		UnderReplicated: under, Importing: importing})
+		UnderReplicated: under, Importing: importing, Stalled: n.stalledSlots().Slots})
 }
 
 // selfFromView sets row's lifecycle state, liveness and gossip address from
@@ -124,7 +127,8 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 
 	// Slot health: a slot is under-replicated when its owner reports no
 	// caught-up follower, unavailable while the table's owner cannot take
-	// it over (no live holder of a copy) or when no member owns it.
+	// it over (no live holder of a copy) or when no member owns it, and
+	// stalled when its owner has not fired it for --overdue-after.
 	states := make([]SlotState, slots.Count)
 	mark := func(ss []uint16, st SlotState) {
 		for _, x := range ss {
@@ -136,10 +140,12 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	under, importing := n.slotHealth()
 	mark(under, SlotUnderReplicated)
 	mark(importing, SlotUnavailable)
+	mark(n.stalledSlots().Slots, SlotStalled)
 	for _, m := range members {
 		if p, ok := known[m.Name]; ok && m.Up() && m.Name != n.cfg.Name {
 			mark(p.ans.UnderReplicated, SlotUnderReplicated)
 			mark(p.ans.Importing, SlotUnavailable)
+			mark(p.ans.Stalled, SlotStalled)
 		}
 	}
 	for i, o := range owners {

@@ -49,6 +49,14 @@ type Config struct {
 	// a burst without skipping, yet catches real downtime.
 	MisfireGrace time.Duration
 
+	// OverdueAfter is the safety net's threshold (GET /v1/stats, /readyz,
+	// the dashboard, chime_tasks_overdue and chime_slots_stalled): a task
+	// in a slot this node owns that is due more than this long ago and
+	// has not fired is overdue, and an owned slot not firing this long is
+	// stalled. A healthy node never has either; 10 s is well above a
+	// failover's pause (about 4 s local) and a busy dispatcher's lateness.
+	OverdueAfter time.Duration
+
 	// APIToken, when set, is required as "Authorization: Bearer <token>" on
 	// /v1/ and /metrics.
 	APIToken string
@@ -108,6 +116,7 @@ func DefaultConfig() Config {
 		Window:        60 * time.Second,
 		LoadInterval:  5 * time.Second,
 		MisfireGrace:  5 * time.Second,
+		OverdueAfter:  10 * time.Second,
 		Limits:        DefaultLimits(),
 		Dispatch:      DefaultDispatchConfig(),
 		WriteQueue:    1024,
@@ -131,6 +140,7 @@ func (c *Config) Validate() error {
 	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)
 	check(c.LoadInterval >= c.Tick, "node: LoadInterval %v is below Tick %v", c.LoadInterval, c.Tick)
 	check(c.MisfireGrace >= 0, "node: MisfireGrace is negative")
+	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
 	check(c.WriteQueue > 0, "node: WriteQueue must be positive")

@@ -75,6 +75,7 @@ type ctl struct {
 	lastPersist  time.Duration
 	traceEvery   int
 	stuckSince   map[uint16]time.Time
+	notFiring    []time.Time // per slot: since when an owned slot is not firing (health.go)
 }
 
 // Internal ctl events.
@@ -360,6 +361,9 @@ func (c *ctl) run() {
 		}
 		if tick && time.Since(c.lastStuckLog) > 3*time.Second {
 			c.logStuck()
+		}
+		if tick && c.ticks%4 == 0 {
+			c.checkStalls(time.Now())
 		}
 		if tick && len(c.sealing) > 0 {
 			effs = append(effs, c.checkSeals()...)

@@ -71,6 +71,8 @@ type faultCluster struct {
 	rnd    *rand.Rand
 	seed   uint64
 	nodes  []*faultNode
+	// configure changes every node's Config before it starts.
+	configure []func(*Config)
 
 	mu       sync.Mutex
 	faults   []faultWindow        // when a fault allowed a node's fires to be repeated
@@ -100,9 +102,10 @@ type faultNode struct {
 // every fault test. The links between the nodes are lossy from the start
 // (faultLoss, faultDelay). seed drives the harness's choices (which node a
 // request goes to) and the losses; it is logged.
-func newFaultCluster(t *testing.T, k int, seed uint64) *faultCluster {
+func newFaultCluster(t *testing.T, k int, seed uint64, configure ...func(*Config)) *faultCluster {
 	t.Helper()
 	c := newFaultHarness(t, seed)
+	c.configure = configure
 	for i := range k {
 		c.nodes = append(c.nodes, c.newNode(i))
 	}
@@ -249,6 +252,9 @@ func (c *faultCluster) start(i int, seeds []string) {
 	cc.Join = seeds
 	cc.Secret = faultSecret
 	cfg.Cluster = &cc
+	for _, f := range c.configure {
+		f(&cfg)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		c.t.Fatalf("New %s: %v", fn.name, err)

@@ -57,6 +57,8 @@ type gauges struct {
 	importing     func() float64
 	unavailable   func() float64
 	tasksStored   func() float64
+	stalled       func() float64
+	overdue       func() float64
 }
 
 func newMetrics(g gauges) *metrics {
@@ -145,6 +147,10 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_replication_pending", Help: "Replicated slot groups not yet acknowledged by their follower (a follower behind or unreachable)."}, g.replPending),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_slots_under_replicated", Help: "Owned slots without a caught-up follower (a new follower is being fed a snapshot, or none is alive)."}, g.replBehind),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_slots_stalled", Help: "Slots the table gives this node that have not been firing for --overdue-after or longer (the safety net: a healthy cluster has none)."}, g.stalled),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_tasks_overdue", Help: "Tasks in the slots this node owns due more than --overdue-after ago and not fired (the safety net: a healthy node has none)."}, g.overdue),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_slots_unavailable", Help: "Slots this node should own but cannot take over: no live node holds a copy it may take them from (they are not started empty)."}, g.unavailable),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -50,6 +50,7 @@ type Node struct {
 
 	running   atomic.Bool
 	bg        sync.WaitGroup // background work that uses the store
+	health    health         // the safety net's readings (health.go)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -70,6 +71,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
+	n.health.overdue.Store(-1)
 	if cfg.Cluster == nil {
 		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
@@ -137,6 +139,8 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ctl.counts.Load().Unavailable)
 		},
+		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
+		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
 		replBehind: func() float64 {
 			if n.ctl == nil {
 				return 0
@@ -228,6 +232,7 @@ func (n *Node) Start() error {
 	}
 	n.running.Store(true)
 	n.countTasks()
+	n.watchOverdue()
 	n.event("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
 	return nil
@@ -308,6 +313,30 @@ func (n *Node) Ready() bool {
 		return c.ready() && n.ctl.tabled.Load() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
 	}
 	return true
+}
+
+// notReadyReason says why Ready is false (or "ready").
+func (n *Node) notReadyReason() string {
+	if !n.running.Load() {
+		return "stopping"
+	}
+	select {
+	case <-n.loop.loaded:
+	default:
+		return "loading due tasks"
+	}
+	if c := n.cluster; c != nil {
+		k := n.ctl.counts.Load()
+		switch {
+		case !c.ready() || !n.ctl.tabled.Load():
+			return "joining: the cluster view has not settled"
+		case k.Importing > 0 || k.Unavailable > 0:
+			return fmt.Sprintf("taking slots over: %d importing, %d unavailable", k.Importing, k.Unavailable)
+		case k.Firing != k.Owned:
+			return fmt.Sprintf("%d of %d owned slots not firing (no lease or no majority)", k.Owned-k.Firing, k.Owned)
+		}
+	}
+	return "ready"
 }
 
 // installView makes v the node's view: from now on the writer fires only

@@ -44,7 +44,7 @@ type Snapshot struct {
 	SlotOwners []byte `json:"slot_owners"`
 	// SlotStates is every slot's health (json "slot_states", base64 like
 	// SlotOwners): slots.Count bytes, byte i being slot i's SlotState (0
-	// ok, 1 under_replicated, 2 unavailable). In a cluster a slot is
+	// ok, 1 under_replicated, 2 unavailable, 3 stalled). In a cluster a slot is
 	// under-replicated while its owner has no caught-up follower, and
 	// unavailable while the node the table names owner cannot take it
 	// over (no live holder of a copy; writes answer 503) or when no
@@ -78,10 +78,14 @@ const (
 	SlotUnderReplicated SlotState = 1
 	// SlotUnavailable: no member can serve the slot now.
 	SlotUnavailable SlotState = 2
+	// SlotStalled: the slot's owner (by the table) has not fired it for
+	// --overdue-after or longer: acknowledged tasks in it wait (the safety
+	// net, chime_slots_stalled).
+	SlotStalled SlotState = 3
 )
 
 // String returns the state's name: "ok", "under_replicated",
-// "unavailable", or "SlotState(n)".
+// "unavailable", "stalled", or "SlotState(n)".
 func (s SlotState) String() string {
 	switch s {
 	case SlotOK:
@@ -90,6 +94,8 @@ func (s SlotState) String() string {
 		return "under_replicated"
 	case SlotUnavailable:
 		return "unavailable"
+	case SlotStalled:
+		return "stalled"
 	}
 	return "SlotState(" + strconv.Itoa(int(s)) + ")"
 }
@@ -127,7 +133,7 @@ func checkSlotTable(members int, owners []byte, states []SlotState) error {
 		if o != NoOwner && int(o) >= members {
 			return fmt.Errorf("node: slot %d has owner index %d, but the snapshot has %d members", i, o, members)
 		}
-		if states[i] > SlotUnavailable {
+		if states[i] > SlotStalled {
 			return fmt.Errorf("node: slot %d has state %v", i, states[i])
 		}
 	}
@@ -177,6 +183,11 @@ type MemberSnapshot struct {
 	// that anti-entropy found different and had resynced since it started
 	// (json "antientropy_resyncs"; chime_antientropy_resyncs_total).
 	AntiEntropyResyncs int64 `json:"antientropy_resyncs"`
+	// TasksOverdue and SlotsStalled are the member's safety net (GET
+	// /v1/stats): tasks in its slots due over --overdue-after ago and not
+	// fired (-1 before its first scan), and its slots not firing that long.
+	TasksOverdue int64 `json:"tasks_overdue"`
+	SlotsStalled int   `json:"slots_stalled"`
 }
 
 // Event is one membership or handover event for the dashboard timeline.
@@ -308,6 +319,8 @@ func (n *Node) localRow(ctx context.Context) (MemberSnapshot, WheelHeatmap, erro
 		UptimeSeconds: st.UptimeSeconds,
 
 		AntiEntropyResyncs: int64(m["chime_antientropy_resyncs_total"]),
+		TasksOverdue:       st.TasksOverdue,
+		SlotsStalled:       st.SlotsStalled,
 	}
 	if n.cfg.Cluster != nil {
 		n.selfFromView(&self, n.view.Load())

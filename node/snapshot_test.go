@@ -16,7 +16,7 @@ func TestSnapshotSlotTable(t *testing.T) {
 	under := slices.Clone(ok)
 	under[77] = SlotUnderReplicated
 	badState := slices.Clone(ok)
-	badState[9] = SlotUnavailable + 1
+	badState[9] = SlotStalled + 1
 	split := filled(0)
 	split[16383] = 1
 	tests := []struct {

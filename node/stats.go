@@ -17,6 +17,15 @@ type Stats struct {
 	Metrics       map[string]float64 `json:"metrics"`
 	LatenessP50   float64            `json:"fire_lateness_p50_seconds"`
 	LatenessP99   float64            `json:"fire_lateness_p99_seconds"`
+	// The safety net (health.go): tasks in owned slots due more than
+	// --overdue-after ago and not fired (-1 before the first scan), owned
+	// slots not firing for that long (the first 100 of them, and how many
+	// per reason), and why the node is degraded (none: healthy).
+	TasksOverdue int64          `json:"tasks_overdue"`
+	SlotsStalled int            `json:"slots_stalled"`
+	StalledSlots []uint16       `json:"stalled_slots,omitempty"`
+	StallReasons map[string]int `json:"stall_reasons,omitempty"`
+	Degraded     []string       `json:"degraded,omitempty"`
 }
 
 func (n *Node) stats() (*Stats, error) {
@@ -29,6 +38,11 @@ func (n *Node) stats() (*Stats, error) {
 		UptimeSeconds: n.now().Sub(n.started).Seconds(),
 		Ready:         n.Ready(),
 		Metrics:       make(map[string]float64),
+		TasksOverdue:  n.health.overdue.Load(),
+		Degraded:      n.healthReasons(),
+	}
+	if r := n.stalledSlots(); len(r.Slots) > 0 {
+		st.SlotsStalled, st.StalledSlots, st.StallReasons = len(r.Slots), r.Slots[:min(100, len(r.Slots))], r.Reasons
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {

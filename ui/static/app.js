@@ -23,6 +23,7 @@
     '#9bd04a', '#7c8cff', '#e0a3ff', '#4fd1c5', '#c3e88d'];
   const UNDER_RGB = [245, 184, 61];
   const UNAVAIL_RGB = [240, 84, 92];
+  const STALLED_RGB = [150, 0, 40]; // stalled: its owner does not fire it (the safety net)
   const EMPTY_RGB = [16, 21, 28];
   const DOWN_HEX = '#4b5563'; // a dead or left member, in the table, legend and slot map
   const DOWN_RGB = hexRGB(DOWN_HEX);
@@ -43,7 +44,7 @@
     reconnectTimer: 0,
     eventsKey: '',
     slotOwner: new Uint8Array(SLOTS).fill(NO_OWNER), // index into slotOwners
-    slotState: new Uint8Array(SLOTS), // 0 ok, 1 under-replicated, 2 unavailable
+    slotState: new Uint8Array(SLOTS), // 0 ok, 1 under-replicated, 2 unavailable, 3 stalled
     slotOwners: [], // member names, in the snapshot's order
     list: { cursors: [''], page: 0, next: '', selected: '' },
     detail: { id: '', key: '', task: null },
@@ -403,10 +404,18 @@
     $('k-members-sub').textContent = Object.keys(states).sort().map((k) => states[k] + ' ' + k).join(' · ') || 'no members';
 
     const okPct = (100 * ss.ok) / SLOTS;
-    setText('k-slots', okPct >= 99.95 ? '100%' : okPct.toFixed(1) + '%', ss.unavailable ? 'bad' : ss.under ? 'warn' : 'good');
-    $('k-slots-sub').textContent = ss.under || ss.unavailable
-      ? fmtInt(ss.under) + ' under-replicated · ' + fmtInt(ss.unavailable) + ' unavailable'
+    setText('k-slots', okPct >= 99.95 ? '100%' : okPct.toFixed(1) + '%', ss.unavailable || ss.stalled ? 'bad' : ss.under ? 'warn' : 'good');
+    $('k-slots-sub').textContent = ss.under || ss.unavailable || ss.stalled
+      ? fmtInt(ss.under) + ' under-replicated · ' + fmtInt(ss.unavailable) + ' unavailable' + (ss.stalled ? ' · ' + fmtInt(ss.stalled) + ' stalled' : '')
       : 'all ' + fmtInt(SLOTS) + ' ok';
+
+    // The safety net: overdue tasks and stalled slots, red when any.
+    const overdue = sum(ms, (m) => (m.tasks_overdue > 0 ? m.tasks_overdue : 0));
+    const stalled = sum(ms, (m) => m.slots_stalled);
+    setText('k-overdue', fmtInt(overdue), overdue || stalled ? 'bad' : 'good');
+    $('k-overdue-sub').textContent = stalled
+      ? fmtInt(stalled) + ' slot(s) not firing'
+      : overdue ? 'due and not fired' : 'none';
 
     const unknown = ms.filter((m) => m.tasks_stored == null || m.tasks_stored < 0).length;
     const stored = sum(ms, (m) => (m.tasks_stored > 0 ? m.tasks_stored : 0));
@@ -534,7 +543,8 @@
 
   // drawSlotMap paints the 128 × 128 grid from the snapshot's slot table:
   // slot_owners byte i is the index in members of slot i's owner (255: no
-  // owner), slot_states byte i is 0 ok, 1 under-replicated, 2 unavailable.
+  // owner), slot_states byte i is 0 ok, 1 under-replicated, 2 unavailable,
+  // 3 stalled (its owner has not fired it for --overdue-after).
   // It keeps both arrays for the hover readout and returns the counts for
   // the KPIs and the legend.
   function drawSlotMap(snap) {
@@ -553,16 +563,17 @@
     const down = new Set(ms.filter((m) => !isLive(m)).map((m) => m.name));
     const counts = new Map();
     const perOwner = new Array(names.length).fill(0);
-    const stats = { ok: 0, under: 0, unavailable: 0, counts, down };
+    const stats = { ok: 0, under: 0, unavailable: 0, stalled: 0, counts, down };
     for (let s = 0; s < SLOTS; s++) {
       if (owners[s] >= names.length) owners[s] = NO_OWNER; // not a member's index
-      if (states[s] > 2) states[s] = 0; // a state this page does not know
+      if (states[s] > 3) states[s] = 0; // a state this page does not know
       const oi = owners[s], st = states[s];
       if (oi !== NO_OWNER) perOwner[oi]++;
-      if (st === 0) stats.ok++; else if (st === 1) stats.under++; else stats.unavailable++;
+      if (st === 0) stats.ok++; else if (st === 1) stats.under++; else if (st === 2) stats.unavailable++; else stats.stalled++;
       const x = s & (GRID - 1), y = s >> 7;
       let c = oi === NO_OWNER ? EMPTY_RGB : rgbs[oi];
-      if (st === 2) c = UNAVAIL_RGB;
+      if (st === 3) c = STALLED_RGB;
+      else if (st === 2) c = UNAVAIL_RGB;
       else if (st === 1 && ((x + y) & 1)) c = UNDER_RGB; // hatched: every other cell amber
       const p = s * 4;
       d[p] = c[0]; d[p + 1] = c[1]; d[p + 2] = c[2]; d[p + 3] = 255;
@@ -584,6 +595,8 @@
       el('span', { class: 'n', text: fmtInt(ss.under) })));
     items.push(el('li', { class: 'marker' }, el('span', { class: 'swatch unavail' }), 'unavailable',
       el('span', { class: 'n', text: fmtInt(ss.unavailable) })));
+    items.push(el('li', { class: 'marker' }, el('span', { class: 'swatch stalled' }), 'stalled',
+      el('span', { class: 'n', text: fmtInt(ss.stalled) })));
     $('slot-legend').replaceChildren(...items);
   }
 
@@ -600,7 +613,7 @@
     const s = slotAt(ev);
     if (s < 0) return;
     const oi = state.slotOwner[s];
-    const st = ['ok', 'under-replicated', 'unavailable'][state.slotState[s]];
+    const st = ['ok', 'under-replicated', 'unavailable', 'stalled (not firing)'][state.slotState[s]];
     $('slot-readout').textContent = oi === NO_OWNER
       ? 'slot ' + s + ' · no owner · ' + st
       : 'slot ' + s + ' · ' + state.slotOwners[oi] + ' · ' + st;

@@ -1,0 +1,168 @@
+package node
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// This file is the safety net (issue 18): what an operator must see within
+// seconds when acknowledged tasks stop firing, whatever the cause.
+//
+//   - Stalled slots: slots the table names this node owner that have not
+//     been firing for Config.OverdueAfter or longer (no lease, not taken
+//     over, unavailable). The ownership goroutine checks every slot each
+//     few ticks (ctl.checkStalls).
+//   - Overdue tasks: tasks in the slots this node owns that were due more
+//     than OverdueAfter ago and have not fired: a due index scan of the
+//     overdue part only, every overdueScanEvery (watchOverdue). Normally
+//     it finds nothing and costs one index seek per owned slot that holds
+//     keys.
+//
+// Both are metrics (chime_slots_stalled, chime_tasks_overdue), fields of
+// GET /v1/stats, a red figure and red slots on the dashboard, and reasons
+// in /readyz.
+
+// overdueScanEvery is how often the overdue scan runs.
+const overdueScanEvery = 2 * time.Second
+
+// overdueMax caps the overdue count: the scan stops there.
+const overdueMax = 1_000_000
+
+// stallReport is the last stall check: the stalled slots, ascending, and
+// how many of them are stalled for each reason.
+type stallReport struct {
+	Slots   []uint16
+	Reasons map[string]int
+}
+
+// health holds the safety net's last readings.
+type health struct {
+	stalled atomic.Pointer[stallReport]
+	overdue atomic.Int64 // -1 before the first scan
+}
+
+// Reasons a slot is stalled, as in stallReport.Reasons and /readyz.
+const (
+	stallUnavailable = "unavailable"    // no live node holds a copy it may take over from
+	stallImporting   = "not_taken_over" // the table gives it here; the handover or promotion has not happened
+	stallNoLease     = "owner_not_firing"
+	stallNoClaim     = "no_claim" // the table names this node; the ownership machine holds nothing yet
+)
+
+// checkStalls updates the stall report from the machine and the table:
+// the ctl goroutine's, every few ticks. O(slots).
+func (c *ctl) checkStalls(now time.Time) {
+	v := c.view
+	if v == nil {
+		return
+	}
+	if c.notFiring == nil {
+		c.notFiring = make([]time.Time, slots.Count)
+	}
+	after := c.n.cfg.OverdueAfter
+	rep := &stallReport{Reasons: map[string]int{}}
+	for s := range slots.Count {
+		sl := slots.Slot(s)
+		if !v.owns(uint16(s)) || c.m.Firing(sl) {
+			c.notFiring[s] = time.Time{}
+			continue
+		}
+		if c.notFiring[s].IsZero() {
+			c.notFiring[s] = now
+		}
+		if now.Sub(c.notFiring[s]) < after {
+			continue
+		}
+		rep.Slots = append(rep.Slots, uint16(s))
+		switch r := c.m.State(sl).Role; {
+		case c.m.Unavailable(sl):
+			rep.Reasons[stallUnavailable]++
+		case r == slots.RoleImporting:
+			rep.Reasons[stallImporting]++
+		case r == slots.RoleOwner || r == slots.RoleSealing:
+			rep.Reasons[stallNoLease]++
+		default:
+			rep.Reasons[stallNoClaim]++
+		}
+	}
+	old := c.n.health.stalled.Swap(rep)
+	if len(rep.Slots) > 0 && (old == nil || len(old.Slots) == 0) {
+		s := rep.Slots[0]
+		c.n.log.Error("owned slots stalled: not firing", "slots", len(rep.Slots), "reasons", rep.Reasons,
+			"for_over", after, "example", s, "machine", c.m.Debug(slots.Slot(s)))
+	}
+}
+
+// stalledSlots returns the last stall report (empty for a standalone node).
+func (n *Node) stalledSlots() *stallReport {
+	if r := n.health.stalled.Load(); r != nil {
+		return r
+	}
+	return &stallReport{}
+}
+
+// watchOverdue counts the overdue tasks every overdueScanEvery until the
+// node stops.
+func (n *Node) watchOverdue() {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		t := time.NewTicker(overdueScanEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.stopBG:
+				return
+			case <-t.C:
+			}
+			c, err := n.countOverdue(n.now())
+			if err != nil {
+				if err != storage.ErrClosed {
+					n.log.Warn("overdue scan", "err", err)
+				}
+				continue
+			}
+			old := n.health.overdue.Swap(c)
+			if c > 0 && old <= 0 {
+				n.log.Error("acknowledged tasks overdue: due and not fired", "tasks", c, "for_over", n.cfg.OverdueAfter)
+			}
+		}
+	}()
+}
+
+// countOverdue counts the due index entries of the slots this node owns
+// whose wake time is more than OverdueAfter before now (at most overdueMax).
+func (n *Node) countOverdue(now time.Time) (int64, error) {
+	to := now.Add(-n.cfg.OverdueAfter).UnixNano()
+	var c int64
+	err := n.store.ScanDue(n.view.Load().owns, 0, to, func(uint16, string, int64) bool {
+		c++
+		return c < overdueMax
+	})
+	return c, err
+}
+
+// healthReasons says why this node is degraded ("" reasons: it is not):
+// stalled slots and overdue tasks.
+func (n *Node) healthReasons() []string {
+	var out []string
+	if r := n.stalledSlots(); len(r.Slots) > 0 {
+		var why []string
+		for _, k := range slices.Sorted(maps.Keys(r.Reasons)) {
+			why = append(why, fmt.Sprintf("%d %s", r.Reasons[k], k))
+		}
+		out = append(out, fmt.Sprintf("%d owned slots not firing for over %v (%s; e.g. slot %d)",
+			len(r.Slots), n.cfg.OverdueAfter, strings.Join(why, ", "), r.Slots[0]))
+	}
+	if c := n.health.overdue.Load(); c > 0 {
+		out = append(out, fmt.Sprintf("%d tasks due over %v ago not fired", c, n.cfg.OverdueAfter))
+	}
+	return out
+}
