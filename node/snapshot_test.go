@@ -30,7 +30,7 @@ func TestSnapshotSlotTable(t *testing.T) {
 		{name: "two owners", owners: split, states: ok},
 		{name: "no owner anywhere", owners: filled(NoOwner), states: ok},
 		{name: "owner index beyond members", owners: filled(2), states: ok, wantErr: "owner index 2"},
-		{name: "unknown state", owners: filled(0), states: badState, wantErr: "slot 9 has state SlotState(3)"},
+		{name: "unknown state", owners: filled(0), states: badState, wantErr: "slot 9 has state SlotState(4)"},
 		{name: "short owners", owners: filled(0)[:100], states: ok, wantErr: "100 owners"},
 		{name: "short states", owners: filled(0), states: ok[:5], wantErr: "5 states"},
 	}
