@@ -177,6 +177,7 @@ const readSlotColors = `(() => {
 const (
 	underColor   = "#f5b83d"
 	unavailColor = "#f0545c"
+	stalledColor = "#960028"
 )
 
 func TestDashboardInBrowser(t *testing.T) {
@@ -334,7 +335,7 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 	owners := 0
 	for c, n := range sc.Pixels {
 		switch {
-		case c == underColor || c == unavailColor:
+		case c == underColor || c == unavailColor || c == stalledColor:
 		case slices.Contains(sc.Legend, c):
 			owners++
 		default:
@@ -347,8 +348,18 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 	if sc.Pixels[unavailColor] != 10 || sc.Pixels[underColor] == 0 {
 		t.Errorf("marker pixels: %d unavailable (want 10), %d under-replicated (want > 0)", sc.Pixels[unavailColor], sc.Pixels[underColor])
 	}
-	if got := eval[string](t, tb, `document.getElementById('k-slots-sub').textContent`); !strings.Contains(got, "100 under-replicated") {
-		t.Errorf("slots card says %q, want 100 under-replicated", got)
+	if got := eval[string](t, tb, `document.getElementById('k-slots-sub').textContent`); !strings.Contains(got, "100 under-replicated") ||
+		!strings.Contains(got, "7 stalled") {
+		t.Errorf("slots card says %q, want 100 under-replicated and 7 stalled", got)
+	}
+	// The safety net: stalled slots in their own colour, and the Overdue
+	// figure red with the members' overdue tasks and stalled slots.
+	if sc.Pixels[stalledColor] != 7 {
+		t.Errorf("stalled pixels: %d, want 7", sc.Pixels[stalledColor])
+	}
+	if got := eval[string](t, tb, `document.getElementById('k-overdue').textContent + '|' + document.getElementById('k-overdue').className + '|' + document.getElementById('k-overdue-sub').textContent`); !strings.HasPrefix(got, "42|") ||
+		!strings.Contains(got, "bad") || !strings.Contains(got, "7 slot(s) not firing") {
+		t.Errorf("overdue card says %q, want 42, red, 7 slot(s) not firing", got)
 	}
 	// The legend counts each owner's slots from slot_owners; they match the
 	// members' slots_owned only if the page indexes members as sent.
@@ -389,7 +400,8 @@ func (f snapshotFunc) Snapshot(context.Context) (any, error) { return f(), nil }
 // fiveMemberSnapshot is a node.Snapshot of five members (listed chime-5
 // first) whose slot table comes from ring.Assign (rendezvous hashing, so as
 // fragmented as a real cluster's: about 13,000 runs of one owner), with
-// slots 1000-1099 under-replicated and 2000-2009 unavailable.
+// slots 1000-1099 under-replicated, 2000-2009 unavailable and 3000-3006
+// stalled (on its second member, with 42 overdue tasks).
 func fiveMemberSnapshot(t *testing.T, now time.Time) *node.Snapshot {
 	t.Helper()
 	var members []ring.Member
@@ -422,8 +434,11 @@ func fiveMemberSnapshot(t *testing.T, now time.Time) *node.Snapshot {
 			states[slot] = node.SlotUnderReplicated
 		case slot >= 2000 && slot < 2010:
 			states[slot] = node.SlotUnavailable
+		case slot >= 3000 && slot < 3007:
+			states[slot] = node.SlotStalled
 		}
 	}
+	s.Members[1].TasksOverdue, s.Members[1].SlotsStalled = 42, 7
 	if err := s.SetSlotTable(7, owners, states); err != nil {
 		t.Fatalf("SetSlotTable: %v", err)
 	}
