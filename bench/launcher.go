@@ -3,7 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +83,35 @@ func (l layout) logTail(i int) string {
 		b = b[len(b)-2000:]
 	}
 	return fmt.Sprintf("n%d log (tail):\n%s", i, b)
+}
+
+// clusterSecrets makes the cluster secret and gossip key the nodes share
+// (a node in a cluster refuses to start without them) on first use, in
+// <dir>/secrets with mode 0600 as scripts/cluster.sh does, and returns the
+// environment that hands them to a node as files.
+func (l layout) clusterSecrets() ([]string, error) {
+	dir := filepath.Join(l.dir, "secrets")
+	secret, key := filepath.Join(dir, "cluster-secret"), filepath.Join(dir, "gossip-key")
+	env := []string{"CHIME_CLUSTER_SECRET_FILE=" + secret, "CHIME_GOSSIP_KEY_FILE=" + key}
+	if a, err1 := os.Stat(secret); err1 == nil && a.Size() > 0 {
+		if b, err2 := os.Stat(key); err2 == nil && b.Size() > 0 {
+			return env, nil
+		}
+	}
+	b := make([]byte, 64)
+	if _, err := rand.Read(b); err != nil {
+		return nil, fmt.Errorf("bench: cluster secrets: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bench: cluster secrets: %w", err)
+	}
+	if err := os.WriteFile(secret, []byte(hex.EncodeToString(b[:32])), 0o600); err != nil {
+		return nil, fmt.Errorf("bench: cluster secrets: %w", err)
+	}
+	if err := os.WriteFile(key, []byte(base64.StdEncoding.EncodeToString(b[32:])), 0o600); err != nil {
+		return nil, fmt.Errorf("bench: cluster secrets: %w", err)
+	}
+	return env, nil
 }
 
 // serveArgs is the `chime serve` command line of node i of a size-node
@@ -217,6 +249,14 @@ func (e *execLauncher) start(_ context.Context, i int) error {
 	cmd := exec.Command(e.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = nodeEnv(os.Environ())
+	if e.gossipBase != 0 {
+		sec, err := e.clusterSecrets()
+		if err != nil {
+			_ = logf.Close()
+			return err
+		}
+		cmd.Env = append(cmd.Env, sec...)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = logf.Close()
 		return fmt.Errorf("bench: start %s: %w", e.bin, err)

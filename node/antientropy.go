@@ -411,7 +411,7 @@ func (n *Node) callAntiEntropy(m ring.Member, req *aeRequest, timeout time.Durat
 // with this node's, on the writer goroutine, and answer one result per
 // item.
 func (n *Node) handleAntiEntropy(w http.ResponseWriter, r *http.Request) {
-	body, e := n.readInternal(w, r)
+	_, body, e := n.readSigned(r, "antientropy", maxAEBody)
 	if e != nil {
 		writeError(w, e)
 		return

@@ -31,6 +31,10 @@ type ClusterConfig struct {
 	// with a timestamp): forwarded requests and the internal endpoints.
 	// Empty leaves them unauthenticated, like an API without a token.
 	Secret []byte
+	// Insecure runs the cluster without Secret (--insecure-cluster):
+	// internal calls are not authenticated. Without it, Validate refuses a
+	// cluster with no Secret. /v1/cluster and the dashboard show it.
+	Insecure bool
 	// SettleTime is how long the membership must stay unchanged before the
 	// node reports ready: 1 s lets a burst of joins land first.
 	SettleTime time.Duration
@@ -107,6 +111,9 @@ func (c *ClusterConfig) validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, errors.New("node: Cluster.ForwardTimeout must be positive"))
+	}
+	if len(c.Secret) == 0 && !c.Insecure {
+		errs = append(errs, errors.New("node: Cluster.Secret is empty: calls between nodes would not be authenticated (set Insecure to run so on purpose)"))
 	}
 	if c.AntiEntropyInterval < 0 {
 		errs = append(errs, errors.New("node: Cluster.AntiEntropyInterval is negative"))

@@ -52,6 +52,7 @@ func startClusterNode(t *testing.T, net *memnet.Network, name, addr string, muta
 	cc := DefaultClusterConfig(g)
 	cc.Join = seeds
 	cc.SettleTime = 200 * time.Millisecond
+	cc.Secret = faultSecret
 	cfg.Cluster = &cc
 	if mutate != nil {
 		mutate(&cfg)

@@ -54,6 +54,7 @@ func (n *tnet) start(i int, seeds []string) *tmember {
 	g.Transport = n.net.Transport(m.addr)
 	cfg := DefaultClusterConfig(g)
 	cfg.Join = seeds
+	cfg.Secret = faultSecret
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := newCluster(m.name, fmt.Sprintf("127.0.0.1:%d", 8001+i), cfg, time.Now, log, func(old, v *view) {
 		m.mu.Lock()

@@ -37,8 +37,11 @@ type clusterJSON struct {
 	ViewChecksum string `json:"view_checksum"`
 	// Settled is false while the membership changed within the last
 	// SettleTime: the table may still move.
-	Settled bool         `json:"settled"`
-	Members []memberJSON `json:"members"`
+	Settled bool `json:"settled"`
+	// Insecure is set on a member started with --insecure-cluster: calls
+	// between its nodes are not authenticated.
+	Insecure bool         `json:"insecure"`
+	Members  []memberJSON `json:"members"`
 }
 
 func rangesJSON(rs []ring.Range) [][2]uint16 {
@@ -58,7 +61,8 @@ func (n *Node) handleCluster(w http.ResponseWriter, _ *http.Request) {
 		settle = n.cluster.cfg.SettleTime
 	}
 	out := clusterJSON{Self: n.cfg.Name, TableVersion: v.table.Checksum(),
-		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle)}
+		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle),
+		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
 	if n.cluster == nil {
 		out.TableVersion, out.ViewChecksum = singleTableVersion, fmt.Sprintf("%016x", uint64(singleTableVersion))
 	}
@@ -81,8 +85,8 @@ func (n *Node) handleCluster(w http.ResponseWriter, _ *http.Request) {
 // handleInternalList is one node's part of a cluster-wide listing: its own
 // slots only, from the cursor. Only other nodes may call it.
 func (n *Node) handleInternalList(w http.ResponseWriter, r *http.Request) {
-	if n.fwd == nil || !verifyCall(n.fwd.secret, r, nil, n.now()) {
-		writeError(w, &Error{Code: CodeUnauthenticated, Message: "internal endpoint: missing or bad " + hdrAuth})
+	if _, _, e := n.readSigned(r, "tasks", 0); e != nil {
+		writeError(w, e)
 		return
 	}
 	q, e := parseListQuery(r)

@@ -60,8 +60,8 @@ type peerAnswer struct {
 // handleInternalMember serves this node's own dashboard row, for the node
 // that serves the dashboard. Only other nodes may call it.
 func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
-	if n.fwd == nil || !verifyCall(n.fwd.secret, r, nil, n.now()) {
-		writeError(w, &Error{Code: CodeUnauthenticated, Message: "internal endpoint: missing or bad " + hdrAuth})
+	if _, _, e := n.readSigned(r, "member", 0); e != nil {
+		writeError(w, e)
 		return
 	}
 	row, heat, err := n.localRow(r.Context())

@@ -165,6 +165,26 @@ func encodeCtl(b ctlBatch) []byte {
 	return out
 }
 
+// encodeCtlChunks encodes msgs from sender as batches of at most limit
+// bytes each (the receiver's body limit), in order; an empty msgs is one
+// empty batch (a ping).
+func encodeCtlChunks(from string, msgs []ctlMsg, limit int) [][]byte {
+	const fixed = 1 + 10 + 10 // version, sender length, count
+	var out [][]byte
+	start, size := 0, fixed+len(from)
+	for i, m := range msgs {
+		// A message's largest encoding: kind, slot, flags, three varints,
+		// the name's length and the name.
+		ms := 4 + 3*binary.MaxVarintLen64 + binary.MaxVarintLen64 + len(m.N)
+		if i > start && size+ms > limit {
+			out = append(out, encodeCtl(ctlBatch{From: from, Msgs: msgs[start:i]}))
+			start, size = i, fixed+len(from)
+		}
+		size += ms
+	}
+	return append(out, encodeCtl(ctlBatch{From: from, Msgs: msgs[start:]}))
+}
+
 // decodeCtl is the inverse of encodeCtl; it fails on malformed input.
 func decodeCtl(p []byte) (ctlBatch, error) {
 	var b ctlBatch
@@ -823,15 +843,19 @@ func (c *ctl) flush() {
 		c.sending[to] = true
 		c.lastSent[to] = time.Now()
 		target := ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}
-		body := encodeCtl(ctlBatch{From: c.n.cfg.Name, Msgs: msgs})
+		bodies := encodeCtlChunks(c.n.cfg.Name, msgs, maxCtlBody)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Settle)
 			defer cancel()
-			res, err := c.n.fwd.do(ctx, target, http.MethodPost, "/internal/v1/ctl", body,
-				http.Header{"Content-Type": {"application/octet-stream"}}, 0)
-			ok := err == nil && res.status == http.StatusOK
-			if !ok {
-				c.n.log.Debug("ownership messages", "to", to, "err", err, "status", res.status)
+			ok := true
+			for _, body := range bodies {
+				res, err := c.n.fwd.do(ctx, target, http.MethodPost, "/internal/v1/ctl", body,
+					http.Header{"Content-Type": {"application/octet-stream"}}, 0)
+				if err != nil || res.status != http.StatusOK {
+					c.n.log.Debug("ownership messages", "to", to, "err", err, "status", res.status, "answer", string(res.body))
+					ok = false
+					break
+				}
 			}
 			c.post(ctlSent{to: to, ok: ok})
 		}()
@@ -865,7 +889,7 @@ func eventSlot(ev slots.Event) (uint16, bool) {
 
 // handleCtl receives another node's machine messages.
 func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
-	body, e := n.readInternal(w, r)
+	from, body, e := n.readSigned(r, "ctl", maxCtlBody)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -875,8 +899,8 @@ func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("body", "ctl: %v", err))
 		return
 	}
-	if n.ctl == nil || b.From == "" {
-		writeError(w, invalid("from", "ctl: no sender"))
+	if n.ctl == nil || b.From == "" || (from != "" && b.From != from) {
+		writeError(w, invalid("from", "ctl: the body names sender %q, the signature %q", b.From, from))
 		return
 	}
 	evs := make([]any, 0, len(b.Msgs)+1)
@@ -909,6 +933,10 @@ func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
 
 // handleSlotDebug shows the ownership machine's view of one slot.
 func (n *Node) handleSlotDebug(w http.ResponseWriter, r *http.Request) {
+	if _, _, e := n.readSigned(r, "slots", 0); e != nil {
+		writeError(w, e)
+		return
+	}
 	s, err := strconv.Atoi(r.PathValue("slot"))
 	if err != nil || s < 0 || s >= slots.Count || n.ctl == nil {
 		writeError(w, invalid("slot", "want a slot number below %d in a cluster", slots.Count))

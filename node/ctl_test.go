@@ -38,6 +38,39 @@ func TestCtlEncoding(t *testing.T) {
 	}
 }
 
+// TestCtlChunks: a batch over the receiver's body limit goes in several,
+// each within it, the messages in order and none lost; 16384 slots' worth
+// of heartbeats (a whole table at once) fit in two 1 MiB bodies.
+func TestCtlChunks(t *testing.T) {
+	var msgs []ctlMsg
+	for s := range 16384 {
+		msgs = append(msgs, ctlMsg{K: kBeat, Slot: uint16(s), E: 1 << 40, Q: 1 << 50, T: 1764580000000000000, F: fGrant, N: "node-with-a-long-name"})
+	}
+	for _, limit := range []int{maxCtlBody, 4096, 200} {
+		chunks := encodeCtlChunks("n1", msgs, limit)
+		var got []ctlMsg
+		for i, c := range chunks {
+			if len(c) > limit {
+				t.Errorf("limit %d: chunk %d has %d bytes", limit, i, len(c))
+			}
+			b, err := decodeCtl(c)
+			if err != nil || b.From != "n1" || len(b.Msgs) == 0 {
+				t.Fatalf("limit %d: chunk %d: %+v, %v", limit, i, b, err)
+			}
+			got = append(got, b.Msgs...)
+		}
+		if !reflect.DeepEqual(got, msgs) {
+			t.Errorf("limit %d: %d messages back of %d", limit, len(got), len(msgs))
+		}
+		if limit == maxCtlBody && len(chunks) > 2 {
+			t.Errorf("a table's heartbeats took %d bodies of 1 MiB", len(chunks))
+		}
+	}
+	if chunks := encodeCtlChunks("n1", nil, maxCtlBody); len(chunks) != 1 {
+		t.Errorf("a ping is %d bodies", len(chunks))
+	}
+}
+
 func FuzzDecodeCtl(f *testing.F) {
 	f.Add(encodeCtl(ctlBatch{From: "n1", Msgs: []ctlMsg{{K: kBeat, Slot: 3, E: 2, Q: 9, T: 77, N: "x"}}}))
 	f.Fuzz(func(t *testing.T, p []byte) {

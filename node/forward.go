@@ -3,17 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,7 +44,7 @@ const authSkew = 30 * time.Second
 // it the client's.
 type forwarder struct {
 	self    string
-	secret  []byte
+	auth    *callAuth
 	timeout time.Duration
 	// dial, when set, opens the connections (Config.DialContext).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -62,7 +57,7 @@ type forwarder struct {
 const forwardConns = 512
 
 func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder {
-	return &forwarder{self: self, secret: secret, timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
+	return &forwarder{self: self, auth: &callAuth{self: self, secret: secret}, timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
 }
 
 func (f *forwarder) host(addr string) *fasthttp.HostClient {
@@ -105,61 +100,19 @@ func (f *forwarder) close() {
 	}
 }
 
-// mac is the HMAC of one call: method, path with query, timestamp and the
-// body's SHA-256, so a captured call cannot be replayed with another body
-// or, after authSkew, at all.
-func mac(secret []byte, method, uri, ts string, body []byte) []byte {
-	sum := sha256.Sum256(body)
-	h := hmac.New(sha256.New, secret)
-	io.WriteString(h, method)
-	h.Write([]byte{'\n'})
-	io.WriteString(h, uri)
-	h.Write([]byte{'\n'})
-	io.WriteString(h, ts)
-	h.Write([]byte{'\n'})
-	h.Write(sum[:])
-	return h.Sum(nil)
-}
-
-// sign sets hdrAuth on a call to another node.
-func (f *forwarder) sign(h http.Header, method, uri string, body []byte, now time.Time) {
-	if len(f.secret) == 0 {
-		return
-	}
-	ts := strconv.FormatInt(now.UnixMilli(), 10)
-	h.Set(hdrAuth, ts+":"+hex.EncodeToString(mac(f.secret, method, uri, ts, body)))
-}
-
-// verifyCall reports whether r (with its body already read) is a call from
-// another node of this cluster. Without a secret every call is accepted.
-func verifyCall(secret []byte, r *http.Request, body []byte, now time.Time) bool {
-	if len(secret) == 0 {
-		return true
-	}
-	ts, sig, ok := strings.Cut(r.Header.Get(hdrAuth), ":")
-	if !ok {
-		return false
-	}
-	ms, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return false
-	}
-	if d := now.Sub(time.UnixMilli(ms)); d > authSkew || d < -authSkew {
-		return false
-	}
-	got, err := hex.DecodeString(sig)
-	return err == nil && hmac.Equal(got, mac(secret, r.Method, r.URL.RequestURI(), ts, body))
-}
-
 // hops returns how often r was forwarded already. The header counts only on
-// a signed call: a client cannot make a node refuse by sending it.
+// a signed call from a member: a client cannot make a node refuse by
+// sending it. body is the request's body, already read.
 func (n *Node) hops(r *http.Request, body []byte) int {
 	h := r.Header.Get(hdrHop)
 	if h == "" || n.fwd == nil {
 		return 0
 	}
 	v, err := strconv.Atoi(h)
-	if err != nil || v < 0 || !verifyCall(n.fwd.secret, r, body, n.now()) {
+	if err != nil || v < 0 {
+		return 0
+	}
+	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
 		return 0
 	}
 	return v
@@ -199,9 +152,9 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	req.Header.Set(hdrHop, strconv.Itoa(hop))
 	req.Header.Set(hdrForwardedBy, f.self)
 	h := http.Header{}
-	f.sign(h, method, uri, body, time.Now())
-	if v := h.Get(hdrAuth); v != "" {
-		req.Header.Set(hdrAuth, v)
+	f.auth.sign(h, method, uri, m.Name, body, time.Now())
+	for k, v := range h {
+		req.Header.Set(k, v[0])
 	}
 	if len(body) > 0 {
 		req.SetBodyRaw(body)

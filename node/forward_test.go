@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -30,48 +31,131 @@ func TestWithID(t *testing.T) {
 	}
 }
 
-func TestVerifyCall(t *testing.T) {
-	secret := []byte("s3cret")
+// TestCallAuth: a call between nodes is checked from its headers alone,
+// before its body is read, and accepted once: signed with the cluster
+// secret for this node by a member, fresh, within the endpoint's limit,
+// not seen before; then its body must be the one signed.
+func TestCallAuth(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
 	now := time.Unix(1_800_000_000, 0)
+	members := func(name string) bool { return name == "n1" || name == "n2" }
+	type call struct {
+		signWith     []byte
+		from, to     string
+		uri, body    string
+		at           time.Time
+		sendURI      string
+		sendBody     string
+		limit        int64
+		edit         func(h http.Header)
+		chunked      bool
+		wantReason   string
+		wantBodyGood bool
+	}
+	good := call{signWith: secret, from: "n1", to: "n2", uri: "/internal/v1/ctl", body: "abc", at: now,
+		sendURI: "/internal/v1/ctl", sendBody: "abc", limit: 1 << 20, wantBodyGood: true}
+	with := func(f func(c *call)) call { c := good; f(&c); return c }
 	tests := []struct {
-		name      string
-		signWith  []byte
-		signURI   string
-		signBody  string
-		signAt    time.Time
-		sendURI   string
-		sendBody  string
-		verifyKey []byte
-		want      bool
+		name string
+		c    call
 	}{
-		{"good", secret, "/internal/v1/tasks?limit=5", "", now, "/internal/v1/tasks?limit=5", "", secret, true},
-		{"good with body", secret, "/v1/tasks", `{"id":"a"}`, now, "/v1/tasks", `{"id":"a"}`, secret, true},
-		{"clock skew within bound", secret, "/v1/tasks", "", now.Add(-29 * time.Second), "/v1/tasks", "", secret, true},
-		{"too old: replay", secret, "/v1/tasks", "", now.Add(-31 * time.Second), "/v1/tasks", "", secret, false},
-		{"from the future", secret, "/v1/tasks", "", now.Add(31 * time.Second), "/v1/tasks", "", secret, false},
-		{"other secret", []byte("other"), "/v1/tasks", "", now, "/v1/tasks", "", secret, false},
-		{"other path", secret, "/v1/tasks?limit=5", "", now, "/v1/tasks?limit=500", "", secret, false},
-		{"other body", secret, "/v1/tasks", `{"id":"a"}`, now, "/v1/tasks", `{"id":"b"}`, secret, false},
-		{"unsigned", nil, "/v1/tasks", "", now, "/v1/tasks", "", secret, false},
-		{"no secret configured accepts", nil, "/v1/tasks", "", now, "/v1/tasks", "", nil, true},
+		{"good", good},
+		{"good, empty body", with(func(c *call) { c.body, c.sendBody = "", "" })},
+		{"clock skew within bound", with(func(c *call) { c.at = now.Add(-29 * time.Second) })},
+		{"too old", with(func(c *call) { c.at, c.wantReason = now.Add(-31*time.Second), rejStale })},
+		{"from the future", with(func(c *call) { c.at, c.wantReason = now.Add(31*time.Second), rejStale })},
+		{"unsigned", with(func(c *call) { c.signWith, c.wantReason = nil, rejUnsigned })},
+		{"other secret", with(func(c *call) { c.signWith, c.wantReason = []byte("another secret of 32 bytes......"), rejBadMAC })},
+		{"other path", with(func(c *call) { c.sendURI, c.wantReason = "/internal/v1/ctl?x=1", rejBadMAC })},
+		{"addressed to another node", with(func(c *call) { c.to, c.wantReason = "n3", rejMisdirect })},
+		{"from a non-member", with(func(c *call) { c.from, c.wantReason = "mallory", rejNotMember })},
+		{"declared over the limit", with(func(c *call) { c.limit, c.wantReason = 2, rejTooLarge })},
+		{"no declared length", with(func(c *call) { c.chunked, c.wantReason = true, rejLength })},
+		{"another body of the same length", with(func(c *call) { c.sendBody, c.wantBodyGood = "abd", false })},
+		{"sender renamed", with(func(c *call) {
+			c.edit, c.wantReason = func(h http.Header) { h.Set(hdrFrom, "n2") }, rejBadMAC
+		})},
+		{"nonce changed", with(func(c *call) {
+			c.edit, c.wantReason = func(h http.Header) { h.Set(hdrNonce, strings.Repeat("0", 32)) }, rejBadMAC
+		})},
+		{"body hash changed", with(func(c *call) {
+			c.edit, c.wantReason = func(h http.Header) { h.Set(hdrBodySum, strings.Repeat("0", 64)) }, rejBadMAC
+		})},
+		{"short nonce", with(func(c *call) {
+			c.edit, c.wantReason = func(h http.Header) { h.Set(hdrNonce, "00") }, rejMalformed
+		})},
+		{"no timestamp", with(func(c *call) {
+			c.edit, c.wantReason = func(h http.Header) { h.Set(hdrAuth, "zz") }, rejMalformed
+		})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := httptest.NewRequest("POST", tt.sendURI, strings.NewReader(tt.sendBody))
-			if tt.signWith != nil {
-				(&forwarder{secret: tt.signWith}).sign(r.Header, "POST", tt.signURI, []byte(tt.signBody), tt.signAt)
+			c := tt.c
+			signer := &callAuth{self: c.from, secret: c.signWith}
+			recv := &callAuth{self: "n2", secret: secret}
+			r := httptest.NewRequest("POST", c.sendURI, strings.NewReader(c.sendBody))
+			if c.chunked {
+				r.ContentLength = -1
 			}
-			if got := verifyCall(tt.verifyKey, r, []byte(tt.sendBody), now); got != tt.want {
-				t.Errorf("verifyCall = %v, want %v (header %q)", got, tt.want, r.Header.Get(hdrAuth))
+			if c.signWith != nil {
+				signer.sign(r.Header, "POST", c.uri, c.to, []byte(c.body), c.at)
+			} else {
+				r.Header.Set(hdrFrom, c.from)
+			}
+			if c.edit != nil {
+				c.edit(r.Header)
+			}
+			from, reason := recv.check(r, c.limit, now, members)
+			if reason != c.wantReason {
+				t.Fatalf("check = %q, want %q", reason, c.wantReason)
+			}
+			if reason != "" {
+				return
+			}
+			if from != c.from {
+				t.Errorf("sender %q, want %q", from, c.from)
+			}
+			if got := recv.checkBody(r, []byte(c.sendBody)); got != c.wantBodyGood {
+				t.Errorf("checkBody = %v, want %v", got, c.wantBodyGood)
+			}
+			// The same call again is a replay, to this node; to another
+			// node it is misdirected.
+			if _, reason := recv.check(r, c.limit, now.Add(time.Second), members); reason != rejReplayed {
+				t.Errorf("the call again: %q, want %q", reason, rejReplayed)
+			}
+			other := &callAuth{self: "n1", secret: secret}
+			if _, reason := other.check(r, c.limit, now, members); reason != rejMisdirect {
+				t.Errorf("the call at another node: %q, want %q", reason, rejMisdirect)
 			}
 		})
 	}
-	// A malformed header is refused, never a panic.
-	for _, h := range []string{"", "x", "1:", ":ab", "abc:00", "1800000000000:zz"} {
-		r := httptest.NewRequest("GET", "/internal/v1/tasks", nil)
-		r.Header.Set(hdrAuth, h)
-		if verifyCall(secret, r, nil, now) {
-			t.Errorf("verifyCall accepted %s = %q", hdrAuth, h)
+	// Insecure on purpose: nothing is checked but the limit.
+	r := httptest.NewRequest("POST", "/internal/v1/ctl", strings.NewReader("abc"))
+	r.Header.Set(hdrFrom, "anyone")
+	if from, reason := (&callAuth{self: "n2"}).check(r, 10, now, members); from != "anyone" || reason != "" {
+		t.Errorf("insecure check = %q, %q", from, reason)
+	}
+}
+
+// TestNonceCacheRemembersTwoWindows: a nonce stays known for at least two
+// skew windows after it was added, whenever the generations turn, and is
+// forgotten two turns later.
+func TestNonceCacheRemembersTwoWindows(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, before := range []time.Duration{0, time.Second, authSkew, 2*authSkew - time.Millisecond} {
+		var c nonceCache
+		c.add("other", t0.Add(-before)) // the generation started before
+		if c.add("a", t0) != nonceNew || c.add("a", t0) != nonceSeen {
+			t.Fatal("a nonce is new once, then seen")
+		}
+		for d := time.Duration(0); d < 2*authSkew; d += 7 * time.Second {
+			if got := c.add("a", t0.Add(d)); got != nonceSeen {
+				t.Errorf("generation %v old: %v later: %v, want seen", before, d, got)
+			}
+		}
+		c.add("b", t0.Add(4*authSkew)) // turns the generations
+		if got := c.add("a", t0.Add(8*authSkew)); got != nonceNew {
+			t.Errorf("generation %v old: two turns later: %v, want forgotten", before, got)
 		}
 	}
 }

@@ -44,6 +44,9 @@ type metrics struct {
 	aeMismatch      prometheus.Counter
 	aeNotComparable prometheus.Counter
 	aeResyncs       prometheus.Counter
+	// internalRejected counts calls between nodes refused, by endpoint
+	// and reason (internalauth.go).
+	internalRejected *prometheus.CounterVec
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -129,7 +132,10 @@ func newMetrics(g gauges) *metrics {
 	m.aeNotComparable = m.aeChecks.WithLabelValues("not_comparable")
 	m.aeResyncs = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "chime_antientropy_resyncs_total", Help: "Replica copies of this node's slots that anti-entropy found different from its own and had resynced (a snapshot of the slot)."})
-	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs)
+	m.internalRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_internal_rejected_total", Help: "Calls to /internal/v1/ endpoints refused, by endpoint and reason (unsigned, malformed, stale, misdirected, not_member, length_required, too_large, bad_mac, replayed, busy, bad_body)."},
+		[]string{"endpoint", "reason"})
+	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs, m.internalRejected)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -51,6 +52,10 @@ type Node struct {
 	running   atomic.Bool
 	bg        sync.WaitGroup // background work that uses the store
 	health    health         // the safety net's readings (health.go)
+	// leftAt is when each member that left was first seen so (mayCall).
+	leftMu sync.Mutex
+	leftAt map[string]time.Time
+	lease  time.Duration // the ownership lease (cluster members)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -72,6 +77,10 @@ func New(cfg Config) (*Node, error) {
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	n.health.overdue.Store(-1)
+	n.leftAt = map[string]time.Time{}
+	if cfg.Cluster != nil {
+		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
+	}
 	if cfg.Cluster == nil {
 		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
@@ -343,6 +352,16 @@ func (n *Node) notReadyReason() string {
 // v's slots, and the loop loads the slots gained.
 func (n *Node) installView(old, v *view) {
 	n.view.Store(v)
+	now := n.now()
+	n.leftMu.Lock()
+	for _, m := range v.members {
+		if m.Status != gossip.StatusLeft {
+			delete(n.leftAt, m.Name)
+		} else if _, ok := n.leftAt[m.Name]; !ok {
+			n.leftAt[m.Name] = now
+		}
+	}
+	n.leftMu.Unlock()
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
 	n.ctl.post(ctlView{old: old, v: v})
 	n.metrics.noteView(v)

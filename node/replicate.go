@@ -561,7 +561,7 @@ func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, []uint64
 // handleReplicate is the follower's side: apply the messages through the
 // writer, durably, and answer one result per message.
 func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
-	body, e := n.readInternal(w, r)
+	from, body, e := n.readSigned(r, "replicate", maxReplBody)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -569,6 +569,10 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	var req replRequest
 	if err := msgpack.Unmarshal(body, &req); err != nil {
 		writeError(w, invalid("body", "replicate: %v", err))
+		return
+	}
+	if from != "" && req.From != from {
+		writeError(w, invalid("from", "replicate: the body names sender %q, the signature %q", req.From, from))
 		return
 	}
 	if n.ctl == nil {
@@ -592,17 +596,4 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// readInternal reads and authenticates the body of an internal call.
-func (n *Node) readInternal(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	if n.fwd == nil {
-		return nil, &Error{Code: CodeNotFound, Message: "not a cluster member"}
-	}
-	body, e := n.readBodyLimit(w, r, 512<<20)
-	if e != nil {
-		return nil, e
-	}
-	if !verifyCall(n.fwd.secret, r, body, n.now()) {
-		return nil, &Error{Code: CodeUnauthenticated, Message: "internal endpoint: missing or bad " + hdrAuth}
-	}
-	return body, nil
-}
+

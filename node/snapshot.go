@@ -63,6 +63,9 @@ type Snapshot struct {
 	Wheel WheelHeatmap `json:"wheel"`
 	// Hosts is callback latency per host, busiest first (json "hosts").
 	Hosts []HostLatency `json:"hosts"`
+	// Insecure is set when the serving node runs with --insecure-cluster
+	// (json "insecure"): the dashboard shows a warning.
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // SlotState is one slot's health in Snapshot.SlotStates. The values are
@@ -284,6 +287,7 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 	snap := &Snapshot{
 		Time:         n.now(),
 		Self:         n.cfg.Name,
+		Insecure:     n.cfg.Cluster != nil && n.cfg.Cluster.Insecure,
 		Members:      []MemberSnapshot{self},
 		SlotOwners:   table.SlotOwners,
 		SlotStates:   table.SlotStates,

@@ -15,7 +15,7 @@
 #   logs [-f] [-n N] I
 #                     print node I's log (-n: the last N lines; -f: follow it)
 #   down [--wipe]     SIGTERM every node, SIGKILL those still up after 15 s;
-#                     --wipe then deletes the nodes' data and logs
+#                     --wipe then deletes the nodes' data, logs and secrets
 #
 # Node I is named nI, serves HTTP on 127.0.0.1:$((CHIME_BASE_PORT+I-1)) and
 # gossips on 127.0.0.1:$((CHIME_GOSSIP_BASE_PORT+I-1)); it joins all the
@@ -29,6 +29,11 @@
 #   CHIME_READY_TIMEOUT     seconds to wait for /readyz (default 60)
 #   CHIME_API_TOKEN         read by the nodes (as --api-token) and by
 #                           `chime cluster status` alike
+#   CHIME_CLUSTER_SECRET, CHIME_GOSSIP_KEY (or their _FILE forms)
+#                           the cluster's secrets; without them the script
+#                           makes a random pair on first use in
+#                           $CHIME_CLUSTER_DIR/secrets/ (mode 0600) and hands
+#                           them to the nodes as files (not in `ps`)
 #
 # Only processes whose pid file this script wrote are signalled, and only
 # after /proc/PID/cmdline shows they still are that node's `chime serve`.
@@ -172,6 +177,27 @@ build() {
 	(cd "$root" && go build -o "$bin" ./cmd/chime)
 }
 
+# secrets gives the nodes the cluster secret and gossip key (a node in a
+# cluster refuses to start without them): the caller's, if it set any of
+# them, else a random pair made on first use in $dir/secrets, passed as
+# files through the environment.
+secrets() {
+	if [[ -n ${CHIME_CLUSTER_SECRET:-}${CHIME_CLUSTER_SECRET_FILE:-}${CHIME_GOSSIP_KEY:-}${CHIME_GOSSIP_KEY_FILE:-} ]]; then
+		return 0
+	fi
+	local s=$dir/secrets
+	if [[ ! -s $s/cluster-secret || ! -s $s/gossip-key ]]; then
+		mkdir -p "$s"
+		chmod 700 "$s"
+		(
+			umask 077
+			head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$s/cluster-secret"
+			head -c 32 /dev/urandom | base64 >"$s/gossip-key"
+		)
+	fi
+	export CHIME_CLUSTER_SECRET_FILE=$s/cluster-secret CHIME_GOSSIP_KEY_FILE=$s/gossip-key
+}
+
 # join_list I N prints the gossip addresses of nodes 1..N except I, comma
 # separated.
 join_list() {
@@ -190,6 +216,7 @@ launch() {
 	if pid=$(live_pid "$i"); then
 		die "n$i is already running (pid $pid)"
 	fi
+	secrets
 	read -r -a extra <<<"${CHIME_SERVE_ARGS:-}"
 	args=(serve --name "n$i" --http-addr "127.0.0.1:$(http_port "$i")"
 		--gossip-addr "127.0.0.1:$(gossip_port "$i")" --data-dir "$d/data")
@@ -408,7 +435,8 @@ cmd_down() {
 			rmdir "$d" 2>/dev/null || true
 		done
 		rm -f "$dir/size"
-		echo "wiped the nodes' data and logs in $dir"
+		rm -rf "$dir/secrets"
+		echo "wiped the nodes' data, logs and secrets in $dir"
 	fi
 }
 

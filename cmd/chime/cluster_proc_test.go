@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -700,5 +701,51 @@ func createAll(t *testing.T, url string, tasks []map[string]any) {
 				t.Fatalf("task %d: status %d", off+i, r.Status)
 			}
 		}
+	}
+}
+
+// TestClusterRefusesToRunOpen: a node started in cluster mode without a
+// cluster secret and a gossip key exits at once with a one-line error that
+// says how to fix it; with --insecure-cluster it runs, and says so in its
+// log and on /v1/cluster.
+func TestClusterRefusesToRunOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	bin := chimeBinary(t)
+	gossip := fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0])
+	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)
+	cmd.Env = append(os.Environ(), "CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY=", "CHIME_API_TOKEN=")
+	cmd.SysProcAttr = childProcAttr()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() { out, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("a node without secrets in cluster mode did not exit in 30 s")
+	}
+	msg := strings.TrimSpace(string(out))
+	if err == nil || !strings.Contains(msg, "a cluster needs --cluster-secret") || !strings.Contains(msg, "--insecure-cluster") ||
+		strings.Count(msg, "\n") > 0 {
+		t.Errorf("exit %v, output %q: want a failure with one line naming --cluster-secret and --insecure-cluster", err, msg)
+	}
+
+	p := startChime(t, t.TempDir(), "--gossip-addr", fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0]), "--insecure-cluster")
+	if !strings.Contains(p.log(), "--insecure-cluster: calls between nodes and gossip are not authenticated") {
+		t.Errorf("no warning in the log of an insecure node:\n%s", p.log())
+	}
+	var cv struct {
+		Insecure bool `json:"insecure"`
+	}
+	resp, err := http.Get(p.url + "/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&cv); err != nil || !cv.Insecure {
+		t.Errorf("/v1/cluster of an insecure node: insecure=%v (%v)", cv.Insecure, err)
 	}
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -282,10 +285,10 @@ func TestClusterFlagsMaxMoves(t *testing.T) {
 		var c clusterFlags
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		c.register(fs)
-		if err := fs.Parse(append([]string{"--gossip-addr", "127.0.0.1:0"}, tc.args...)); err != nil {
+		if err := fs.Parse(append([]string{"--gossip-addr", "127.0.0.1:0", "--insecure-cluster"}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
-		cc, err := c.config("token")
+		cc, err := c.config()
 		switch {
 		case tc.wantErr != "":
 			if err == nil || err.Error() != tc.wantErr {
@@ -311,5 +314,71 @@ func TestClusterForget(t *testing.T) {
 	f = newFakeNode(t, constant(409, `{"error":{"code":"conflict","message":"n2 is alive","field":"name"}}`))
 	if res := runClusterCLI(t, f, nil, "forget", "n2"); res.err == nil || !strings.Contains(res.err.Error(), "409 conflict") {
 		t.Errorf("cluster forget of a live member: %v, want the 409", res.err)
+	}
+}
+
+// TestClusterSecrets: a cluster never runs open by accident. Cluster mode
+// needs a cluster secret of 32+ bytes and a gossip key, from flags,
+// environment or files, unless --insecure-cluster says so; the secret
+// never falls back to the gossip key or the API token.
+func TestClusterSecrets(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const secret = "0123456789abcdef0123456789abcdef"
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	secretFile, keyFile := file("secret", secret+"\n"), file("key", key+"\n")
+	empty := file("empty", "\n")
+	tests := []struct {
+		name       string
+		args       []string
+		env        map[string]string
+		wantSecret string
+		insecure   bool
+		wantErr    string
+	}{
+		{name: "no secrets", wantErr: "a cluster needs --cluster-secret"},
+		{name: "only a gossip key (no fallback)", args: []string{"--gossip-key", key}, wantErr: "a cluster needs --cluster-secret"},
+		{name: "only a secret", args: []string{"--cluster-secret", secret}, wantErr: "a cluster needs --cluster-secret"},
+		{name: "short secret", args: []string{"--cluster-secret", "short", "--gossip-key", key}, wantErr: "needs at least 32"},
+		{name: "flags", args: []string{"--cluster-secret", secret, "--gossip-key", key}, wantSecret: secret},
+		{name: "environment", env: map[string]string{"CHIME_CLUSTER_SECRET": secret, "CHIME_GOSSIP_KEY": key}, wantSecret: secret},
+		{name: "files", args: []string{"--cluster-secret-file", secretFile, "--gossip-key-file", keyFile}, wantSecret: secret},
+		{name: "files from the environment", env: map[string]string{"CHIME_CLUSTER_SECRET_FILE": secretFile, "CHIME_GOSSIP_KEY_FILE": keyFile}, wantSecret: secret},
+		{name: "flag and file", args: []string{"--cluster-secret", secret, "--cluster-secret-file", secretFile, "--gossip-key", key}, wantErr: "both given"},
+		{name: "empty file", args: []string{"--cluster-secret-file", empty, "--gossip-key", key}, wantErr: "is empty"},
+		{name: "missing file", args: []string{"--cluster-secret-file", filepath.Join(dir, "nope"), "--gossip-key", key}, wantErr: "no such file"},
+		{name: "insecure on purpose", args: []string{"--insecure-cluster"}, insecure: true},
+		{name: "insecure with a secret still signs", args: []string{"--insecure-cluster", "--cluster-secret", secret}, insecure: true, wantSecret: secret},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var c clusterFlags
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			c.register(fs)
+			env := func(k string) string { return tc.env[k] }
+			if err := parseWithEnv(fs, append([]string{"--gossip-addr", "127.0.0.1:0"}, tc.args...), env); err != nil {
+				t.Fatal(err)
+			}
+			cc, err := c.config()
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				if err != nil && strings.Contains(err.Error(), "\n") {
+					t.Errorf("the refusal is not one line: %q", err)
+				}
+			case err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case string(cc.Secret) != tc.wantSecret || cc.Insecure != tc.insecure:
+				t.Errorf("secret %q insecure %v, want %q %v", cc.Secret, cc.Insecure, tc.wantSecret, tc.insecure)
+			}
+		})
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,6 +63,16 @@ type chimeProc struct {
 	done chan struct{}
 }
 
+// testClusterSecret and testGossipKey secure every cluster the tests
+// start, fresh for each test binary.
+var testClusterSecret, testGossipKey = func() (string, string) {
+	b := make([]byte, 64)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:32]), base64.StdEncoding.EncodeToString(b[32:])
+}()
+
 var servingRe = regexp.MustCompile(`http=http://(127\.0\.0\.1:\d+)`)
 
 // startChime runs `chime serve` on a free loopback port with dataDir and
@@ -69,7 +82,9 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	bin := chimeBinary(t)
 	all := append([]string{"serve", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, all...)
-	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=") // no token from the environment
+	// No token from the environment; the test binary's cluster secret and
+	// gossip key (a node in cluster mode refuses to start without them).
+	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
 	cmd.SysProcAttr = childProcAttr()                  // killed with the test binary, even on a panic
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the node's Pebble store")
 	fs.StringVar(&cfg.Name, "name", "", "node name (default chime-<http port>)")
 	fs.StringVar(&cfg.APIToken, "api-token", "", "require 'Authorization: Bearer <token>' on /v1/ and /metrics")
+	apiTokenFile := fs.String("api-token-file", "", "read --api-token from this file")
 	fs.DurationVar(&cfg.Tick, "tick", cfg.Tick, "timing wheel resolution")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "how far ahead due tasks are loaded into memory")
 	fs.DurationVar(&cfg.MisfireGrace, "misfire-grace", cfg.MisfireGrace, "how late a periodic fire may start before its misfire policy applies")
@@ -69,12 +71,16 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		cfg.Name = "chime-" + port
 	}
 	cfg.Logger = log
-	if cfg.Cluster, err = cf.config(cfg.APIToken); err != nil {
+	if cfg.APIToken, err = secretValue("--api-token", cfg.APIToken, *apiTokenFile); err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	if cfg.Cluster != nil && len(cfg.Cluster.Secret) == 0 {
-		log.Warn("cluster without a shared secret: calls between nodes are not authenticated; set --gossip-key, --cluster-secret or --api-token")
+	if cfg.Cluster, err = cf.config(); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.Cluster != nil && cfg.Cluster.Insecure {
+		log.Warn("--insecure-cluster: calls between nodes and gossip are not authenticated: anyone who reaches this node's ports can steer or crash it")
 	}
 	n, err := node.New(cfg)
 	if err != nil {
@@ -137,6 +143,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 // runs standalone and owns every slot.
 type clusterFlags struct {
 	addr, join, profile, key, label, secret     string
+	keyFile, secretFile                         string
+	insecure                                    bool
 	probeInterval, probeTimeout, gossipInterval time.Duration
 	antiEntropy                                 time.Duration
 	maxMoves                                    int
@@ -146,9 +154,12 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.addr, "gossip-addr", "", "gossip (memberlist UDP+TCP) address, e.g. 127.0.0.1:7946; empty runs a standalone node")
 	fs.StringVar(&c.join, "join", "", "comma list of other members' gossip addresses; joins through all of them and retries until each is seen")
 	fs.StringVar(&c.profile, "profile", "", "gossip timing: local (fast failure detection, loopback) or lan (memberlist defaults); default local on a loopback --gossip-addr, else lan")
-	fs.StringVar(&c.key, "gossip-key", "", "base64 32-byte key: encrypts gossip; members without it cannot join")
+	fs.StringVar(&c.key, "gossip-key", "", "base64 32-byte key: encrypts gossip; members without it cannot join (required in a cluster)")
+	fs.StringVar(&c.keyFile, "gossip-key-file", "", "read --gossip-key from this file")
 	fs.StringVar(&c.label, "cluster-label", "chime", "cluster label on every gossip packet; members with another label are refused")
-	fs.StringVar(&c.secret, "cluster-secret", "", "shared secret that signs calls between nodes (default: the gossip key, else the API token)")
+	fs.StringVar(&c.secret, "cluster-secret", "", "shared secret (32+ bytes) that signs calls between nodes (required in a cluster)")
+	fs.StringVar(&c.secretFile, "cluster-secret-file", "", "read --cluster-secret from this file")
+	fs.BoolVar(&c.insecure, "insecure-cluster", false, "run a cluster without --cluster-secret and --gossip-key: anyone who reaches its ports can steer it (trusted test networks only)")
 	fs.DurationVar(&c.probeInterval, "probe-interval", 0, "memberlist probe interval (0: the profile's)")
 	fs.DurationVar(&c.probeTimeout, "probe-timeout", 0, "memberlist probe timeout (0: the profile's)")
 	fs.DurationVar(&c.gossipInterval, "gossip-interval", 0, "memberlist gossip interval (0: the profile's)")
@@ -159,7 +170,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 }
 
 // config returns the node's cluster config, or nil for a standalone node.
-func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
+func (c *clusterFlags) config() (*node.ClusterConfig, error) {
 	if c.addr == "" {
 		if c.join != "" {
 			return nil, errors.New("--join needs --gossip-addr")
@@ -195,8 +206,25 @@ func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
 		return nil, fmt.Errorf("--profile %q: want local or lan", c.profile)
 	}
 	g.BindAddr, g.BindPort = host, port
-	if g.SecretKey, err = gossip.ParseSecretKey(c.key); err != nil {
+	key, err := secretValue("--gossip-key", c.key, c.keyFile)
+	if err != nil {
+		return nil, err
+	}
+	if g.SecretKey, err = gossip.ParseSecretKey(key); err != nil {
 		return nil, fmt.Errorf("--gossip-key: %w", err)
+	}
+	secret, err := secretValue("--cluster-secret", c.secret, c.secretFile)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case secret != "" && len(secret) < minClusterSecret:
+		return nil, fmt.Errorf("--cluster-secret has %d bytes: it needs at least %d (e.g. openssl rand -hex 32)", len(secret), minClusterSecret)
+	case c.insecure:
+	case secret == "" || len(g.SecretKey) == 0:
+		return nil, errors.New("a cluster needs --cluster-secret (32+ bytes) and --gossip-key (base64 of 32 bytes), as flags, " +
+			"CHIME_CLUSTER_SECRET/CHIME_GOSSIP_KEY or --cluster-secret-file/--gossip-key-file " +
+			"(scripts/cluster.sh makes both), or --insecure-cluster on a trusted test network")
 	}
 	g.Label = c.label
 	if c.probeInterval > 0 {
@@ -219,15 +247,33 @@ func (c *clusterFlags) config(apiToken string) (*node.ClusterConfig, error) {
 			cc.Join = append(cc.Join, a)
 		}
 	}
-	switch {
-	case c.secret != "":
-		cc.Secret = []byte(c.secret)
-	case len(g.SecretKey) > 0:
-		cc.Secret = g.SecretKey
-	case apiToken != "":
-		cc.Secret = []byte(apiToken)
-	}
+	// The secret never falls back to the gossip key or the API token:
+	// every API client would hold the key to the internal plane.
+	cc.Secret, cc.Insecure = []byte(secret), c.insecure
 	return &cc, nil
+}
+
+// minClusterSecret is the shortest --cluster-secret: 32 bytes.
+const minClusterSecret = 32
+
+// secretValue returns a secret given as a flag (or its environment
+// variable) or in a file (trailing whitespace trimmed), not both.
+func secretValue(name, value, file string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	if value != "" {
+		return "", fmt.Errorf("%s and %s-file both given: use one", name, name)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s-file: %w", name, err)
+	}
+	v := strings.TrimRight(string(b), " \t\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s-file %s is empty", name, file)
+	}
+	return v, nil
 }
 
 // parseWithEnv parses args after applying CHIME_<FLAG_NAME> variables as

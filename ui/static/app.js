@@ -328,8 +328,10 @@
       return;
     }
     if (m.type !== 'snapshot' || !m.data) return;
-    showBanner('');
     const snap = m.data;
+    showBanner(snap.insecure
+      ? 'This cluster runs with --insecure-cluster: calls between its nodes are not authenticated, and anyone who reaches their ports can steer or crash them.'
+      : '');
     state.snap = snap;
     record(snap);
     renderCluster();
