@@ -49,13 +49,13 @@ type Node struct {
 		delta atomic.Int64 // created minus deleted since the start
 	}
 
-	running   atomic.Bool
-	bg        sync.WaitGroup // background work that uses the store
-	health    health         // the safety net's readings (health.go)
+	running atomic.Bool
+	bg      sync.WaitGroup // background work that uses the store
+	health  health         // the safety net's readings (health.go)
 	// leftAt is when each member that left was first seen so (mayCall).
-	leftMu sync.Mutex
-	leftAt map[string]time.Time
-	lease  time.Duration // the ownership lease (cluster members)
+	leftMu    sync.Mutex
+	leftAt    map[string]time.Time
+	lease     time.Duration // the ownership lease (cluster members)
 	closeOnce sync.Once
 	closeErr  error
 }

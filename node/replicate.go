@@ -595,5 +595,3 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/msgpack")
 	_, _ = w.Write(out)
 }
-
-

@@ -85,7 +85,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	// No token from the environment; the test binary's cluster secret and
 	// gossip key (a node in cluster mode refuses to start without them).
 	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
-	cmd.SysProcAttr = childProcAttr()                  // killed with the test binary, even on a panic
+	cmd.SysProcAttr = childProcAttr() // killed with the test binary, even on a panic
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
