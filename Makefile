@@ -40,7 +40,8 @@ run: build ## run one node with ./chime-data
 	$(BIN) serve
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
-	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./node:FuzzDecodeTaskRequest
+	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
+	./node:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE
 FUZZTIME ?= 30s
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their seeds

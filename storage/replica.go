@@ -115,7 +115,13 @@ func (b *Batch) ApplySlotOps(o SlotOps) error {
 		kind       byte
 		key, value []byte
 	}
-	recs := make([]rec, 0, o.Count)
+	if o.Count < 0 || o.Count > len(o.Data) {
+		// Every record takes bytes: a count beyond them is a lie, and
+		// must not size an allocation (issue 11: a count of -1 panicked
+		// in makeslice).
+		return fmt.Errorf("%w: %d records in %d bytes", errBadOps, o.Count, len(o.Data))
+	}
+	recs := make([]rec, 0, min(o.Count, 1024))
 	d := o.Data
 	for len(d) > 0 {
 		kind := d[0]
