@@ -76,6 +76,7 @@ type ctl struct {
 	traceEvery   int
 	stuckSince   map[uint16]time.Time
 	notFiring    []time.Time // per slot: since when an owned slot is not firing (health.go)
+	watch        stallWatch  // how long the process itself stalled (slots.Tick.Stalled)
 }
 
 // Internal ctl events.
@@ -303,6 +304,8 @@ func (c *ctl) close() {
 
 func (c *ctl) run() {
 	defer close(c.done)
+	c.watch.last.Store(time.Now().UnixNano())
+	go c.watch.run(c.stop)
 	t := time.NewTicker(c.tickEvery())
 	defer t.Stop()
 	for {
@@ -324,12 +327,14 @@ func (c *ctl) run() {
 		touched := map[uint16]bool{}
 		if tick {
 			now := time.Now().Round(0)
+			stalled := c.watch.take(now)
 			if !c.lastTick.IsZero() && now.Sub(c.lastTick) > c.cfg.Pause {
-				c.n.log.Warn("ownership ticks paused: the view is re-read", "gap", now.Sub(c.lastTick).Round(time.Millisecond))
+				c.n.log.Warn("ownership ticks paused: the view is re-read", "gap", now.Sub(c.lastTick).Round(time.Millisecond),
+					"process_stalled", stalled.Round(time.Millisecond))
 				c.tablePending = true
 			}
 			c.lastTick = now
-			effs = append(effs, c.m.Step(slots.Tick{Now: now})...)
+			effs = append(effs, c.m.Step(slots.Tick{Now: now, Stalled: stalled, StallKnown: true})...)
 			c.ticks++
 			counts = c.ticks%4 == 0
 			all = c.ticks%16 == 0 // a safety net: everything is republished now and then

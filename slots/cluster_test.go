@@ -38,15 +38,18 @@ type cluster struct {
 	// a starved goroutine): its network and failure detector work, but
 	// messages to it and its ticks wait. When it resumes it re-reads its
 	// view, as node does after a tick gap.
-	busy       map[string]time.Time
-	ticks      int
-	probeEvery int // ticks between signs of life (0 or 1: every tick)
-	stable     int // stable cluster size for the majority check
-	disk       map[string]map[Slot]SlotState
-	queue      []message
-	now        time.Time
-	epochs     map[string][]Epoch // highest epoch each node ever reported
-	out        *strings.Builder   // effects log, nil to discard
+	busy map[string]time.Time
+	// busyIsPause makes a busy node's resume Tick not say that its
+	// process ran on: the whole gap counts as a pause (before issue 18).
+	busyIsPause bool
+	ticks       int
+	probeEvery  int // ticks between signs of life (0 or 1: every tick)
+	stable      int // stable cluster size for the majority check
+	disk        map[string]map[Slot]SlotState
+	queue       []message
+	now         time.Time
+	epochs      map[string][]Epoch // highest epoch each node ever reported
+	out         *strings.Builder   // effects log, nil to discard
 
 	// Ghost state for the invariants (not visible to the machines).
 	// has[n][s]: n's disk holds the slot's data by a legal chain: it
@@ -481,8 +484,9 @@ func (c *cluster) tick(now time.Time) {
 				resumed[n] = true
 				// A gap: the view is stale, and node re-reads it at once.
 				// It is the view the node had (its failure detector has
-				// not caught up with anything new meanwhile).
-				c.step(n, Tick{Now: now})
+				// not caught up with anything new meanwhile). The process
+				// ran on: node measures that (Tick.Stalled).
+				c.step(n, Tick{Now: now, StallKnown: !c.busyIsPause})
 				m := c.m[n]
 				c.step(n, TableChanged{Table: m.table, StableSize: m.stable, Sees: m.sees})
 			}
@@ -501,7 +505,13 @@ func (c *cluster) tick(now time.Time) {
 	}
 	for _, a := range c.names {
 		for _, b := range c.names {
-			if _, busy := c.busy[b]; a != b && c.reaches(a, b) && !c.m[b].dead[a] && !busy {
+			if until, busy := c.busy[b]; busy && a != b && c.reaches(a, b) {
+				// A busy node's loop steps them when it resumes (node's
+				// queue holds the pings other nodes sent it meanwhile).
+				c.queue = append(c.queue, message{from: a, to: b, ev: MemberAlive{Name: a}, at: until})
+				continue
+			}
+			if a != b && c.reaches(a, b) && !c.m[b].dead[a] {
 				if effs := c.m[b].Step(MemberAlive{Name: a}); len(effs) > 0 {
 					c.t.Fatalf("%s: MemberAlive{%s} as a sign of life caused %v", b, a, effs)
 				}

@@ -61,10 +61,21 @@ type MemberAlive struct {
 // Tick sets the machine's notion of now (monotonic) and runs timed rules:
 // lease expiry, promotion after the lease, heartbeats and retries. Node
 // sends it at least every Lease/8 (heartbeats go every Lease/4) and as the
-// first event after any stall: a gap over Settle/4 counts as a pause, after
-// which the machine distrusts its view until the next TableChanged and
-// gives up the grants it holds.
-type Tick struct{ Now time.Time }
+// first event after any stall: a gap over Config.Pause counts as a pause,
+// after which the machine distrusts its view until the next TableChanged;
+// a pause of Config.DeadAfter or more also voids the grants it holds.
+//
+// Stalled, when StallKnown, is the longest the node's process was stalled
+// since the previous Tick (node measures it with a goroutine that beats
+// independently of the machine's): a long gap of the machine's own loop
+// (a long persist, a backlog of events) while the process and its failure
+// detector kept running cannot have let the others declare it dead, so
+// only Stalled is held against DeadAfter. Without it the whole gap counts.
+type Tick struct {
+	Now        time.Time
+	Stalled    time.Duration
+	StallKnown bool
+}
 
 // Replicated is a heartbeat from the owner From (its Heartbeat effect) at
 // (Epoch, Seq). Sent is the owner's monotonic time of sending, echoed in the

@@ -34,6 +34,7 @@ type Machine struct {
 	evMajority bool      // heard from a majority within Settle (as of the last Tick)
 	evSince    time.Time // since when the evidence has held, lapses shorter than DeadAfter aside
 	evBroken   bool      // a lapse of DeadAfter or more (lostMajority): evSince restarts
+	evPending  bool      // paused: the evidence is judged on the next regular Tick
 	// viewAt is when the membership view last changed (see Config.Settle).
 	viewAt time.Time
 	// staleView is set by a pause (a gap between ticks over Settle/4): the
@@ -187,19 +188,27 @@ func (m *Machine) Step(ev Event) []Effect {
 			// happened meanwhile is not in our view yet.
 			m.staleView, m.viewAt = true, m.now
 		}
-		if paused && gap >= m.cfg.deadAfter() {
+		stall := gap
+		if ev.StallKnown {
+			stall = min(gap, ev.Stalled)
+		}
+		if paused && stall >= m.cfg.deadAfter() {
 			// A pause this long may have let the others declare us dead
 			// and an owner forget our grant (degraded mode): we cannot
 			// vouch for a majority throughout, and our grants are void.
 			// A shorter one cannot: memberlist declares a node dead only
 			// after a failed probe and the minimum suspicion timeout
-			// (Config.DeadAfter; local profile 2.2 s, Settle 1 s).
+			// (Config.DeadAfter; local profile 2 s, Settle 1 s). Nor can
+			// a long gap of this loop alone while the process ran on
+			// (Tick.Stalled).
 			m.lostMajority()
 		}
-		if !paused {
-			// After a short pause, the signs of life that arrived during
-			// it are still queued behind this Tick: judge the evidence on
-			// the next one.
+		if paused {
+			// The signs of life that arrived during the pause are still
+			// queued behind this Tick: judge the evidence on the next one.
+			m.evPending = true
+		} else {
+			m.evPending = false
 			m.updateEvidence()
 		}
 		m.ticking = true

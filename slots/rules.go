@@ -12,10 +12,6 @@ func (m *Machine) onTable(ev TableChanged) {
 	// a busy node would re-ask every slot's handover after every stall.
 	same := m.hasTable && ev.Table.Checksum() == m.table.Checksum()
 	m.table, m.hasTable = ev.Table, true
-	// After a pause node re-reads the view at once, before the signs of
-	// life that arrived meanwhile: the evidence is judged on the next Tick
-	// (see Step, Tick), or the pause would read as a silence.
-	afterPause := m.staleView
 	m.viewAt, m.staleView = m.now, false
 	m.sees, m.stable = ev.Sees, ev.StableSize
 	clear(m.members)
@@ -26,7 +22,11 @@ func (m *Machine) onTable(ev TableChanged) {
 		m.revive(mb.Name) // alive again
 	}
 	m.setMajority(2*ev.Sees > ev.StableSize)
-	if !afterPause {
+	if !m.evPending {
+		// After a pause the tables node delivers (it re-reads the view at
+		// once) come before the signs of life that arrived meanwhile: the
+		// evidence is judged on the next regular Tick (see Step, Tick), or
+		// the pause would read as a silence.
 		m.updateEvidence()
 	}
 	for s := range m.slots {
