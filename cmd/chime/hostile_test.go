@@ -191,7 +191,7 @@ func TestHostileInput(t *testing.T) {
 		r.Header.Set("X-Chime-From", "n2")
 		r.Header.Set("X-Chime-To", "n1")
 	}
-	ping := []byte{1, 2, 'n', '2', 0}                             // an empty ctl batch from n2
+	ping := []byte{1, 2, 'n', '2', 0}                                     // an empty ctl batch from n2
 	replEmpty := []byte{0x82, 0xa1, 'f', 0xa2, 'n', '2', 0xa1, 'm', 0x90} // {"f":"n2","m":[]}
 	// The two messages: count -1 (makeslice panic) for slot 7, a
 	// high epoch for slot 5 (the owner stepped down), msgpack.
