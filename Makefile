@@ -41,7 +41,8 @@ run: build ## run one node with ./chime-data
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
 	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
-	./node:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE
+	./storage:FuzzDecodeSlotMeta ./node:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE \
+	./node:FuzzCallAuth ./node:FuzzReplicate ./node:FuzzBatchEnvelope ./node:FuzzListCursor ./node:FuzzRetryAfter
 FUZZTIME ?= 30s
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their seeds

@@ -289,28 +289,39 @@ type batchResult struct {
 	Error  *Error `json:"error,omitempty"`
 }
 
+// batchEnvelope is the body of POST /v1/tasks:batch.
+type batchEnvelope struct {
+	Tasks []json.RawMessage `json:"tasks"`
+}
+
+// decodeBatchEnvelope decodes a batch body into its tasks' raw JSON: one
+// to max of them, no other field.
+func decodeBatchEnvelope(body []byte, max int) ([]json.RawMessage, *Error) {
+	var req batchEnvelope
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, invalid("tasks", "body must be {\"tasks\":[…]}: %v", err)
+	}
+	if len(req.Tasks) == 0 {
+		return nil, invalid("tasks", "no tasks given")
+	}
+	if len(req.Tasks) > max {
+		return nil, &Error{Code: CodeTooLarge, Status: http.StatusBadRequest, Field: "tasks",
+			Message: "at most " + strconv.Itoa(max) + " tasks per batch"}
+	}
+	return req.Tasks, nil
+}
+
 func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
 	body, e := n.readBody(w, r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	var req struct {
-		Tasks []json.RawMessage `json:"tasks"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeError(w, invalid("tasks", "body must be {\"tasks\":[…]}: %v", err))
-		return
-	}
-	if len(req.Tasks) == 0 {
-		writeError(w, invalid("tasks", "no tasks given"))
-		return
-	}
-	if len(req.Tasks) > n.cfg.Limits.MaxBatchTasks {
-		writeError(w, &Error{Code: CodeTooLarge, Status: http.StatusBadRequest, Field: "tasks",
-			Message: "at most " + strconv.Itoa(n.cfg.Limits.MaxBatchTasks) + " tasks per batch"})
+	var req batchEnvelope
+	if req.Tasks, e = decodeBatchEnvelope(body, n.cfg.Limits.MaxBatchTasks); e != nil {
+		writeError(w, e)
 		return
 	}
 	if e := n.overloaded(); e != nil {

@@ -549,6 +549,9 @@ func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, []uint64
 		return nil, nil, fmt.Errorf("replicate to %s: %d %s", m.Name, c.status, c.body)
 	}
 	var ans replAnswer
+	if err := checkMsgpack(c.body); err != nil {
+		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", m.Name, err)
+	}
 	if err := msgpack.Unmarshal(c.body, &ans); err != nil {
 		return nil, nil, err
 	}
@@ -567,6 +570,10 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req replRequest
+	if err := checkMsgpack(body); err != nil {
+		writeError(w, invalid("body", "replicate: %v", err))
+		return
+	}
 	if err := msgpack.Unmarshal(body, &req); err != nil {
 		writeError(w, invalid("body", "replicate: %v", err))
 		return

@@ -61,6 +61,18 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 	victim := c.names[rng.IntN(len(c.names))]
 	crashAt := c.now.Add(time.Second + time.Duration(rng.Int64N(int64(3*time.Second))))
 	detect := map[string]time.Time{}
+	// step delivers the detections due (to nodes not stuck) and runs one
+	// 100 ms tick.
+	step := func() {
+		for n, at := range detect {
+			if _, busy := c.busy[n]; !busy && !c.now.Before(at) {
+				delete(detect, n)
+				c.refresh(n)
+			}
+		}
+		c.tick(c.now.Add(100 * time.Millisecond))
+		c.deliver(20)
+	}
 	end := c.now.Add(12 * time.Second)
 	for c.now.Before(end) {
 		for _, n := range c.names {
@@ -77,27 +89,13 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 				}
 			}
 		}
-		for n, at := range detect {
-			if _, busy := c.busy[n]; !busy && !c.now.Before(at) {
-				delete(detect, n)
-				c.refresh(n)
-			}
-		}
-		c.tick(c.now.Add(100 * time.Millisecond))
-		c.deliver(20)
+		step()
 	}
 	// The load ends (the last stuck loops resume within maxBusy), detection
 	// catches up; then every slot must fire on a survivor.
 	c.maxDelay = 0
 	for c.now.Before(end.Add(maxBusy)) || len(detect) > 0 {
-		for n, at := range detect {
-			if _, busy := c.busy[n]; !busy && !c.now.Before(at) {
-				delete(detect, n)
-				c.refresh(n)
-			}
-		}
-		c.tick(c.now.Add(100 * time.Millisecond))
-		c.deliver(20)
+		step()
 	}
 	c.run(8 * time.Second)
 	var bad []string

@@ -197,6 +197,13 @@ func (b *Batch) PutSlotMeta(slot uint16, m SlotMeta) {
 	_ = b.pb.Set(appendMetaKey(key[:0], slot), val, nil)
 }
 
+// DecodeSlotMeta decodes a stored slot meta (the value PutSlotMeta wrote).
+func DecodeSlotMeta(b []byte) (SlotMeta, error) {
+	var m SlotMeta
+	err := msgpack.Unmarshal(b, &m)
+	return m, err
+}
+
 // SlotMetas returns every slot's stored meta.
 func (s *Store) SlotMetas() (_ map[uint16]SlotMeta, err error) {
 	if !s.enter() {
@@ -224,8 +231,8 @@ func (s *Store) SlotMetas() (_ map[uint16]SlotMeta, err error) {
 			continue
 		}
 		if string(it.Key()) == string(k) {
-			var m SlotMeta
-			if err := msgpack.Unmarshal(it.Value(), &m); err != nil {
+			m, err := DecodeSlotMeta(it.Value())
+			if err != nil {
 				return nil, fmt.Errorf("storage: slot %d meta: %w", slot, err)
 			}
 			out[uint16(slot)] = m

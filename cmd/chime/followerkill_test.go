@@ -28,13 +28,11 @@ func TestFollowerKillLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	procs := startCluster(t, 3)
-	fl := newFireLog(t)
+	procs, fl, owners := startFiringCluster(t)
 	cv, err := getCluster(procs[0].url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := ownerOf(t, cv)
 	followers := make([]string, slots.Count)
 	for _, m := range cv.Members {
 		for _, r := range m.FollowingRanges {

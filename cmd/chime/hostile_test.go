@@ -291,6 +291,12 @@ func TestHostileInput(t *testing.T) {
 		hostileRow{"ctl: chunked, no length", func(t *testing.T) int {
 			return raw(0, "POST /internal/v1/ctl HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n\x01\x02n2\x00\r\n0\r\n\r\n")
 		}, refusedOrDropped},
+		hostileRow{"replicate: signed, declaring 4 billion messages in 12 bytes", func(t *testing.T) int {
+			// msgpack v5.4.1 sized the slice from the declared length: it
+			// ran the node out of memory.
+			body := []byte{0x82, 0xa1, 'f', 0xa2, 'n', '2', 0xa1, 'm', 0xdd, 0xff, 0xff, 0xff, 0xff}
+			return do(0, "POST", "/internal/v1/replicate", body, nil, signedBy("n2", "n1", time.Now()))
+		}, is4xx},
 		hostileRow{"slots: slot 16384, signed", func(t *testing.T) int {
 			return do(0, "GET", "/internal/v1/slots/16384", nil, nil, signedBy("n2", "n1", time.Now()))
 		}, is4xx},

@@ -1,0 +1,165 @@
+package node
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/storage"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// Fuzz targets for what other programs send a node (issue 11): none may
+// panic, and none may accept what it should refuse.
+
+// FuzzCallAuth: signature headers from anyone. Without the secret no
+// combination is accepted; a call signed for this node is accepted once.
+func FuzzCallAuth(f *testing.F) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	now := time.Unix(1_800_000_000, 0)
+	good := httptest.NewRequest("POST", "/internal/v1/ctl", strings.NewReader("x"))
+	(&callAuth{self: "n1", secret: secret}).sign(good.Header, "POST", "/internal/v1/ctl", "n2", []byte("x"), now)
+	f.Add(good.Header.Get(hdrAuth), "n1", "n2", good.Header.Get(hdrNonce), good.Header.Get(hdrBodySum), int64(1))
+	f.Add("", "", "", "", "", int64(-1))
+	f.Add("1800000000000:00", "n1", "n2", strings.Repeat("0", 32), strings.Repeat("0", 64), int64(1<<40))
+	f.Fuzz(func(t *testing.T, auth, from, to, nonce, sum string, length int64) {
+		r := httptest.NewRequest("POST", "/internal/v1/ctl", nil)
+		for k, v := range map[string]string{hdrAuth: auth, hdrFrom: from, hdrTo: to, hdrNonce: nonce, hdrBodySum: sum} {
+			r.Header[http.CanonicalHeaderKey(k)] = []string{v}
+		}
+		r.ContentLength = length
+		recv := &callAuth{self: "n2", secret: secret}
+		_, reason := recv.check(r, 1<<20, now, func(string) bool { return true })
+		genuine := auth == good.Header.Get(hdrAuth) && from == "n1" && to == "n2" && nonce == good.Header.Get(hdrNonce) &&
+			sum == good.Header.Get(hdrBodySum) && length == 1
+		if reason == "" && !genuine {
+			t.Fatalf("accepted a forged call: auth %q from %q to %q nonce %q sum %q length %d", auth, from, to, nonce, sum, length)
+		}
+	})
+}
+
+// FuzzReplicate: a replication request as a peer sends it, decoded and
+// applied to a store in memory, as handleReplicate's writer would.
+func FuzzReplicate(f *testing.F) {
+	st, err := storage.Open(storage.Options{InMemory: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	ok, _ := msgpack.Marshal(replRequest{From: "n1", Msgs: []replMsg{{Slot: 7, Epoch: 1, Seq: 1, Count: 0}}})
+	f.Add(ok)
+	bad, _ := msgpack.Marshal(replRequest{From: "x", Msgs: []replMsg{{Slot: 7, Epoch: 1 << 40, Seq: 1, Reset: true, Count: -1}}})
+	f.Add(bad)
+	f.Add([]byte{0x82, 0xa1, 'f', 0xa1, 'x', 0xa1, 'm', 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req replRequest
+		if checkMsgpack(body) != nil || msgpack.Unmarshal(body, &req) != nil {
+			return
+		}
+		for _, m := range req.Msgs {
+			b := st.NewBatch()
+			if err := b.ApplySlotOps(m.ops()); err != nil {
+				b.Close()
+				continue
+			}
+			if err := b.Commit(false); err != nil {
+				t.Fatalf("accepted ops did not commit: %v", err)
+			}
+		}
+	})
+}
+
+// FuzzBatchEnvelope: the body of POST /v1/tasks:batch.
+func FuzzBatchEnvelope(f *testing.F) {
+	f.Add([]byte(`{"tasks":[{"delay_ms":1}]}`))
+	f.Add([]byte(`{"tasks":[]}`))
+	f.Add([]byte(`{"tasks":[` + strings.Repeat(`{},`, 10) + `{}],"x":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		tasks, e := decodeBatchEnvelope(body, 5)
+		if e == nil && (len(tasks) == 0 || len(tasks) > 5) {
+			t.Fatalf("accepted %d tasks", len(tasks))
+		}
+	})
+}
+
+// FuzzListCursor: a list cursor from a client decodes to a valid position
+// or is refused, and a decoded one encodes back to itself.
+func FuzzListCursor(f *testing.F) {
+	f.Add(encodeCursor(storage.Position{Slot: 7, ID: "a"}))
+	f.Add("")
+	f.Add("__8")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := decodeCursor(s)
+		if !ok {
+			return
+		}
+		if p.Slot >= 16384 || validateID(p.ID) != nil {
+			t.Fatalf("accepted %+v", p)
+		}
+		if encodeCursor(p) != s {
+			t.Fatalf("%q decodes to %+v, which encodes to %q", s, p, encodeCursor(p))
+		}
+	})
+}
+
+// FuzzRetryAfter: a receiver's Retry-After and Date headers.
+func FuzzRetryAfter(f *testing.F) {
+	at := time.Unix(1_800_000_000, 0)
+	for _, v := range []string{"", "0", "120", "99999999999999999999", "Wed, 21 Oct 2015 07:28:00 GMT", "-1", "1.5"} {
+		f.Add(v, "")
+	}
+	f.Add("Wed, 21 Oct 2026 07:28:00 GMT", "Wed, 21 Oct 2026 07:27:00 GMT")
+	f.Fuzz(func(t *testing.T, v, date string) {
+		d := parseRetryAfter(v, date, at)
+		if d < 0 || d > dispatchMaxRetryAfter {
+			t.Fatalf("Retry-After %q (Date %q) = %v, outside [0, %v]", v, date, d, dispatchMaxRetryAfter)
+		}
+		if secs, err := strconv.Atoi(v); err == nil && v[0] >= '0' && v[0] <= '9' && time.Duration(secs)*time.Second <= dispatchMaxRetryAfter && d != time.Duration(secs)*time.Second {
+			t.Fatalf("Retry-After %q = %v", v, d)
+		}
+	})
+}
+
+// TestCheckMsgpack: well-formed values pass, whatever msgpack encodes;
+// lengths beyond the bytes left, truncations, trailing bytes and deep
+// nesting fail.
+func TestCheckMsgpack(t *testing.T) {
+	for _, v := range []any{
+		nil, true, 1, -1, 1 << 40, -(1 << 40), 1.5, float32(2.5), "s", strings.Repeat("x", 70000), []byte("b"),
+		map[string]any{"a": []any{1, "x", nil, map[string]int{"k": 3}}}, make([]int, 70000),
+		replRequest{From: "n1", Msgs: []replMsg{{Slot: 7, Epoch: 1, Count: 2, Data: []byte{1, 2, 3}}}},
+		replAnswer{Results: []uint8{1, 2}, Epochs: []uint64{1, 1 << 50}},
+		time.Unix(1_800_000_000, 5),
+	} {
+		b, err := msgpack.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := checkMsgpack(b); err != nil {
+			t.Errorf("%T %.40v: %v", v, v, err)
+		}
+		for i := range len(b) {
+			if checkMsgpack(b[:i]) == nil {
+				t.Errorf("%T truncated to %d of %d bytes passes", v, i, len(b))
+			}
+		}
+		if checkMsgpack(append(b, 0)) == nil {
+			t.Errorf("%T with a trailing byte passes", v)
+		}
+	}
+	for _, b := range [][]byte{
+		{0x82, 0xa1, 'f', 0xa1, 'x', 0xa1, 'm', 0xdd, 0xff, 0xff, 0xff, 0xff}, // 4 billion messages
+		{0xdf, 0x7f, 0xff, 0xff, 0xff},                                        // 2 billion map entries
+		{0xc6, 0xff, 0xff, 0xff, 0xff, 1},                                     // a 4 GiB bin
+		{0xc1},
+		append(bytes.Repeat([]byte{0x91}, 40), 0xc0), // nested 40 deep
+	} {
+		if checkMsgpack(b) == nil {
+			t.Errorf("% x passes", b)
+		}
+	}
+}
