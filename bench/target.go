@@ -426,9 +426,6 @@ func (t *target) sample() (procSample, bool) {
 	return sum, known
 }
 
-// pid returns the first node's process id, 0 if unknown.
-func (t *target) pid() int { return t.nodes[0].pid }
-
 // beforeSignal takes a last sample of m before its process is signalled,
 // so the CPU it used stays counted after it is gone.
 func (m *member) beforeSignal() {

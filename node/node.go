@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -460,5 +459,3 @@ func (n *Node) drain(ctx context.Context) {
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }
 
-// errNotRunning answers requests that arrive before Start or after Close.
-var errNotRunning = errors.New("node: not running")

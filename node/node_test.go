@@ -42,9 +42,9 @@ func TestOneShotTasksFireExactlyOnceNeverEarly(t *testing.T) {
 			}
 		}
 	}
-	hits := rcv.waitHits(t, 60*time.Second, func(hs []hit) bool { return len(hs) >= n })
+	rcv.waitHits(t, 60*time.Second, func(hs []hit) bool { return len(hs) >= n })
 	time.Sleep(300 * time.Millisecond) // any duplicate would arrive now
-	hits = rcv.hits()
+	hits := rcv.hits()
 	seen := make(map[string]int)
 	for _, h := range hits {
 		seen[h.FireID]++

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -85,9 +84,6 @@ type replAnswer struct {
 	// Epochs is the replica's epoch of each message's slot (for stale).
 	Epochs []uint64 `msgpack:"e"`
 }
-
-// newer reports whether position (e, q) is ahead of (e2, q2).
-func newer(e, q, e2, q2 uint64) bool { return e > e2 || (e == e2 && q > q2) }
 
 // replWait is what one write group waits for: every message of it applied
 // by its follower, or given up.
@@ -231,23 +227,6 @@ func (s *shipper) pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) + s.busy
-}
-
-// behindSlots returns the slots with queued messages their replicas have
-// not acknowledged, ascending.
-func (s *shipper) behindSlots() []uint16 {
-	s.mu.Lock()
-	seen := map[uint16]bool{}
-	for _, q := range s.queue {
-		seen[q.msg.Slot] = true
-	}
-	s.mu.Unlock()
-	out := make([]uint16, 0, len(seen))
-	for x := range seen {
-		out = append(out, x)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // flush waits until every queued message was acknowledged (or max passed).

@@ -217,10 +217,6 @@ func (c *cluster) trackReach() {
 	}
 }
 
-func (c *cluster) hasMajority(name string) bool {
-	return c.alive[name] && 2*len(c.view(name)) > c.stable
-}
-
 // step delivers ev to name, logs and routes the effects, and checks
 // invariants.
 func (c *cluster) step(name string, ev Event) {
