@@ -458,4 +458,3 @@ func (n *Node) drain(ctx context.Context) {
 	n.ship.flush(ctx, 5*time.Second)
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }
-
