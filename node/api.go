@@ -593,7 +593,9 @@ func decodeCursor(s string) (storage.Position, bool) {
 		return storage.Position{}, false
 	}
 	p := storage.Position{Slot: binary.BigEndian.Uint16(b), ID: string(b[2:]), Exclusive: true}
-	if p.Slot >= slots.Count || validateID(p.ID) != nil {
+	if p.Slot >= slots.Count || validateID(p.ID) != nil || encodeCursor(p) != s {
+		// The last test keeps one spelling per cursor (the decoder skips
+		// line breaks and unused bits).
 		return storage.Position{}, false
 	}
 	return p, true

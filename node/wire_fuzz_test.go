@@ -2,6 +2,8 @@ package node
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -21,8 +23,14 @@ import (
 func FuzzCallAuth(f *testing.F) {
 	secret := []byte("0123456789abcdef0123456789abcdef")
 	now := time.Unix(1_800_000_000, 0)
+	// One genuine call, with a fixed nonce: fuzz workers are separate
+	// processes, and each must know the same one.
+	sum := sha256.Sum256([]byte("x"))
+	g := signed{ts: strconv.FormatInt(now.UnixMilli(), 10), from: "n1", to: "n2", nonce: strings.Repeat("ab", 16), sum: hex.EncodeToString(sum[:])}
 	good := httptest.NewRequest("POST", "/internal/v1/ctl", strings.NewReader("x"))
-	(&callAuth{self: "n1", secret: secret}).sign(good.Header, "POST", "/internal/v1/ctl", "n2", []byte("x"), now)
+	good.Header.Set(hdrNonce, g.nonce)
+	good.Header.Set(hdrBodySum, g.sum)
+	good.Header.Set(hdrAuth, g.ts+":"+hex.EncodeToString(callMAC(secret, "POST", "/internal/v1/ctl", g, 1)))
 	f.Add(good.Header.Get(hdrAuth), "n1", "n2", good.Header.Get(hdrNonce), good.Header.Get(hdrBodySum), int64(1))
 	f.Add("", "", "", "", "", int64(-1))
 	f.Add("1800000000000:00", "n1", "n2", strings.Repeat("0", 32), strings.Repeat("0", 64), int64(1<<40))
@@ -118,7 +126,8 @@ func FuzzRetryAfter(f *testing.F) {
 		if d < 0 || d > dispatchMaxRetryAfter {
 			t.Fatalf("Retry-After %q (Date %q) = %v, outside [0, %v]", v, date, d, dispatchMaxRetryAfter)
 		}
-		if secs, err := strconv.Atoi(v); err == nil && v[0] >= '0' && v[0] <= '9' && time.Duration(secs)*time.Second <= dispatchMaxRetryAfter && d != time.Duration(secs)*time.Second {
+		if secs, err := strconv.Atoi(v); err == nil && v[0] >= '0' && v[0] <= '9' && secs <= int(dispatchMaxRetryAfter/time.Second) &&
+			d != time.Duration(secs)*time.Second {
 			t.Fatalf("Retry-After %q = %v", v, d)
 		}
 	})
