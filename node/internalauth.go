@@ -151,8 +151,8 @@ func (a *callAuth) check(r *http.Request, limit int64, now time.Time, member fun
 	case r.ContentLength > limit:
 		return "", rejTooLarge
 	}
-	got, err := hex.DecodeString(s.mac)
-	if err != nil || !hmac.Equal(got, callMAC(a.secret, r.Method, r.URL.RequestURI(), s, r.ContentLength)) {
+	// Compared as lower-case hex: one spelling per signature.
+	if !hmac.Equal([]byte(s.mac), []byte(hex.EncodeToString(callMAC(a.secret, r.Method, r.URL.RequestURI(), s, r.ContentLength)))) {
 		return "", rejBadMAC
 	}
 	switch a.nonces.add(s.nonce, now) {
@@ -170,8 +170,7 @@ func (a *callAuth) checkBody(r *http.Request, body []byte) bool {
 		return true
 	}
 	sum := sha256.Sum256(body)
-	want, err := hex.DecodeString(r.Header.Get(hdrBodySum))
-	return err == nil && hmac.Equal(sum[:], want)
+	return hmac.Equal([]byte(hex.EncodeToString(sum[:])), []byte(r.Header.Get(hdrBodySum)))
 }
 
 // nonceCache remembers the nonces of accepted calls for at least two skew
