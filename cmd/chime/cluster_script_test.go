@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -73,6 +75,26 @@ func TestClusterScript(t *testing.T) {
 		t.Fatalf("cluster.sh up 3 printed\n%s\nwant\n%s", out, want)
 	}
 	waitForMembers(t, n1, 3)
+	// A local cluster is secure by default: the script made a secret and a
+	// gossip key on first use, readable by the owner only, and the nodes
+	// (which refuse to run a cluster without them) took them.
+	for name, valid := range map[string]func(string) bool{
+		"cluster-secret": func(s string) bool { b, err := hex.DecodeString(s); return err == nil && len(b) == 32 },
+		"gossip-key":     func(s string) bool { b, err := base64.StdEncoding.DecodeString(s); return err == nil && len(b) == 32 },
+	} {
+		p := filepath.Join(dir, "secrets", name)
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", p, fi.Mode().Perm())
+		}
+		b, _ := os.ReadFile(p)
+		if !valid(strings.TrimSpace(string(b))) {
+			t.Errorf("%s holds %q", p, b)
+		}
+	}
 
 	pid2 := readPid(t, dir, 2)
 	sh(time.Minute, "kill", "2")
