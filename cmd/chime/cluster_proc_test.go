@@ -460,15 +460,9 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	dups, early := 0, 0
 	var firstOfVictim time.Time
 	for id, fs := range fl.got {
-		ids := map[string]bool{}
+		d, e := tally(fs)
+		dups, early = dups+d, early+e
 		for _, f := range fs {
-			if ids[f.fireID] {
-				dups++
-			}
-			ids[f.fireID] = true
-			if f.at.Before(f.due) {
-				early++
-			}
 			if owners[slots.Of(id)] == name && (firstOfVictim.IsZero() || f.at.Before(firstOfVictim)) {
 				firstOfVictim = f.at
 			}

@@ -132,15 +132,9 @@ func TestFollowerKillLosesNothing(t *testing.T) {
 				examples = append(examples, fmt.Sprintf("%s (slot %d, %s)", id, s, kind(s)))
 			}
 		}
-		ids := map[string]bool{}
+		d, e := tally(fs)
+		dups, early = dups+d, early+e
 		for _, f := range fs {
-			if ids[f.fireID] {
-				dups++
-			}
-			ids[f.fireID] = true
-			if f.at.Before(f.due) {
-				early++
-			}
 			if late := f.at.Sub(f.due); late > worst[kind(s)] {
 				worst[kind(s)] = late
 			}

@@ -242,6 +242,22 @@ func (f *fireLog) sender(remote string) string {
 	return cmp.Or(f.senders.byPort[port], "?")
 }
 
+// tally counts one task's fires that repeat a fire id already delivered,
+// and those that started before their due time.
+func tally(fs []fire) (dups, early int) {
+	ids := map[string]bool{}
+	for _, f := range fs {
+		if ids[f.fireID] {
+			dups++
+		}
+		ids[f.fireID] = true
+		if f.at.Before(f.due) {
+			early++
+		}
+	}
+	return dups, early
+}
+
 func (f *fireLog) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
