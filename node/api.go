@@ -34,6 +34,8 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", n.handleExecutions)
 	mux.HandleFunc("GET /v1/cluster", n.handleCluster)
 	mux.HandleFunc("POST /v1/cluster/members/{name}/forget", n.handleForget)
+	mux.HandleFunc("GET /v1/cluster/keys", n.handleKeys)
+	mux.HandleFunc("POST /v1/cluster/keys", n.handleKeys)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
 	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
 	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)
@@ -46,6 +48,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /internal/v1/antientropy", n.handleAntiEntropy)
 	mux.HandleFunc("GET /internal/v1/slots/{slot}", n.handleSlotDebug)
 	mux.HandleFunc("GET /internal/v1/member", n.handleInternalMember)
+	mux.HandleFunc("POST /internal/v1/keys", n.handleInternalKeys)
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
 	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {

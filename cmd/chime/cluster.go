@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -25,6 +26,11 @@ verbs:
   forget NAME        declare a dead member gone for good: every member counts it as left,
                      so the others can be a majority without it (only for a node that will
                      never come back: one alive behind a partition would then own slots twice)
+  keys list          the gossip keys of the live members, by fingerprint (keys are never shown)
+  keys install KEY   add a gossip key (base64 of 32 bytes) on every live member: they accept it
+  keys use KEY       make an installed key the one every member sends with
+  keys remove KEY    remove a key nobody uses any more: it is refused from then on
+                     (rotate: install NEW, use NEW, remove OLD; --key-file F reads KEY from F)
 
 flags:
   --addr URL         node to ask (default $CHIME_ADDR, else ` + defaultAddr + `)
@@ -60,6 +66,8 @@ func (cc *clusterCmd) run(ctx context.Context, args []string) error {
 		return cc.status(ctx, rest)
 	case "forget":
 		return cc.forget(ctx, rest)
+	case "keys":
+		return cc.keys(ctx, rest)
 	default:
 		fmt.Fprint(cc.stderr, clusterUsage)
 		return fmt.Errorf("cluster: unknown verb %q", verb)
@@ -70,8 +78,11 @@ func (cc *clusterCmd) run(ctx context.Context, args []string) error {
 // and its arguments, for the usage) and returns them with the positional
 // arguments. done is set after -h or a bad flag (the usage or the error is
 // printed already); the verb then returns err.
-func (cc *clusterCmd) parseVerb(verb, synopsis string, args []string) (cf *commonFlags, pos []string, done bool, err error) {
+func (cc *clusterCmd) parseVerb(verb, synopsis string, args []string, more ...func(*flag.FlagSet)) (cf *commonFlags, pos []string, done bool, err error) {
 	fs := flag.NewFlagSet("cluster "+verb, flag.ContinueOnError)
+	for _, f := range more {
+		f(fs)
+	}
 	fs.SetOutput(cc.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(cc.stderr, "usage: chime cluster %s [flags]\n\nflags:\n", synopsis)
@@ -135,6 +146,110 @@ func (cc *clusterCmd) forget(ctx context.Context, args []string) error {
 		return cc.printJSON(ans.body)
 	}
 	return cc.write([]byte(pos[0] + " forgotten: every member counts it as left\n"))
+}
+
+// keys runs `keys list|install|use|remove [KEY]`: GET or POST
+// /v1/cluster/keys. It fails when a live member did not apply the change.
+func (cc *clusterCmd) keys(ctx context.Context, args []string) error {
+	var keyFile string
+	cf, pos, done, err := cc.parseVerb("keys", "keys list | keys install|use|remove KEY|--key-file F", args, func(fs *flag.FlagSet) {
+		fs.StringVar(&keyFile, "key-file", "", "read KEY from this file")
+	})
+	if done {
+		return err
+	}
+	if len(pos) == 0 {
+		return errors.New("cluster keys: want list, install, use or remove")
+	}
+	op, pos := pos[0], pos[1:]
+	method, body := "GET", []byte(nil)
+	switch op {
+	case "list":
+		if len(pos) > 0 || keyFile != "" {
+			return errors.New("cluster keys list: takes no key")
+		}
+	case "install", "use", "remove":
+		key, err := keyArg(op, pos, keyFile)
+		if err != nil {
+			return err
+		}
+		method = "POST"
+		body, _ = json.Marshal(map[string]string{"op": op, "key": key})
+	default:
+		return fmt.Errorf("cluster keys: unknown operation %q: want list, install, use or remove", op)
+	}
+	c, err := cc.client(cf)
+	if err != nil {
+		return err
+	}
+	ans, err := c.do(ctx, method, "/v1/cluster/keys", nil, body)
+	if err != nil {
+		return err
+	}
+	var res keysView
+	if err := decodeAnswer(ans.body, &res); err != nil {
+		return err
+	}
+	if cf.json {
+		err = cc.printJSON(ans.body)
+	} else {
+		err = cc.write(keysText(res))
+	}
+	if err == nil && len(res.Failed) > 0 {
+		err = fmt.Errorf("cluster keys %s: %d live member(s) did not apply it", op, len(res.Failed))
+	}
+	return err
+}
+
+// keyArg is the KEY of a keys operation: the one argument, or the
+// content of --key-file (not both).
+func keyArg(op string, pos []string, keyFile string) (string, error) {
+	switch {
+	case keyFile != "" && len(pos) == 0:
+		b, err := os.ReadFile(keyFile)
+		if err != nil {
+			return "", fmt.Errorf("cluster keys %s: %w", op, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	case keyFile == "" && len(pos) == 1:
+		return pos[0], nil
+	}
+	return "", fmt.Errorf("cluster keys %s: want one KEY (base64 of 32 bytes) or --key-file", op)
+}
+
+// keysView is the answer of /v1/cluster/keys.
+type keysView struct {
+	Op       string            `json:"op"`
+	Members  int               `json:"members"`
+	Answered int               `json:"answered"`
+	Keys     []keyCountView    `json:"keys"`
+	Failed   map[string]string `json:"failed"`
+	Down     []string          `json:"down"`
+}
+
+type keyCountView struct {
+	Fingerprint string `json:"fingerprint"`
+	Installed   int    `json:"installed"`
+	Primary     int    `json:"primary"`
+}
+
+// keysText renders a keys answer: who answered, one row per key, then the
+// members that failed or were not asked.
+func keysText(v keysView) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s: %d of %d members answered\n", v.Op, v.Answered, v.Members)
+	rows := [][]string{{"KEY", "INSTALLED", "PRIMARY"}}
+	for _, k := range v.Keys {
+		rows = append(rows, []string{k.Fingerprint, fmt.Sprintf("%d/%d", k.Installed, v.Answered), fmt.Sprintf("%d/%d", k.Primary, v.Answered)})
+	}
+	_ = writeTable(&b, rows)
+	for _, name := range slices.Sorted(maps.Keys(v.Failed)) {
+		fmt.Fprintf(&b, "failed on %s: %s\n", name, v.Failed[name])
+	}
+	if len(v.Down) > 0 {
+		fmt.Fprintf(&b, "not asked (down): %s; a member that missed a change cannot gossip with the others until it gets it\n", strings.Join(v.Down, ", "))
+	}
+	return b.Bytes()
 }
 
 // clusterView is the part of GET /v1/cluster the table shows. As in

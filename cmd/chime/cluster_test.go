@@ -288,7 +288,7 @@ func TestClusterFlagsMaxMoves(t *testing.T) {
 		if err := fs.Parse(append([]string{"--gossip-addr", "127.0.0.1:0", "--insecure-cluster"}, tc.args...)); err != nil {
 			t.Fatal(err)
 		}
-		cc, err := c.config()
+		cc, err := c.config("")
 		switch {
 		case tc.wantErr != "":
 			if err == nil || err.Error() != tc.wantErr {
@@ -365,7 +365,7 @@ func TestClusterSecrets(t *testing.T) {
 			if err := parseWithEnv(fs, append([]string{"--gossip-addr", "127.0.0.1:0"}, tc.args...), env); err != nil {
 				t.Fatal(err)
 			}
-			cc, err := c.config()
+			cc, err := c.config("")
 			switch {
 			case tc.wantErr != "":
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -120,8 +121,19 @@ func TestHostileInput(t *testing.T) {
 			}
 			fmt.Fprintf(&b, "n%d table %x; ", i+1, cv.TableVersion)
 		}
+		// The gossip keyring: a key call must not have changed it.
+		resp, err := http.Get(procs[0].url + "/v1/cluster/keys")
+		if err != nil {
+			return "", err
+		}
+		keys, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("keys: %d %s", resp.StatusCode, keys)
+		}
+		b.Write(bytes.TrimSpace(keys))
 		e, err := epochs()
-		return b.String() + e, err
+		return b.String() + " " + e, err
 	}
 	before, err := state()
 	if err != nil {
@@ -222,6 +234,7 @@ func TestHostileInput(t *testing.T) {
 		{"GET", "/internal/v1/tasks?limit=5", nil},
 		{"GET", "/internal/v1/member", nil},
 		{"GET", "/internal/v1/slots/5", nil},
+		{"POST", "/internal/v1/keys", []byte(`{"op":"list"}`)},
 	}
 	var rows []hostileRow
 	for _, ep := range endpoints {
@@ -297,6 +310,14 @@ func TestHostileInput(t *testing.T) {
 			body := []byte{0x82, 0xa1, 'f', 0xa2, 'n', '2', 0xa1, 'm', 0xdd, 0xff, 0xff, 0xff, 0xff}
 			return do(0, "POST", "/internal/v1/replicate", body, nil, signedBy("n2", "n1", time.Now()))
 		}, is4xx},
+		hostileRow{"ctl: signed by n2, the body naming sender mallory", func(t *testing.T) int {
+			body := []byte{1, 7, 'm', 'a', 'l', 'l', 'o', 'r', 'y', 0}
+			return do(0, "POST", "/internal/v1/ctl", body, nil, signedBy("n2", "n1", time.Now()))
+		}, is4xx},
+		hostileRow{"replicate: signed by n2, the body naming sender x, a high epoch for slot 5", func(t *testing.T) int {
+			body := replBad(5, 1<<40, 1)
+			return do(0, "POST", "/internal/v1/replicate", body, nil, signedBy("n2", "n1", time.Now()))
+		}, is4xx},
 		hostileRow{"slots: slot 16384, signed", func(t *testing.T) int {
 			return do(0, "GET", "/internal/v1/slots/16384", nil, nil, signedBy("n2", "n1", time.Now()))
 		}, is4xx},
@@ -316,6 +337,22 @@ func TestHostileInput(t *testing.T) {
 		hostileRow{"public: a forged hop count", func(t *testing.T) int {
 			return do(0, "GET", "/v1/tasks/"+url.PathEscape("nope"), nil, map[string]string{"X-Chime-Hop": "99", "X-Chime-Auth": "1:00"}, nil)
 		}, func(c int) bool { return c == http.StatusNotFound }},
+		hostileRow{"keys: install a 16-byte key, signed", func(t *testing.T) int {
+			body := []byte(`{"op":"install","key":"MDEyMzQ1Njc4OWFiY2RlZg=="}`)
+			return do(0, "POST", "/internal/v1/keys", body, nil, signedBy("n2", "n1", time.Now()))
+		}, is4xx},
+		hostileRow{"keys: declared 1 MiB, signed", func(t *testing.T) int {
+			return do(0, "POST", "/internal/v1/keys", make([]byte, 1<<20), nil, signedBy("n2", "n1", time.Now()))
+		}, refusedOrDropped},
+		hostileRow{"public: keys with an unknown op", func(t *testing.T) int {
+			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"drop","key":"`+testGossipKey+`"}`), nil, nil)
+		}, is4xx},
+		hostileRow{"public: use a key no member has", func(t *testing.T) int {
+			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"use","key":"`+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))+`"}`), nil, nil)
+		}, is4xx},
+		hostileRow{"public: remove the key in use", func(t *testing.T) int {
+			return do(2, "POST", "/v1/cluster/keys", []byte(`{"op":"remove","key":"`+testGossipKey+`"}`), nil, nil)
+		}, is4xx},
 		hostileRow{"public: forget a live member", func(t *testing.T) int {
 			return do(0, "POST", "/v1/cluster/members/n2/forget", nil, nil, nil)
 		}, is4xx},

@@ -3,6 +3,8 @@
 //	chime serve [flags]          run a node (flags also from CHIME_* variables)
 //	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, executions
 //	chime cluster status         members, states and slots as one node sees them
+//	chime cluster forget NAME    declare a dead member gone for good
+//	chime cluster keys <op>      list, install, use, remove gossip keys (rotation)
 //	chime bench <workload>       benchmark workloads (see docs/BENCHMARKS.md)
 //	chime version
 package main
@@ -40,7 +42,7 @@ const usage = `usage: chime <command> [flags]
 commands:
   serve       run a node (chime serve -h for flags)
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
-  cluster     show the cluster as one node sees it: status
+  cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
   version     print the version
 `

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -75,7 +76,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	if cfg.Cluster, err = cf.config(); err != nil {
+	if cfg.Cluster, err = cf.config(cfg.DataDir); err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -170,7 +171,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 }
 
 // config returns the node's cluster config, or nil for a standalone node.
-func (c *clusterFlags) config() (*node.ClusterConfig, error) {
+func (c *clusterFlags) config(dataDir string) (*node.ClusterConfig, error) {
 	if c.addr == "" {
 		if c.join != "" {
 			return nil, errors.New("--join needs --gossip-addr")
@@ -213,6 +214,14 @@ func (c *clusterFlags) config() (*node.ClusterConfig, error) {
 	if g.SecretKey, err = gossip.ParseSecretKey(key); err != nil {
 		return nil, fmt.Errorf("--gossip-key: %w", err)
 	}
+	// The keyring `chime cluster keys` rotates is kept beside the data; once
+	// it exists it holds the gossip keys (see gossip.Config.KeyringFile).
+	hasKeyring := false
+	if dataDir != "" {
+		g.KeyringFile = filepath.Join(dataDir, keyringFile)
+		_, err := os.Stat(g.KeyringFile)
+		hasKeyring = err == nil
+	}
 	secret, err := secretValue("--cluster-secret", c.secret, c.secretFile)
 	if err != nil {
 		return nil, err
@@ -221,7 +230,7 @@ func (c *clusterFlags) config() (*node.ClusterConfig, error) {
 	case secret != "" && len(secret) < minClusterSecret:
 		return nil, fmt.Errorf("--cluster-secret has %d bytes: it needs at least %d (e.g. openssl rand -hex 32)", len(secret), minClusterSecret)
 	case c.insecure:
-	case secret == "" || len(g.SecretKey) == 0:
+	case secret == "" || len(g.SecretKey) == 0 && !hasKeyring:
 		return nil, errors.New("a cluster needs --cluster-secret (32+ bytes) and --gossip-key (base64 of 32 bytes), as flags, " +
 			"CHIME_CLUSTER_SECRET/CHIME_GOSSIP_KEY or --cluster-secret-file/--gossip-key-file " +
 			"(scripts/cluster.sh makes both), or --insecure-cluster on a trusted test network")
@@ -252,6 +261,9 @@ func (c *clusterFlags) config() (*node.ClusterConfig, error) {
 	cc.Secret, cc.Insecure = []byte(secret), c.insecure
 	return &cc, nil
 }
+
+// keyringFile is the gossip keyring's file in the data directory.
+const keyringFile = "gossip-keyring.json"
 
 // minClusterSecret is the shortest --cluster-secret: 32 bytes.
 const minClusterSecret = 32

@@ -47,6 +47,13 @@ type Config struct {
 	// join (every incoming message must be encrypted with the key). See
 	// ParseSecretKey for the base64 --gossip-key form.
 	SecretKey []byte
+	// KeyringFile, when set, keeps the keyring across restarts: every
+	// change (Membership.InstallKey, UseKey, RemoveKey) is written to it
+	// (mode 0600) before it takes effect, and when it exists at New its
+	// keys and primary key are used instead of SecretKey (a SecretKey it
+	// lacks is logged and ignored: the cluster rotated away from it).
+	// Delete it to start from SecretKey again.
+	KeyringFile string
 	// Label is the cluster label prefixed to every packet and stream (at
 	// most 255 bytes); members with a different label are refused. It keeps
 	// two clusters on one network apart even without a key. Empty means none.
@@ -262,9 +269,9 @@ func (c *Config) clone() Config {
 }
 
 // memberlistConfig builds memberlist's configuration from c, with d as its
-// Delegate and EventDelegate. It starts from memberlist.DefaultLANConfig so
+// Delegate and EventDelegate and keys as its keyring (nil: no encryption). It starts from memberlist.DefaultLANConfig so
 // that every knob we do not expose keeps memberlist's default.
-func (c *Config) memberlistConfig(d *delegate, logger *slog.Logger) *memberlist.Config {
+func (c *Config) memberlistConfig(d *delegate, keys *memberlist.Keyring, logger *slog.Logger) *memberlist.Config {
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.Name
 	mc.BindAddr = c.BindAddr
@@ -274,10 +281,9 @@ func (c *Config) memberlistConfig(d *delegate, logger *slog.Logger) *memberlist.
 	if c.AdvertisePort == 0 {
 		mc.AdvertisePort = c.BindPort
 	}
-	mc.SecretKey = append([]byte(nil), c.SecretKey...)
-	if len(c.SecretKey) == 0 {
-		mc.SecretKey = nil
-	}
+	// The keyring holds SecretKey (or the keyring file's keys); memberlist
+	// would add SecretKey to it again and make it primary.
+	mc.SecretKey, mc.Keyring = nil, keys
 	mc.Label = c.Label
 	mc.Transport = c.Transport
 	mc.Delegate = d

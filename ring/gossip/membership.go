@@ -65,6 +65,9 @@ type Membership struct {
 	wg   sync.WaitGroup // the reconnect loop
 
 	reconnects atomic.Uint64
+	// keys is the gossip keyring (keyring.go); keyMu serializes changes.
+	keys  keyring
+	keyMu sync.Mutex
 	// bcast holds leave intents to piggyback on gossip.
 	bcast *memberlist.TransmitLimitedQueue
 
@@ -123,6 +126,14 @@ func New(cfg Config) (*Membership, error) {
 		resync: make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 	}
+	keys, warn, err := newKeyring(&c)
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		logger.Warn(warn, "keyring_file", c.KeyringFile)
+	}
+	m.keys = keys
 	m.mu.view = make(map[string]*entry)
 	m.mu.intents = make(map[string]uint64)
 	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numUp, RetransmitMult: c.RetransmitMult}
@@ -151,7 +162,7 @@ func (m *Membership) Start(meta Meta) error {
 		return fmt.Errorf("gossip: start: %w", err)
 	}
 	m.local.Store(&localMeta{meta: meta, encoded: enc})
-	ml, err := memberlist.Create(m.cfg.memberlistConfig(&delegate{m: m}, m.log))
+	ml, err := memberlist.Create(m.cfg.memberlistConfig(&delegate{m: m}, m.keys.ring, m.log))
 	if err != nil {
 		return fmt.Errorf("gossip: start %s: %w", m.cfg.Name, err)
 	}
