@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -61,6 +63,9 @@ type TargetConfig struct {
 	// Token is the API token for URL targets (Authorization: Bearer).
 	// Spawned nodes run without one.
 	Token string `json:"-"`
+	// CAFile is a CA bundle (PEM) that signs https URL targets'
+	// certificates; empty means the system roots.
+	CAFile string `json:"ca_file,omitempty"`
 	// PIDs are the process ids of URL targets on this machine, in URL
 	// order, so their CPU and memory can be read from /proc. Missing or 0
 	// = unknown.
@@ -215,8 +220,22 @@ type targetOpts struct {
 func openTargetOpts(ctx context.Context, cfg TargetConfig, o targetOpts) (*target, error) {
 	t := &target{cfg: cfg, prog: o.prog, conns: o.conns}
 	if !cfg.Spawn {
+		var roots *tls.Config
+		if cfg.CAFile != "" {
+			pem, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("bench: CA file: %w", err)
+			}
+			roots = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+			if !roots.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("bench: CA file %s holds no PEM certificate", cfg.CAFile)
+			}
+		}
 		for i, u := range cfg.URLs {
 			m := &member{index: i + 1, api: newAPIClient(u, cfg.Token, o.conns)}
+			if roots != nil && m.api.hc != nil {
+				m.api.hc.TLSConfig = roots
+			}
 			if pu, err := url.Parse(u); err == nil {
 				m.httpAddr = pu.Host
 			}

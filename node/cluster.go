@@ -133,6 +133,7 @@ type cluster struct {
 	// fresh: advertised in Meta.Fresh from the start (the node holds no
 	// slot state); see setFresh.
 	fresh bool
+	tls   bool // HTTPAddr serves HTTPS: advertised in Meta.TLS
 	now   func() time.Time
 	log   *slog.Logger
 	// install receives every new view with the one it replaces, in order,
@@ -179,7 +180,7 @@ func (c *cluster) ready() bool {
 // start starts gossip as a joining member (owning nothing), joins the
 // seeds, then turns active. Views are built from then on.
 func (c *cluster) start() error {
-	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion, Fresh: c.fresh}
+	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion, Fresh: c.fresh, TLS: c.tls}
 	if err := c.mem.Start(meta); err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}

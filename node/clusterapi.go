@@ -132,7 +132,11 @@ func (n *Node) listCluster(w http.ResponseWriter, r *http.Request, q listQuery) 
 			continue
 		}
 		wg.Go(func() {
-			c, err := n.fwd.do(r.Context(), m, http.MethodGet, "/internal/v1/tasks?"+r.URL.RawQuery, nil, r.Header, 1)
+			uri := "/internal/v1/tasks"
+			if r.URL.RawQuery != "" {
+				uri += "?" + r.URL.RawQuery // "?" alone would not reach the member as signed
+			}
+			c, err := n.fwd.do(r.Context(), m, http.MethodGet, uri, nil, r.Header, 1)
 			switch {
 			case err != nil:
 				errs[i] = unreachable(m, err)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -86,6 +87,14 @@ type Config struct {
 	// Cluster makes the node a cluster member; nil runs it standalone,
 	// owning every slot.
 	Cluster *ClusterConfig
+	// TLS, when set, says HTTPAddr serves HTTPS (chime serve wraps the
+	// listener with TLS.Server()): the node tells the other members so in
+	// its gossip meta, and they call it over TLS. Its own calls to members
+	// that serve HTTPS use TLS.Client() (their certificate verified against
+	// the CA; with mutual TLS this node's presented). With mutual TLS the
+	// internal endpoints refuse a call without a verified client
+	// certificate. Members without TLS are called over plain HTTP.
+	TLS *tlsconf.Reloader
 
 	// DialContext, when set, opens every connection the node makes: to
 	// other members (forwarded requests, ownership messages, replication

@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/valyala/fasthttp"
@@ -48,9 +51,26 @@ type forwarder struct {
 	timeout time.Duration
 	// dial, when set, opens the connections (Config.DialContext).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// tls gives the client side for a member at host that serves HTTPS
+	// (Config.TLS); nil means crypto/tls defaults (the system roots).
+	tls func(host string) *tls.Config
+	// secure holds the HTTP addresses of the members whose meta says they
+	// serve HTTPS (noteTLS, from every view).
+	secure atomic.Pointer[map[string]bool]
 
 	mu    sync.Mutex
-	hosts map[string]*fasthttp.HostClient // by HTTP address
+	hosts map[string]*fasthttp.HostClient // by HTTP address, "tls:" first for HTTPS
+}
+
+// noteTLS records which members serve HTTPS.
+func (f *forwarder) noteTLS(members []gossip.Member) {
+	m := map[string]bool{}
+	for _, mb := range members {
+		if mb.Meta.TLS {
+			m[mb.Meta.HTTPAddr] = true
+		}
+	}
+	f.secure.Store(&m)
 }
 
 // forwardConns bounds the connections to one node.
@@ -61,12 +81,23 @@ func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder 
 }
 
 func (f *forwarder) host(addr string) *fasthttp.HostClient {
+	key, secure := addr, false
+	if m := f.secure.Load(); m != nil && (*m)[addr] {
+		key, secure = "tls:"+addr, true
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	hc := f.hosts[addr]
+	hc := f.hosts[key]
 	if hc == nil {
+		var tc *tls.Config
+		if secure && f.tls != nil {
+			h, _, _ := net.SplitHostPort(addr)
+			tc = f.tls(h)
+		}
 		hc = &fasthttp.HostClient{
 			Addr:                          addr,
+			IsTLS:                         secure,
+			TLSConfig:                     tc,
 			MaxConns:                      forwardConns,
 			MaxIdleConnDuration:           30 * time.Second, // below the API server's 2 min idle timeout
 			MaxResponseBodySize:           64 << 20,
@@ -87,7 +118,7 @@ func (f *forwarder) host(addr string) *fasthttp.HostClient {
 				return false, attempts < 2 && errors.Is(err, fasthttp.ErrConnectionClosed)
 			},
 		}
-		f.hosts[addr] = hc
+		f.hosts[key] = hc
 	}
 	return hc
 }
@@ -142,7 +173,12 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI("http://" + m.HTTPAddr + uri)
+	hc := f.host(m.HTTPAddr)
+	scheme := "http://"
+	if hc.IsTLS {
+		scheme = "https://"
+	}
+	req.SetRequestURI(scheme + m.HTTPAddr + uri)
 	req.Header.SetMethod(method)
 	for _, k := range []string{"Authorization", "Content-Type", "Accept"} {
 		if v := hdr.Get(k); v != "" {
@@ -159,7 +195,7 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	if len(body) > 0 {
 		req.SetBodyRaw(body)
 	}
-	err := f.host(m.HTTPAddr).DoDeadline(req, resp, deadline)
+	err := hc.DoDeadline(req, resp, deadline)
 	if errors.Is(err, fasthttp.ErrTimeout) {
 		err = context.DeadlineExceeded
 	}

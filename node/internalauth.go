@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
@@ -71,6 +72,7 @@ const (
 	rejReplayed  = "replayed"
 	rejBusy      = "busy"
 	rejBadBody   = "bad_body"
+	rejNoCert    = "no_client_cert" // mutual TLS: no verified client certificate
 )
 
 // callAuth signs and checks the calls between nodes of one cluster.
@@ -228,6 +230,8 @@ func rejection(reason string) *Error {
 		return &Error{Code: CodeInvalidArgument, Status: http.StatusLengthRequired, Field: "Content-Length", Message: msg + "a call between nodes declares its Content-Length"}
 	case rejTooLarge:
 		return &Error{Code: CodeTooLarge, Field: "Content-Length", Message: msg + "the body is over this endpoint's limit"}
+	case rejNoCert:
+		return &Error{Code: CodeUnauthenticated, Message: msg + "this node runs mutual TLS: a call between nodes needs a client certificate signed by the cluster's CA"}
 	case rejBadMAC:
 		return &Error{Code: CodeUnauthenticated, Message: msg + "bad signature: another cluster secret, or the call was altered"}
 	case rejReplayed:
@@ -250,6 +254,9 @@ func (n *Node) readSigned(r *http.Request, endpoint string, limit int64) (string
 	reject := func(reason string) (string, []byte, *Error) {
 		n.metrics.internalRejected.WithLabelValues(endpoint, reason).Inc()
 		return "", nil, rejection(reason)
+	}
+	if n.cfg.TLS != nil && n.cfg.TLS.Mutual() && !tlsconf.VerifiedPeer(r) {
+		return reject(rejNoCert)
 	}
 	from, reason := n.fwd.auth.check(r, limit, n.now(), n.mayCall)
 	if reason != "" {

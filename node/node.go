@@ -86,6 +86,9 @@ func New(cfg Config) (*Node, error) {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
 		n.fwd.dial = cfg.DialContext
+		if cfg.TLS != nil {
+			n.fwd.tls = cfg.TLS.Client
+		}
 	}
 	n.handler = n.routes()
 	return n, nil
@@ -214,7 +217,7 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
-		c.fresh = ct.fresh
+		c.fresh, c.tls = ct.fresh, n.cfg.TLS != nil
 		n.cluster = c
 	}
 	n.disp.start()
@@ -351,6 +354,9 @@ func (n *Node) notReadyReason() string {
 // v's slots, and the loop loads the slots gained.
 func (n *Node) installView(old, v *view) {
 	n.view.Store(v)
+	if n.fwd != nil {
+		n.fwd.noteTLS(v.members)
+	}
 	now := n.now()
 	n.leftMu.Lock()
 	for _, m := range v.members {

@@ -34,6 +34,11 @@
 #                           makes a random pair on first use in
 #                           $CHIME_CLUSTER_DIR/secrets/ (mode 0600) and hands
 #                           them to the nodes as files (not in `ps`)
+#   CHIME_TLS=1             serve HTTPS, with mutual TLS between the nodes: a
+#                           development CA and one certificate per node are
+#                           made on first use in $CHIME_CLUSTER_DIR/secrets/tls/
+#                           (`chime certs`); give clients --ca (or CHIME_CA)
+#                           $CHIME_CLUSTER_DIR/secrets/tls/ca.pem
 #
 # Only processes whose pid file this script wrote are signalled, and only
 # after /proc/PID/cmdline shows they still are that node's `chime serve`.
@@ -48,6 +53,11 @@ gossip_base=${CHIME_GOSSIP_BASE_PORT:-7946}
 ready_timeout=${CHIME_READY_TIMEOUT:-60}
 stop_timeout=15
 bin=$dir/bin/chime
+tls=${CHIME_TLS:-0}
+[[ $tls == 0 || $tls == 1 ]] || { echo "cluster.sh: CHIME_TLS must be 0 or 1, got '$tls'" >&2; exit 1; }
+scheme=http
+((tls)) && scheme=https
+tls_dir=$dir/secrets/tls
 
 die() {
 	echo "cluster.sh: $*" >&2
@@ -141,7 +151,9 @@ wait_gone() {
 # 000 when nothing answers.
 http_status() {
 	local code=
-	if command -v curl >/dev/null; then
+	if ((tls)); then
+		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$tls_dir/ca.pem" "https://127.0.0.1:$1$2") || true
+	elif command -v curl >/dev/null; then
 		code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$1$2") || true
 	else
 		# shellcheck disable=SC2016 # $1, $2 expand in the inner shell
@@ -198,6 +210,16 @@ secrets() {
 	export CHIME_CLUSTER_SECRET_FILE=$s/cluster-secret CHIME_GOSSIP_KEY_FILE=$s/gossip-key
 }
 
+# tls_args I prints node I's TLS flags (CHIME_TLS=1), making the development
+# CA and the node's certificate on first use.
+tls_args() {
+	((tls)) || return 0
+	if [[ ! -s $tls_dir/n$1.pem || ! -s $tls_dir/n$1-key.pem ]]; then
+		"$bin" certs --dir "$tls_dir" --name "n$1" --host 127.0.0.1,localhost >/dev/null
+	fi
+	echo "--tls-cert $tls_dir/n$1.pem --tls-key $tls_dir/n$1-key.pem --tls-ca $tls_dir/ca.pem --tls-mutual"
+}
+
 # join_list I N prints the gossip addresses of nodes 1..N except I, comma
 # separated.
 join_list() {
@@ -222,7 +244,9 @@ launch() {
 		--gossip-addr "127.0.0.1:$(gossip_port "$i")" --data-dir "$d/data")
 	join=$(join_list "$i" "$n")
 	[[ -z $join ]] || args+=(--join "$join")
-	args+=(${extra[@]+"${extra[@]}"})
+	local tlsflags=()
+	read -r -a tlsflags <<<"$(tls_args "$i")"
+	args+=(${tlsflags[@]+"${tlsflags[@]}"} ${extra[@]+"${extra[@]}"})
 	mkdir -p "$d/data"
 	rm -f "$d/pid"
 	printf '=== %s cluster.sh: %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$bin" "${args[*]}" >>"$d/log"
@@ -271,7 +295,7 @@ wait_ready() {
 }
 
 print_node() {
-	echo "n$1 http://127.0.0.1:$(http_port "$1") 127.0.0.1:$(gossip_port "$1")"
+	echo "n$1 $scheme://127.0.0.1:$(http_port "$1") 127.0.0.1:$(gossip_port "$1")"
 }
 
 cmd_up() {
@@ -386,15 +410,17 @@ cmd_status() {
 		if pid=$(live_pid "$i"); then
 			local ready=not-ready
 			[[ $(http_status "$(http_port "$i")" /readyz) == 200 ]] && ready=ready
-			printf '%-3s %-5s %-8s %-6s %-9s %s\n' "$i" "n$i" "$pid" alive "$ready" "http://127.0.0.1:$(http_port "$i")"
+			printf '%-3s %-5s %-8s %-6s %-9s %s\n' "$i" "n$i" "$pid" alive "$ready" "$scheme://127.0.0.1:$(http_port "$i")"
 			first=${first:-$i}
 		else
-			printf '%-3s %-5s %-8s %-6s %-9s %s\n' "$i" "n$i" - dead - "http://127.0.0.1:$(http_port "$i")"
+			printf '%-3s %-5s %-8s %-6s %-9s %s\n' "$i" "n$i" - dead - "$scheme://127.0.0.1:$(http_port "$i")"
 		fi
 	done
 	[[ -n $first ]] || return 0
 	echo
-	"$bin" cluster status --addr "http://127.0.0.1:$(http_port "$first")"
+	local ca=()
+	((tls)) && ca=(--ca "$tls_dir/ca.pem")
+	"$bin" cluster status --addr "$scheme://127.0.0.1:$(http_port "$first")" ${ca[@]+"${ca[@]}"}
 }
 
 cmd_down() {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -203,6 +204,7 @@ func registerChangeFlags(fs *flag.FlagSet, cfg *bench.ChangeConfig, at, atUsage 
 // benchTargetFlags are the flags that pick the nodes under test.
 type benchTargetFlags struct {
 	target, chimeBin, token, pids, dataDirs, script string
+	ca                                              string
 	spawn                                           bool
 	nodes, basePort, gossipBasePort                 int
 	serveArgs                                       benchArgsFlag
@@ -226,6 +228,7 @@ func registerTargetFlags(fs *flag.FlagSet, def bench.TargetConfig) *benchTargetF
 	fs.StringVar(&tf.chimeBin, "chime-bin", "", "chime `binary` to spawn (default: go build ./cmd/chime into a temp dir)")
 	fs.Var(&tf.serveArgs, "serve-arg", "extra `argument` for every spawned chime serve (repeatable)")
 	fs.StringVar(&tf.token, "token", "", "API `token` for --target (default $CHIME_API_TOKEN)")
+	fs.StringVar(&tf.ca, "ca", "", "CA bundle `file` (PEM) that signs https --target nodes' certificates (default $CHIME_CA, else the system roots)")
 	fs.StringVar(&tf.pids, "pid", "", "process ids of the --target nodes on this machine, comma separated in URL order, to read their CPU and RSS")
 	fs.StringVar(&tf.dataDirs, "data-dir", "", "data `directories` of the --target nodes on this machine, comma separated in URL order, for their disk size")
 	fs.DurationVar(&tf.readyTimeout, "ready-timeout", 0, "how long to wait for /readyz (default 60s)")
@@ -241,6 +244,7 @@ func (tf *benchTargetFlags) config(env func(string) string) bench.TargetConfig {
 		ChimeBin:       tf.chimeBin,
 		ServeArgs:      tf.serveArgs,
 		Token:          tf.token,
+		CAFile:         cmp.Or(tf.ca, env("CHIME_CA")),
 		DataDirs:       splitList(tf.dataDirs),
 		BasePort:       tf.basePort,
 		GossipBasePort: tf.gossipBasePort,

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +50,19 @@ func newClient(addr, token string, timeout time.Duration) (*client, error) {
 		return nil, fmt.Errorf("--timeout must be positive, got %s", timeout)
 	}
 	return &client{base: base, token: token, hc: &http.Client{Timeout: timeout}}, nil
+}
+
+// caConfig is a TLS client config that trusts the CA bundle in file (PEM).
+func caConfig(file string) (*tls.Config, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--ca: %s holds no PEM certificate", file)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // normalizeAddr turns the --addr value into a base URL without a trailing

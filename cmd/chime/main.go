@@ -6,6 +6,7 @@
 //	chime cluster forget NAME    declare a dead member gone for good
 //	chime cluster keys <op>      list, install, use, remove gossip keys (rotation)
 //	chime bench <workload>       benchmark workloads (see docs/BENCHMARKS.md)
+//	chime certs --dir D --name N a development CA and a node certificate
 //	chime version
 package main
 
@@ -44,6 +45,7 @@ commands:
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
   cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
+  certs       make a development CA and a node certificate (chime certs -h)
   version     print the version
 `
 
@@ -61,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runCluster(ctx, args[1:], stdout, stderr, env)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr, env)
+	case "certs":
+		return runCerts(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "chime", version)
 		return nil

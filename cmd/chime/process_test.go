@@ -73,7 +73,7 @@ var testClusterSecret, testGossipKey = func() (string, string) {
 	return hex.EncodeToString(b[:32]), base64.StdEncoding.EncodeToString(b[32:])
 }()
 
-var servingRe = regexp.MustCompile(`http=http://(127\.0\.0\.1:\d+)`)
+var servingRe = regexp.MustCompile(`http=(https?://127\.0\.0\.1:\d+)`)
 
 // startChime runs `chime serve` on a free loopback port with dataDir and
 // waits until /readyz answers 200.
@@ -112,7 +112,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			p.mu.Unlock()
 			if m := servingRe.FindStringSubmatch(line); m != nil {
 				select {
-				case urlc <- "http://" + m[1]:
+				case urlc <- m[1]:
 				default:
 				}
 			}

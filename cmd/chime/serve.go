@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,12 +12,15 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -48,6 +52,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.IntVar(&cfg.HistoryLimit, "history", cfg.HistoryLimit, "execution records kept per task")
 	var cf clusterFlags
 	cf.register(fs)
+	var tf tlsFiles
+	tf.register(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
@@ -72,6 +78,16 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		cfg.Name = "chime-" + port
 	}
 	cfg.Logger = log
+	if cfg.TLS, err = tf.load(); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	scheme := "http"
+	if cfg.TLS != nil {
+		ln, scheme = tls.NewListener(ln, cfg.TLS.Server()), "https"
+		stopHUP := reloadOnHUP(cfg.TLS, log)
+		defer stopHUP()
+	}
 	if cfg.APIToken, err = secretValue("--api-token", cfg.APIToken, *apiTokenFile); err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
@@ -108,7 +124,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("chime serving", "http", "http://"+cfg.HTTPAddr, "data_dir", cfg.DataDir, "version", version, "gossip", cf.addr)
+	log.Info("chime serving", "http", scheme+"://"+cfg.HTTPAddr, "data_dir", cfg.DataDir, "version", version, "gossip", cf.addr)
 
 	select {
 	case <-ctx.Done():
@@ -138,6 +154,49 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		return err
 	}
 	return nil
+}
+
+// tlsFiles are serve's TLS flags.
+type tlsFiles struct {
+	cert, key, ca string
+	mutual        bool
+}
+
+func (t *tlsFiles) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.cert, "tls-cert", "", "serve HTTPS (API, dashboard, metrics, calls between nodes) with this certificate chain, PEM; reloaded when it changes or on SIGHUP")
+	fs.StringVar(&t.key, "tls-key", "", "the private key of --tls-cert, PEM")
+	fs.StringVar(&t.ca, "tls-ca", "", "CA bundle (PEM) that signs the other nodes' certificates (default: the system roots)")
+	fs.BoolVar(&t.mutual, "tls-mutual", false, "mutual TLS between nodes: present this node's certificate on calls to others, and require one signed by --tls-ca on internal endpoints")
+}
+
+// load returns the node's TLS material, or nil without --tls-cert.
+func (t *tlsFiles) load() (*tlsconf.Reloader, error) {
+	if t.cert == "" && t.key == "" && t.ca == "" && !t.mutual {
+		return nil, nil
+	}
+	return tlsconf.New(tlsconf.Files{Cert: t.cert, Key: t.key, CA: t.ca, Mutual: t.mutual})
+}
+
+// reloadOnHUP reloads r's files on every SIGHUP until the returned stop.
+func reloadOnHUP(r *tlsconf.Reloader, log *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				if err := r.Reload(); err != nil {
+					log.Error("SIGHUP: TLS files not reloaded; the previous certificate stays in use", "err", err)
+				} else {
+					log.Info("SIGHUP: TLS files reloaded", "subject", r.Certificate().Subject.CommonName, "not_after", r.Certificate().NotAfter)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // clusterFlags are serve's cluster flags. Without --gossip-addr the node

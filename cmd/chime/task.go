@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -85,6 +87,7 @@ func (tc *taskCmd) run(ctx context.Context, args []string) error {
 type commonFlags struct {
 	addr    string
 	token   string
+	ca      string
 	json    bool
 	timeout time.Duration
 }
@@ -93,6 +96,7 @@ type commonFlags struct {
 func (cf *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&cf.addr, "addr", "", "node `URL` or host:port (default $CHIME_ADDR, else "+defaultAddr+")")
 	fs.StringVar(&cf.token, "token", "", "API `token`, sent as Authorization: Bearer (default $CHIME_API_TOKEN)")
+	fs.StringVar(&cf.ca, "ca", "", "CA bundle `file` (PEM) that signs an https node's certificate (default $CHIME_CA, else the system roots)")
 	fs.BoolVar(&cf.json, "json", false, "print the server's JSON answer (indented) instead of a table")
 	fs.DurationVar(&cf.timeout, "timeout", 10*time.Second, "per-request timeout, as a `duration`")
 }
@@ -118,7 +122,18 @@ func (tc *taskCmd) client(cf *commonFlags) (*client, error) {
 	if token == "" {
 		token = tc.getenv("CHIME_API_TOKEN")
 	}
-	return newClient(addr, token, cf.timeout)
+	ca := cf.ca
+	if ca == "" {
+		ca = tc.getenv("CHIME_CA")
+	}
+	c, err := newClient(addr, token, cf.timeout)
+	if err == nil && ca != "" {
+		var tc *tls.Config
+		if tc, err = caConfig(ca); err == nil {
+			c.hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+		}
+	}
+	return c, err
 }
 
 func (tc *taskCmd) getenv(key string) string {

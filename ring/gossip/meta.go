@@ -80,6 +80,8 @@ type Meta struct {
 	// cluster with (0: none). A fresh node may start the cluster with the
 	// same table too: the members agree on every slot's first owner.
 	Genesis uint64
+	// TLS says HTTPAddr serves HTTPS: other members call it over TLS.
+	TLS bool
 }
 
 // metaBodyV1 is the msgpack body of a version-1 Meta. Keys are short to
@@ -92,16 +94,17 @@ type metaBodyV1 struct {
 	Proto    uint8  `msgpack:"p"`
 	Fresh    bool   `msgpack:"f,omitempty"`
 	Genesis  uint64 `msgpack:"g,omitempty"`
+	TLS      bool   `msgpack:"t,omitempty"`
 }
 
 // EncodeMeta encodes m as [version byte][msgpack body]. It fails (ErrMeta)
 // if m.State is not valid or the encoding exceeds MetaMaxSize; the other
-// fields take at most 26 bytes, so any HTTPAddr up to 486 bytes fits.
+// fields take at most 43 bytes, so any HTTPAddr up to 469 bytes fits.
 func EncodeMeta(m Meta) ([]byte, error) {
 	if !m.State.Valid() {
 		return nil, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}
-	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto, Fresh: m.Fresh, Genesis: m.Genesis})
+	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto, Fresh: m.Fresh, Genesis: m.Genesis, TLS: m.TLS})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
@@ -133,7 +136,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if r.Len() != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMeta, r.Len())
 	}
-	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto, Fresh: body.Fresh, Genesis: body.Genesis}
+	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto, Fresh: body.Fresh, Genesis: body.Genesis, TLS: body.TLS}
 	if !m.State.Valid() {
 		return Meta{}, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}
