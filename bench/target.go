@@ -194,9 +194,10 @@ type target struct {
 	api       *apiClient // nodes[0].api: what single-node code talks to
 	tmp       string     // temporary directory the target owns, removed by close
 	bin       string
-	launch    launcher // nil for URL targets
-	clustered bool     // spawned with gossip
-	warnings  []string // collected for the result (e.g. the script rebuilt the binary)
+	launch    launcher    // nil for URL targets
+	clustered bool        // spawned with gossip
+	warnings  []string    // collected for the result (e.g. the script rebuilt the binary)
+	roots     *tls.Config // spawned nodes serve HTTPS signed by this CA (--ca); nil: HTTP
 }
 
 // openTarget connects to the nodes or spawns them, and returns once each
@@ -219,18 +220,24 @@ type targetOpts struct {
 
 func openTargetOpts(ctx context.Context, cfg TargetConfig, o targetOpts) (*target, error) {
 	t := &target{cfg: cfg, prog: o.prog, conns: o.conns}
-	if !cfg.Spawn {
-		var roots *tls.Config
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("bench: CA file: %w", err)
-			}
-			roots = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
-			if !roots.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("bench: CA file %s holds no PEM certificate", cfg.CAFile)
-			}
+	var roots *tls.Config
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("bench: CA file: %w", err)
 		}
+		roots = &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+		if !roots.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("bench: CA file %s holds no PEM certificate", cfg.CAFile)
+		}
+	}
+	if cfg.Spawn && servesTLS(cfg.ServeArgs) {
+		if roots == nil {
+			return nil, errors.New("bench: spawned nodes serve TLS (--tls-cert in their arguments): give the CA that signs it (--ca)")
+		}
+		t.roots = roots
+	}
+	if !cfg.Spawn {
 		for i, u := range cfg.URLs {
 			m := &member{index: i + 1, api: newAPIClient(u, cfg.Token, o.conns)}
 			if roots != nil && m.api.hc != nil {
@@ -315,11 +322,28 @@ func openTargetOpts(ctx context.Context, cfg TargetConfig, o targetOpts) (*targe
 	return t, nil
 }
 
+// servesTLS reports whether chime serve arguments make it serve HTTPS.
+func servesTLS(args []string) bool {
+	for _, a := range args {
+		if a == "--tls-cert" || a == "-tls-cert" || strings.HasPrefix(a, "--tls-cert=") || strings.HasPrefix(a, "-tls-cert=") {
+			return true
+		}
+	}
+	return false
+}
+
 // addMember adds spawned node i (not started yet) to the target.
 func (t *target) addMember(i int) *member {
 	httpAddr, gossipAddr := t.launch.addrs(i)
+	scheme := "http://"
+	if t.roots != nil {
+		scheme = "https://" // spawned with --tls-cert (see servesTLS)
+	}
 	m := &member{index: i, name: fmt.Sprintf("n%d", i), httpAddr: httpAddr, gossipAddr: gossipAddr,
-		dataDir: t.launch.dataDir(i), api: newAPIClient("http://"+httpAddr, "", t.conns)}
+		dataDir: t.launch.dataDir(i), api: newAPIClient(scheme+httpAddr, "", t.conns)}
+	if t.roots != nil && m.api.hc != nil {
+		m.api.hc.TLSConfig = t.roots
+	}
 	if !t.clustered {
 		m.name = ""
 	}
