@@ -71,7 +71,7 @@ func (n *Node) withCommon(next http.Handler) http.Handler {
 			}
 		}
 		if !n.running.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
-			writeError(w, errStopping)
+			writeError(w, n.stoppedError())
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -338,7 +338,7 @@ func (c *faultCluster) closeServer(fn *faultNode) {
 func (n *Node) crash() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return n.shutdown(ctx, false)
+	return n.shutdown(ctx, stopCrash)
 }
 
 // partition cuts the cluster into groups of node indexes, for gossip and

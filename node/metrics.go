@@ -62,6 +62,7 @@ type gauges struct {
 	tasksStored   func() float64
 	stalled       func() float64
 	overdue       func() float64
+	storageFailed func() float64
 }
 
 func newMetrics(g gauges) *metrics {
@@ -157,6 +158,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_slots_stalled", Help: "Slots the table gives this node that have not been firing for --overdue-after or longer (the safety net: a healthy cluster has none)."}, g.stalled),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_tasks_overdue", Help: "Tasks in the slots this node owns due more than --overdue-after ago and not fired (the safety net: a healthy node has none)."}, g.overdue),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_storage_failed", Help: "1 once a write or sync of the store failed: the node took no more writes, stopped firing and left the cluster (its followers took its slots over). Replace the disk or move the data, then restart."}, g.storageFailed),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_slots_unavailable", Help: "Slots this node should own but cannot take over: no live node holds a copy it may take them from (they are not started empty)."}, g.unavailable),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

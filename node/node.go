@@ -49,8 +49,10 @@ type Node struct {
 	}
 
 	running atomic.Bool
-	bg      sync.WaitGroup // background work that uses the store
-	health  health         // the safety net's readings (health.go)
+	// storageErr is set once the store failed a write (storageFailed).
+	storageErr atomic.Pointer[error]
+	bg         sync.WaitGroup // background work that uses the store
+	health     health         // the safety net's readings (health.go)
 	// leftAt is when each member that left was first seen so (mayCall).
 	leftMu    sync.Mutex
 	leftAt    map[string]time.Time
@@ -152,6 +154,12 @@ func (n *Node) Start() error {
 		},
 		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
 		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
+		storageFailed: func() float64 {
+			if n.storageErr.Load() != nil {
+				return 1
+			}
+			return 0
+		},
 		replBehind: func() float64 {
 			if n.ctl == nil {
 				return 0
@@ -244,6 +252,7 @@ func (n *Node) Start() error {
 	n.running.Store(true)
 	n.countTasks()
 	n.watchOverdue()
+	n.watchStorage()
 	n.event("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
 	return nil
@@ -328,6 +337,9 @@ func (n *Node) Ready() bool {
 
 // notReadyReason says why Ready is false (or "ready").
 func (n *Node) notReadyReason() string {
+	if e := n.storageErr.Load(); e != nil {
+		return "storage failed: " + (*e).Error()
+	}
 	if !n.running.Load() {
 		return "stopping"
 	}
@@ -388,13 +400,77 @@ func (n *Node) Handler() http.Handler { return n.handler }
 // fires that had not started, stay persisted as in flight and are repeated
 // with the same fire id after a restart. Idempotent.
 func (n *Node) Close(ctx context.Context) error {
-	return n.shutdown(ctx, true)
+	return n.shutdown(ctx, stopGraceful)
 }
 
-// shutdown is Close; with graceful false it skips the drain and stops
+// How a node stops (shutdown).
+type stopMode uint8
+
+const (
+	stopGraceful stopMode = iota // drain, then leave (Close)
+	stopCrash                    // no drain, gossip stops without a leave: peers see it die (tests)
+	stopFailed                   // no drain (the store takes no writes), then leave (storageFailed)
+)
+
+// watchStorage checks every storageCheckEvery whether the store failed a
+// write, until the node stops.
+func (n *Node) watchStorage() {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		t := time.NewTicker(storageCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.stopBG:
+				return
+			case <-t.C:
+			}
+			if err := n.store.Failed(); err != nil {
+				n.storageFailed(err)
+				return
+			}
+		}
+	}()
+}
+
+// storageCheckEvery is how often watchStorage looks at the store.
+const storageCheckEvery = 50 * time.Millisecond
+
+// storageFailed stops a node whose store failed a write or a sync: what
+// the disk holds is unknown and pebble takes no more writes, so the node
+// must not go on acknowledging writes or firing from it. It stops firing
+// and intake at once (running callbacks are cut: their fires are repeated
+// by the next owner with the same fire id), and leaves the cluster without
+// a drain (a handover needs writes): the followers, which hold every
+// acknowledged write, take its slots over. The HTTP server keeps answering:
+// /v1/ with 503 naming the failure, /readyz 503 with it, /metrics with
+// chime_storage_failed 1.
+func (n *Node) storageFailed(err error) {
+	if !n.storageErr.CompareAndSwap(nil, &err) {
+		return
+	}
+	n.log.Error("storage failed: no more writes or fires here; leaving the cluster so the followers take this node's slots over. Replace the disk or move the data, then restart", "err", err)
+	go func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // cut running callbacks
+		_ = n.shutdown(ctx, stopFailed)
+	}()
+}
+
+// stoppedError is the answer to a request after the node stopped.
+func (n *Node) stoppedError() *Error {
+	if e := n.storageErr.Load(); e != nil {
+		return &Error{Code: CodeUnavailable, Message: "storage failed: " + (*e).Error() + "; this node takes no writes and fires nothing: retry on another member"}
+	}
+	return errStopping
+}
+
+// shutdown is Close (stopGraceful); stopCrash skips the drain and stops
 // gossip without leaving, so the others see the node die as after a crash
-// (tests' crash helper, with a cancelled ctx so running callbacks are cut).
-func (n *Node) shutdown(ctx context.Context, graceful bool) error {
+// (tests' crash helper, with a cancelled ctx so running callbacks are cut);
+// stopFailed skips the drain and leaves.
+func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 	n.closeOnce.Do(func() {
 		if !n.running.Swap(false) {
 			return
@@ -410,14 +486,17 @@ func (n *Node) shutdown(ctx context.Context, graceful bool) error {
 			if n.ae != nil {
 				n.ae.close()
 			}
-			if graceful {
-				n.drain(ctx)
+			switch mode {
+			case stopGraceful, stopFailed:
+				if mode == stopGraceful {
+					n.drain(ctx)
+				}
 				// The machine stops before the node leaves: once the
 				// others see it left, it acts on no grant any more (they
 				// forget it as a suspect at once, see slots.MemberDead).
 				n.ctl.close()
 				n.cluster.close()
-			} else {
+			default:
 				n.cluster.kill()
 				n.ctl.close()
 			}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -464,7 +465,13 @@ func (w *writer) sync() error {
 func (w *writer) finish(g *syncGroup) {
 	for _, op := range g.ops {
 		if g.err != nil {
-			op.err = &Error{Code: CodeInternal, Message: "write failed: " + g.err.Error()}
+			e := &Error{Code: CodeInternal, Message: "write failed: " + g.err.Error()}
+			if errors.Is(g.err, storage.ErrFailed) {
+				// The node is stopping (storageFailed): another member
+				// takes the write once it owns the slot.
+				e.Code = CodeUnavailable
+			}
+			op.err = e
 		}
 		if op.reply != nil && !op.answered {
 			close(op.reply)

@@ -212,16 +212,20 @@ func (b *Batch) Size() int {
 // first) and applies under a store-wide mutex, so such
 // commits apply one at a time; a sync waits for its fsync after releasing
 // the mutex, so concurrent syncs still share one.
-func (b *Batch) Commit(sync bool) error {
+func (b *Batch) Commit(sync bool) (err error) {
 	b.mustOpen()
 	defer b.Close()
 	if b.err != nil {
 		return b.err
 	}
+	if err := b.s.Failed(); err != nil {
+		return err
+	}
 	if !b.s.enter() {
 		return ErrClosed
 	}
 	defer b.s.leave()
+	defer b.s.catch(&err)
 	if len(b.sums.slots) > 0 {
 		return b.commitWithChecksums(sync)
 	}
@@ -229,7 +233,6 @@ func (b *Batch) Commit(sync bool) error {
 	if sync {
 		wo = pebble.Sync
 	}
-	var err error
 	if b.pb.Empty() {
 		if sync {
 			err = b.s.db.LogData(nil, wo)
@@ -246,18 +249,21 @@ func (b *Batch) Commit(sync bool) error {
 // commitWithChecksums is Commit for a batch that writes slot data keys.
 func (b *Batch) commitWithChecksums(sync bool) error {
 	s := b.s
-	s.sums.Lock()
-	sums, err := b.addChecksums(nil)
-	if err == nil {
-		err = b.pb.Commit(pebble.NoSync)
-	}
-	if err == nil {
-		b.sums.applied = true
-		for _, ss := range sums {
-			s.sums.m[ss.slot] = ss.sum
+	err := func() error {
+		s.sums.Lock()
+		defer s.sums.Unlock() // also when the commit panics (Store.catch)
+		sums, err := b.addChecksums(nil)
+		if err == nil {
+			err = b.pb.Commit(pebble.NoSync)
 		}
-	}
-	s.sums.Unlock()
+		if err == nil {
+			b.sums.applied = true
+			for _, ss := range sums {
+				s.sums.m[ss.slot] = ss.sum
+			}
+		}
+		return err
+	}()
 	if err == nil && sync {
 		// The WAL is sequential: this fsync covers the batch.
 		err = s.db.LogData(nil, pebble.Sync)

@@ -385,10 +385,14 @@ func (s *Store) computeSlotChecksum(slot uint16) (c Checksum, err error) {
 // corruption. It returns both; writes to the slot wait meanwhile. A node
 // that keeps resyncing a follower to no avail checks its own copy with it.
 func (s *Store) RepairSlotChecksum(slot uint16) (was, now Checksum, err error) {
+	if err := s.Failed(); err != nil {
+		return Checksum{}, Checksum{}, err
+	}
 	if !s.enter() {
 		return Checksum{}, Checksum{}, ErrClosed
 	}
 	defer s.leave()
+	defer s.catch(&err)
 	if !s.checksums {
 		return Checksum{}, Checksum{}, ErrNoChecksums
 	}

@@ -32,11 +32,16 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 	l.log.Error(trimNL(fmt.Sprintf(format, args...)), "component", "pebble")
 }
 
-// Fatalf implements pebble.Logger. It does not return.
+// Fatalf implements pebble.Logger. It does not return: it panics with a
+// fatalPanic, which the store's write paths turn into ErrFailed
+// (Store.catch); anywhere else it ends the process.
 func (l pebbleLogger) Fatalf(format string, args ...any) {
 	msg := trimNL(fmt.Sprintf(format, args...))
 	l.log.Error(msg, "component", "pebble", "fatal", true)
-	panic("storage: pebble fatal error: " + msg)
+	panic(fatalPanic(msg))
 }
+
+// fatalPanic is what Fatalf panics with.
+type fatalPanic string
 
 func trimNL(s string) string { return strings.TrimRight(s, "\n") }

@@ -2,8 +2,11 @@ package storage
 
 import (
 	"math/rand/v2"
+	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // MemFS is an in-memory filesystem for a store whose data must outlive
@@ -15,6 +18,36 @@ import (
 // hold two open stores at once.
 type MemFS struct {
 	fs *vfs.MemFS
+	// walFault, when set, fails every write and sync of the write-ahead
+	// log (FailWAL).
+	walFault atomic.Pointer[error]
+}
+
+// FailWAL makes every later write and sync of the store's write-ahead log
+// on m fail with err (nil: stop failing), as a failing disk does. Pebble
+// cannot go on after that: the store fails (ErrFailed).
+func (m *MemFS) FailWAL(err error) {
+	if err == nil {
+		m.walFault.Store(nil)
+		return
+	}
+	m.walFault.Store(&err)
+}
+
+// vfs returns the filesystem a store opens on m: m's, with FailWAL's
+// faults injected.
+func (m *MemFS) vfs() vfs.FS {
+	return errorfs.Wrap(m.fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		e := m.walFault.Load()
+		if e == nil || !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		switch op.Kind {
+		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo, errorfs.OpFileFlush:
+			return *e
+		}
+		return nil
+	}))
 }
 
 // NewMemFS returns an empty in-memory filesystem.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"testing/synctest"
 )
@@ -60,4 +61,68 @@ func TestMemFSSurvivesCloseAndCrashClone(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A failed write-ahead-log write or sync fails the store instead of
+// crashing the process: the commit returns ErrFailed, so does every later
+// write (with the first error), Close returns, and a reopen finds what was
+// synced before the failure.
+func TestFailedWALFailsTheStore(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		name := map[bool]string{true: "sync", false: "nosync"}[sync]
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := NewMemFS()
+				s, err := Open(Options{Mem: mem, Logger: testLogger(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				put := func(id string, sync bool) error {
+					b := s.NewBatch()
+					b.PutTask(newTask(1, id, 1000), 0)
+					return b.Commit(sync)
+				}
+				if err := put("before", true); err != nil {
+					t.Fatal(err)
+				}
+				disk := errors.New("EIO: the disk said no")
+				mem.FailWAL(disk)
+				// A commit without sync may stay in pebble's WAL buffer; the
+				// sync after it reaches the disk.
+				err = put("during", sync)
+				if err == nil {
+					err = s.Sync()
+				}
+				if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "EIO") {
+					t.Fatalf("write while the WAL fails = %v; want ErrFailed naming the disk's error", err)
+				}
+				if s.Failed() == nil {
+					t.Error("Failed() = nil after a failed write")
+				}
+				mem.FailWAL(nil) // the disk recovers: the store stays failed
+				for what, f := range map[string]func() error{
+					"commit": func() error { return put("after", true) },
+					"sync":   s.Sync,
+					"voters": func() error { return s.SetVoters([]string{"n1"}) },
+					"drop":   func() error { return s.DropSlot(2) },
+				} {
+					if err := f(); !errors.Is(err, ErrFailed) {
+						t.Errorf("%s after the failure = %v, want ErrFailed", what, err)
+					}
+				}
+				_ = s.Close() // returns (its error, if any, does not matter)
+				s2, err := Open(Options{Mem: mem, Logger: testLogger(t)})
+				if err != nil {
+					t.Fatalf("reopen after the failure: %v", err)
+				}
+				defer s2.Close()
+				if _, err := s2.Get(1, "before"); err != nil {
+					t.Errorf("a task synced before the failure: %v", err)
+				}
+				if _, err := s2.Get(1, "after"); !errors.Is(err, ErrNotFound) {
+					t.Errorf("a write refused after the failure is there: %v", err)
+				}
+			})
+		})
+	}
 }

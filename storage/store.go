@@ -18,6 +18,15 @@ var ErrNotFound = errors.New("storage: not found")
 // Batch.Commit, once Store.Close has begun.
 var ErrClosed = errors.New("storage: closed")
 
+// ErrFailed wraps the error of a write or sync that did not reach the disk.
+// Pebble's commit pipeline does not recover from a failed write-ahead-log
+// write or fsync, and what the kernel did with the failed pages is unknown
+// (an fsync that failed once may succeed later without the data), so the
+// store takes no more writes after one: every later write returns the same
+// error (Store.Failed). Reads may still work. The node stops and hands its
+// slots to their followers.
+var ErrFailed = errors.New("storage: failed")
+
 // Store is Chime's durable state on one node: task records, the due index
 // and execution history, in one Pebble database. It is safe for concurrent
 // use; see doc.go for the durability contract.
@@ -51,6 +60,8 @@ type Store struct {
 	drainOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
+	// failed holds the error of the write that failed the store (catch).
+	failed atomic.Pointer[error]
 }
 
 const closedBit int64 = 1 << 62
@@ -61,7 +72,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, err
 	}
 	if opts.Mem != nil {
-		return open(opts, opts.Mem.fs, memDir)
+		return open(opts, opts.Mem.vfs(), memDir)
 	}
 	if opts.InMemory {
 		return open(opts, vfs.NewMem(), memDir)
@@ -123,6 +134,31 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	return s, nil
 }
 
+// catch, deferred first in every write path, turns pebble's Fatalf panic
+// into ErrFailed in *err and marks the store failed. Other panics go on.
+func (s *Store) catch(err *error) {
+	r := recover()
+	if r == nil {
+		return
+	}
+	f, ok := r.(fatalPanic)
+	if !ok {
+		panic(r)
+	}
+	e := fmt.Errorf("%w: %s", ErrFailed, string(f))
+	s.failed.CompareAndSwap(nil, &e)
+	*err = *s.failed.Load()
+}
+
+// Failed returns the error that stopped the store's writes (wrapping
+// ErrFailed), or nil.
+func (s *Store) Failed() error {
+	if e := s.failed.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
 // enter registers an operation. It returns false (and registers nothing)
 // once Close has begun.
 func (s *Store) enter() bool {
@@ -150,7 +186,12 @@ func (s *Store) Close() error {
 			s.drainOnce.Do(func() { close(s.drained) })
 		}
 		<-s.drained
-		if err := s.db.Close(); err != nil {
+		var err error
+		func() {
+			defer s.catch(&err)
+			err = s.db.Close()
+		}()
+		if err != nil {
 			s.closeErr = fmt.Errorf("storage: close: %w", err)
 		}
 	})
@@ -190,11 +231,15 @@ func (s *Store) Get(slot uint16, id string) (*Task, error) {
 // Sync makes every batch committed before the call durable by syncing the
 // write-ahead log. Concurrent callers (and concurrent Commit(true) calls)
 // share fsyncs through pebble's commit pipeline.
-func (s *Store) Sync() error {
+func (s *Store) Sync() (err error) {
+	if err := s.Failed(); err != nil {
+		return err
+	}
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	defer s.catch(&err)
 	// An empty WAL record written with Sync: the WAL is sequential, so its
 	// fsync covers every record written before it.
 	if err := s.db.LogData(nil, pebble.Sync); err != nil {
@@ -205,11 +250,15 @@ func (s *Store) Sync() error {
 
 // DropSlot deletes every key of slot (tasks, due index, history, meta,
 // checksum) with one range deletion, committed with Sync.
-func (s *Store) DropSlot(slot uint16) error {
+func (s *Store) DropSlot(slot uint16) (err error) {
+	if err := s.Failed(); err != nil {
+		return err
+	}
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	defer s.catch(&err)
 	// Under the checksum mutex: a commit in flight must not write the
 	// slot's old checksum back. Drops are rare; holding it over the fsync
 	// is simpler than a second commit path.

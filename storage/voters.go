@@ -31,11 +31,15 @@ func (s *Store) Voters() ([]string, error) {
 
 // SetVoters saves the node's voters durably. Names must not contain a
 // newline (member names never do).
-func (s *Store) SetVoters(names []string) error {
+func (s *Store) SetVoters(names []string) (err error) {
+	if err := s.Failed(); err != nil {
+		return err
+	}
 	if !s.enter() {
 		return ErrClosed
 	}
 	defer s.leave()
+	defer s.catch(&err)
 	for _, n := range names {
 		if n == "" || strings.Contains(n, "\n") {
 			return fmt.Errorf("storage: voter name %q: empty or with a newline", n)
