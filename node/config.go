@@ -143,6 +143,9 @@ func (c *Config) Validate() error {
 	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
+	if err := c.Dispatch.validateTrust(); err != nil {
+		errs = append(errs, err)
+	}
 	check(c.WriteQueue > 0, "node: WriteQueue must be positive")
 	check(c.MaxGroupTasks > 0, "node: MaxGroupTasks must be positive")
 	check(c.IdleSync > 0, "node: IdleSync must be positive")
