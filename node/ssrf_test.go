@@ -1,8 +1,17 @@
 package node
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -201,6 +210,243 @@ func TestSSRFCheckCallbackURL(t *testing.T) {
 			t.Errorf("%s: accepted, want %q", tt.url, tt.wantErr)
 		case e != nil && (e.Field != "callback_url" || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, tt.wantErr)):
 			t.Errorf("%s: error %+v, want field callback_url and %q", tt.url, e, tt.wantErr)
+		}
+	}
+}
+
+// ssrfDialLog is a Config.DialContext-style hook that dials TCP for real
+// and records every address it was asked to dial.
+type ssrfDialLog struct {
+	mu    sync.Mutex
+	addrs []string
+}
+
+func (l *ssrfDialLog) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	l.mu.Lock()
+	l.addrs = append(l.addrs, addr)
+	l.mu.Unlock()
+	return (&net.Dialer{}).DialContext(ctx, network, addr)
+}
+
+func (l *ssrfDialLog) dialed() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.addrs...)
+}
+
+// newConnCountingServer is a real receiver on loopback that counts the
+// connections it accepted; close says whether it asks for each connection
+// to be closed after the answer (so every callback dials anew).
+func newConnCountingServer(t *testing.T, ln net.Listener, closeConns bool) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if closeConns {
+			w.Header().Set("Connection", "close")
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	if ln != nil {
+		srv.Listener.Close()
+		srv.Listener = ln
+	}
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// TestSSRFDialNeverDialsDenied checks that refused addresses — a literal
+// loopback IP under deny-private, a name resolving to one, a metadata name,
+// a name with one refused address among allowed ones — fail with
+// outcomeDenied, are never handed to the dial function and never reach the
+// listening receiver; and that an allow rule opens the same receiver.
+func TestSSRFDialNeverDialsDenied(t *testing.T) {
+	dispNoLeaks(t)
+	srv, conns := newConnCountingServer(t, nil, false)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	var lookups atomic.Int64
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		lookups.Add(1)
+		switch host {
+		case "hooks.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		case "mixed.test":
+			return []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("169.254.169.254")}, nil
+		}
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	p := strconv.Itoa(port)
+	tests := []struct {
+		url, wantErr string
+	}{
+		{url: "http://127.0.0.1:" + p + "/cb", wantErr: "callback address denied: 127.0.0.1:" + p + " (loopback address (--callback-deny-private))"},
+		{url: "http://[::ffff:127.0.0.1]:" + p + "/cb", wantErr: "callback address denied: 127.0.0.1:" + p + " (loopback"},
+		{url: "http://hooks.test:" + p + "/cb", wantErr: "callback address denied: 127.0.0.1:" + p + " (loopback"},
+		{url: "http://mixed.test:" + p + "/cb", wantErr: "callback address denied: 169.254.169.254:" + p + " (cloud metadata address)"},
+		{url: "http://metadata.google.internal:" + p + "/cb", wantErr: "callback address denied: metadata.google.internal:" + p + " (cloud metadata name)"},
+	}
+	var log ssrfDialLog
+	// 127.0.0.2 is allowed, so mixed.test is refused for its other address.
+	cfg := DispatchConfig{CallbackDenyPrivate: true, CallbackAllow: []string{"127.0.0.2"}, dial: log.dial, lookup: lookup}
+	d, results := newDispTest(t, cfg, nil)
+	d.start()
+	for i, tt := range tests {
+		j := &fireJob{TaskID: "deny-" + strconv.Itoa(i), Seq: 1, Attempt: 1, URL: tt.url}
+		if !d.submit(j) {
+			t.Fatal("submit refused")
+		}
+		r := dispRecv(t, results, 1)[0]
+		if r.Outcome != outcomeDenied || r.StatusCode != 0 || !strings.Contains(r.Err, tt.wantErr) {
+			t.Errorf("%s: outcome %v, status %d, err %q; want denied with %q", tt.url, r.Outcome, r.StatusCode, r.Err, tt.wantErr)
+		}
+	}
+	if got := log.dialed(); len(got) != 0 {
+		t.Errorf("denied addresses were dialed: %v", got)
+	}
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the receiver saw %d connections, want 0", n)
+	}
+	if n := lookups.Load(); n != 2 {
+		t.Errorf("%d lookups, want 2 (hooks.test, mixed.test; the metadata name is refused before resolving)", n)
+	}
+
+	// The control: with an allow rule for the name and port, the same
+	// receiver is reached, through its resolved address.
+	var log2 ssrfDialLog
+	cfg2 := DispatchConfig{CallbackDenyPrivate: true, CallbackAllow: []string{"hooks.test:" + p}, dial: log2.dial, lookup: lookup}
+	d2, results2 := newDispTest(t, cfg2, nil)
+	d2.start()
+	d2.submit(&fireJob{TaskID: "allowed", Seq: 1, Attempt: 1, URL: "http://hooks.test:" + p + "/cb"})
+	if r := dispRecv(t, results2, 1)[0]; r.Outcome != outcomeSuccess {
+		t.Fatalf("allowed callback: outcome %v err %q", r.Outcome, r.Err)
+	}
+	if got := log2.dialed(); len(got) != 1 || got[0] != "127.0.0.1:"+p {
+		t.Errorf("dialed %v, want [127.0.0.1:%s] (the checked address, not the name)", got, p)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("the receiver saw %d connections, want 1", n)
+	}
+}
+
+// TestSSRFDialRebinding checks that a name is checked on every dial: it
+// first resolves to an allowed address and is called, then re-resolves to
+// a denied one (DNS rebinding), which is refused and never dialed — not
+// even the listener waiting on it sees a connection.
+func TestSSRFDialRebinding(t *testing.T) {
+	dispNoLeaks(t)
+	srv, conns := newConnCountingServer(t, nil, true) // Connection: close: each callback dials
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	p := strconv.Itoa(port)
+	var trapConns *atomic.Int64
+	if ln, err := net.Listen("tcp", "127.0.0.3:"+p); err == nil {
+		_, trapConns = newConnCountingServer(t, ln, true)
+	} else {
+		t.Logf("no trap listener on 127.0.0.3:%s (%v); the dial log still proves it", p, err)
+	}
+	var calls atomic.Int64
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if calls.Add(1) == 1 {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}
+		return []netip.Addr{netip.MustParseAddr("127.0.0.3")}, nil
+	}
+	var log ssrfDialLog
+	cfg := DispatchConfig{CallbackDeny: []string{"127.0.0.3"}, dial: log.dial, lookup: lookup}
+	d, results := newDispTest(t, cfg, nil)
+	d.start()
+	url := "http://rebind.test:" + p + "/cb"
+	d.submit(&fireJob{TaskID: "rb", Seq: 1, Attempt: 1, URL: url})
+	if r := dispRecv(t, results, 1)[0]; r.Outcome != outcomeSuccess {
+		t.Fatalf("first callback: outcome %v err %q", r.Outcome, r.Err)
+	}
+	d.submit(&fireJob{TaskID: "rb", Seq: 2, Attempt: 1, URL: url})
+	r := dispRecv(t, results, 1)[0]
+	if want := "callback address denied: 127.0.0.3:" + p + " (denied by --callback-deny 127.0.0.3)"; r.Outcome != outcomeDenied || r.Err != want {
+		t.Errorf("after rebinding: outcome %v err %q, want denied %q", r.Outcome, r.Err, want)
+	}
+	if got := log.dialed(); len(got) != 1 || got[0] != "127.0.0.1:"+p {
+		t.Errorf("dialed %v, want only 127.0.0.1:%s", got, p)
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("receiver connections = %d, want 1", n)
+	}
+	if trapConns != nil && trapConns.Load() != 0 {
+		t.Errorf("the denied address saw %d connections", trapConns.Load())
+	}
+}
+
+// TestSSRFFireDeniedNoRetry runs the guard through a node: literal and
+// metadata callback URLs are refused at create time (400 naming
+// callback_url); a name that resolves to a denied address is accepted but
+// its fire fails at once — one execution, "callback address denied", no
+// retries though max_retries is 3 — and the receiver sees nothing; the
+// refusals are counted in chime_callbacks_denied_total.
+func TestSSRFFireDeniedNoRetry(t *testing.T) {
+	rcv := newReceiver(t)
+	port := rcv.srv.Listener.Addr().(*net.TCPAddr).Port
+	tn := startNode(t, func(c *Config) {
+		c.Dispatch.CallbackDenyPrivate = true
+		c.Dispatch.lookup = func(_ context.Context, host string) ([]netip.Addr, error) {
+			if host == "hooks.test" {
+				return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			}
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+	})
+	for _, u := range []string{rcv.url("/cb"), "http://169.254.169.254/latest/meta-data/", "http://metadata.google.internal/", "http://localhost:9/"} {
+		var eb errorBody
+		code := tn.do(t, "POST", "/v1/tasks", map[string]any{"callback_url": u, "delay_ms": 0}, &eb)
+		if code != http.StatusBadRequest || eb.Error.Code != CodeInvalidArgument || eb.Error.Field != "callback_url" || !strings.Contains(eb.Error.Message, "callback address denied") {
+			t.Errorf("create with %s: %d %+v, want 400 invalid_argument on callback_url", u, code, eb.Error)
+		}
+	}
+	var br struct {
+		Results []struct {
+			Status int    `json:"status"`
+			Error  *Error `json:"error"`
+		} `json:"results"`
+	}
+	batch := map[string]any{"tasks": []map[string]any{{"callback_url": "http://[fe80::1]/", "delay_ms": 0}}}
+	if code := tn.do(t, "POST", "/v1/tasks:batch", batch, &br); code != http.StatusOK || len(br.Results) != 1 ||
+		br.Results[0].Status != http.StatusBadRequest || br.Results[0].Error == nil || br.Results[0].Error.Field != "callback_url" {
+		t.Errorf("batch with a link-local callback: %d %+v, want its item refused 400 on callback_url", code, br)
+	}
+
+	url := fmt.Sprintf("http://hooks.test:%d/cb", port)
+	if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "denied", "callback_url": url, "delay_ms": 0, "max_retries": 3}, nil); code != http.StatusCreated {
+		t.Fatalf("create with a name: %d, want 201 (checked when dialed)", code)
+	}
+	task := waitTask(t, tn, "denied", func(task map[string]any) bool { return task["status"] == "failed" })
+	lf, _ := task["last_fire"].(map[string]any)
+	wantErr := fmt.Sprintf("callback address denied: 127.0.0.1:%d (loopback address (--callback-deny-private))", port)
+	if lf == nil || lf["error"] != wantErr || lf["attempts"] != float64(1) || lf["status_code"] != float64(0) {
+		t.Errorf("last_fire = %v, want one attempt failing with %q", lf, wantErr)
+	}
+	var ex struct {
+		Executions []map[string]any `json:"executions"`
+	}
+	tn.do(t, "GET", "/v1/tasks/denied/executions", nil, &ex)
+	if len(ex.Executions) != 1 || ex.Executions[0]["error"] != wantErr || ex.Executions[0]["attempt"] != float64(1) {
+		t.Errorf("executions = %v, want exactly one with %q", ex.Executions, wantErr)
+	}
+	if hs := rcv.hits(); len(hs) != 0 {
+		t.Errorf("the receiver got %d callbacks", len(hs))
+	}
+
+	resp, err := tn.srv.Client().Get(tn.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`chime_callbacks_denied_total{stage="create"} 5`, `chime_callbacks_denied_total{stage="dial"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
 		}
 	}
 }
