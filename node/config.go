@@ -96,7 +96,9 @@ type Config struct {
 	// it to put a cluster on an in-memory network (with Handler served on
 	// that network's listeners), where partitions and crashes are cut at
 	// will and a testing/synctest bubble can fake time. It must honour
-	// ctx's deadline and cancellation.
+	// ctx's deadline and cancellation. Callbacks reach it only after the
+	// callback address policy passed: with an IP:port, never a name (the
+	// dispatcher resolves names itself and checks every address).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Logger receives the node's logs; nil discards them.
