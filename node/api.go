@@ -38,7 +38,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/cluster/keys", n.handleKeys)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
 	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
-	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)
+	mux.HandleFunc("POST /v1/test/callback", n.handleTestCallback)
 	mux.HandleFunc("GET /healthz", n.handleHealth)
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.HandleFunc("GET /metrics", n.handleMetrics)
@@ -177,6 +177,12 @@ func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.
 	generated = req.ID == ""
 	id, spec, e := req.validate(now, n.cfg.Limits)
 	if e != nil {
+		return nil, false, e
+	}
+	if e := n.policy.checkCallbackURL(spec.CallbackURL); e != nil {
+		if n.metrics != nil {
+			n.metrics.callbacksDenied.WithLabelValues("create").Inc()
+		}
 		return nil, false, e
 	}
 	t, e = newTask(id, spec, now)
@@ -702,8 +708,11 @@ func (n *Node) handleMetrics(w http.ResponseWriter, r *http.Request) {
 
 // handleTestCallback is a built-in callback receiver for trying Chime
 // without writing one: it answers ?status= (default 200) after ?delay_ms=
-// (default 0, at most 60000) and echoes the fire's headers.
-func handleTestCallback(w http.ResponseWriter, r *http.Request) {
+// (default 0, at most 60000) and echoes the fire's headers, and checks
+// X-Chime-Signature with this node's signing keys ("signature": valid,
+// invalid, expired, missing, or "no key" when the node has none). The
+// verdict is reported, not enforced: the status stays ?status=.
+func (n *Node) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if s := r.URL.Query().Get("status"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -725,11 +734,30 @@ func handleTestCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
+	sig := sigInvalid
+	switch {
+	case err != nil || len(body) > 1<<20:
+		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
+	default:
+		sig = verifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, n.signingKeys(), time.Now())
+	}
 	writeJSON(w, status, map[string]string{
-		"task_id": r.Header.Get("X-Chime-Task-Id"),
-		"fire_id": r.Header.Get("X-Chime-Fire-Id"),
-		"due_at":  r.Header.Get("X-Chime-Due-At"),
-		"attempt": r.Header.Get("X-Chime-Attempt"),
+		"task_id":   r.Header.Get("X-Chime-Task-Id"),
+		"fire_id":   r.Header.Get("X-Chime-Fire-Id"),
+		"due_at":    r.Header.Get("X-Chime-Due-At"),
+		"attempt":   r.Header.Get("X-Chime-Attempt"),
+		"signature": sig,
 	})
+}
+
+// signingKeys returns the node's callback signing keys, current first.
+func (n *Node) signingKeys() [][]byte {
+	var keys [][]byte
+	for _, k := range [][]byte{n.cfg.Dispatch.SigningKey, n.cfg.Dispatch.SigningKeyNext} {
+		if len(k) > 0 {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }

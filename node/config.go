@@ -105,7 +105,9 @@ type Config struct {
 	// it to put a cluster on an in-memory network (with Handler served on
 	// that network's listeners), where partitions and crashes are cut at
 	// will and a testing/synctest bubble can fake time. It must honour
-	// ctx's deadline and cancellation.
+	// ctx's deadline and cancellation. Callbacks reach it only after the
+	// callback address policy passed: with an IP:port, never a name (the
+	// dispatcher resolves names itself and checks every address).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Logger receives the node's logs; nil discards them.
@@ -152,6 +154,9 @@ func (c *Config) Validate() error {
 	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
+	if err := c.Dispatch.validateTrust(); err != nil {
+		errs = append(errs, err)
+	}
 	check(c.WriteQueue > 0, "node: WriteQueue must be positive")
 	check(c.MaxGroupTasks > 0, "node: MaxGroupTasks must be positive")
 	check(c.IdleSync > 0, "node: IdleSync must be positive")

@@ -8,12 +8,17 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -46,6 +51,7 @@ const (
 	outcomeSuccess outcome = 1 + iota // 2xx
 	outcomeGone                       // 404 or 410: the endpoint is gone, no retry
 	outcomeFailure                    // anything else, a timeout, a connection error, shutdown
+	outcomeDenied                     // the callback address policy refused the address: never dialed, no retry
 )
 
 // String returns a short lower-case name of the outcome.
@@ -57,6 +63,8 @@ func (o outcome) String() string {
 		return "gone"
 	case outcomeFailure:
 		return "failure"
+	case outcomeDenied:
+		return "denied"
 	}
 	return "unknown"
 }
@@ -119,11 +127,35 @@ type DispatchConfig struct {
 	// is spoken); it must not be modified after newDispatcher.
 	TLSConfig *tls.Config
 
+	// SigningKey, when set, signs every callback: X-Chime-Signature is
+	// "t=<unix seconds>,v1=<hex HMAC-SHA256(key, t + "." + fire id + "." +
+	// body)>". SigningKeyNext, set during a rotation, adds a second v1=
+	// (current key first), so a receiver that knows either key accepts the
+	// callback. Each must be at least MinSigningKey bytes; SigningKeyNext
+	// needs SigningKey.
+	SigningKey     []byte
+	SigningKeyNext []byte
+
+	// CallbackAllow and CallbackDeny refine the callback address policy
+	// (ssrf.go): each entry is a CIDR, an IP, a host name, or one of them
+	// with ":port". By default link-local, cloud metadata, unspecified,
+	// multicast and broadcast addresses (and the metadata host names) are
+	// refused; CallbackDenyPrivate also refuses loopback, RFC 1918 and ULA
+	// (fc00::/7) addresses and the name localhost. A deny entry wins over an
+	// allow entry, which wins over the defaults. The policy is checked on
+	// every address a callback host resolves to, right before it is dialed.
+	CallbackAllow       []string
+	CallbackDeny        []string
+	CallbackDenyPrivate bool
+
 	// Set by the node, not by users: node is the X-Chime-Node of every
 	// callback (Config.Name), dial opens the connections (Config.DialContext;
 	// nil dials TCP).
 	node string
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// lookup, when set, resolves callback host names (tests: DNS
+	// rebinding); nil uses net.DefaultResolver.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // DefaultDispatchConfig returns the production defaults; the field docs
@@ -156,6 +188,33 @@ func (c DispatchConfig) Validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		errs = append(errs, errors.New("node: dispatch: IdleTimeout must be >= 0 (0 = default)"))
+	}
+	if err := c.validateTrust(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// MinSigningKey is the shortest callback signing key, in bytes: 16 bytes
+// (128 bits) of randomness is out of reach of guessing; longer keys are
+// fine (openssl rand -hex 32 gives 64).
+const MinSigningKey = 16
+
+// validateTrust checks the signing keys and the address rules (also part
+// of Config.Validate).
+func (c DispatchConfig) validateTrust() error {
+	var errs []error
+	if n := len(c.SigningKey); n > 0 && n < MinSigningKey {
+		errs = append(errs, fmt.Errorf("node: dispatch: the signing key has %d bytes: it needs at least %d (e.g. openssl rand -hex 32)", n, MinSigningKey))
+	}
+	if n := len(c.SigningKeyNext); n > 0 && n < MinSigningKey {
+		errs = append(errs, fmt.Errorf("node: dispatch: the next signing key has %d bytes: it needs at least %d (e.g. openssl rand -hex 32)", n, MinSigningKey))
+	}
+	if len(c.SigningKeyNext) > 0 && len(c.SigningKey) == 0 {
+		errs = append(errs, errors.New("node: dispatch: a next signing key needs a current signing key"))
+	}
+	if _, err := newCallbackPolicy(c.CallbackAllow, c.CallbackDeny, c.CallbackDenyPrivate); err != nil {
+		errs = append(errs, fmt.Errorf("node: dispatch: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -253,6 +312,7 @@ type dispatcher struct {
 	now  func() time.Time
 	done func(fireResult)
 	pool *dispatchPool
+	keys [][]byte // signing keys, current first; none: callbacks are unsigned
 
 	// stop is cancelled when close gives up waiting: it is the parent of
 	// every dial, and attempts failing after it report "shutdown".
@@ -313,6 +373,19 @@ func newDispatcher(cfg DispatchConfig, now func() time.Time, done func(fireResul
 	d.stop, d.cancelStop = context.WithCancel(context.Background())
 	d.pool = newDispatchPool(d.stop, cfg.TLSConfig, cfg.IdleTimeout)
 	d.pool.dialFn = cfg.dial
+	policy, err := newCallbackPolicy(cfg.CallbackAllow, cfg.CallbackDeny, cfg.CallbackDenyPrivate)
+	if err != nil {
+		panic("node: newDispatcher: " + err.Error() + " (call Validate first)")
+	}
+	d.pool.policy = policy
+	if cfg.lookup != nil {
+		d.pool.lookup = cfg.lookup
+	}
+	for _, k := range [][]byte{cfg.SigningKey, cfg.SigningKeyNext} {
+		if len(k) > 0 {
+			d.keys = append(d.keys, bytes.Clone(k))
+		}
+	}
 	d.cond.L = &d.mu.Mutex
 	d.mu.hosts = make(map[string]*dispatchHost)
 	return d
@@ -463,6 +536,9 @@ type dispatchScratch struct {
 	bw    *bufio.Writer // likewise
 	body  [dispatchBodyKeep]byte
 	drain [4 << 10]byte
+	macs  []hash.Hash // HMAC-SHA256 of each signing key (dispatcher.keys), reset per callback
+	sig   []byte      // X-Chime-Signature under construction
+	sum   [sha256.Size]byte
 }
 
 // worker runs jobs until close.
@@ -473,6 +549,9 @@ func (d *dispatcher) worker() {
 		key: make([]byte, 0, 64),
 		br:  bufio.NewReaderSize(nil, dispatchReadBuffer),
 		bw:  bufio.NewWriterSize(nil, dispatchWriteBuffer),
+	}
+	for _, k := range d.keys {
+		s.macs = append(s.macs, hmac.New(sha256.New, k))
 	}
 	for {
 		j, h, ok := d.next()
@@ -556,9 +635,13 @@ func (d *dispatcher) attempt(j *fireJob, s *dispatchScratch) fireResult {
 
 	c, err := d.roundTrip(req, resp, s, deadline)
 	if err != nil {
+		var denied *callbackDeniedError
 		switch {
 		case d.stop.Err() != nil:
 			res.Err = dispatchShutdown
+		case errors.As(err, &denied):
+			res.Outcome = outcomeDenied
+			res.Err = denied.Error()
 		case !time.Now().Before(deadline):
 			res.Err = "timeout after " + timeout.String()
 		default:
@@ -698,7 +781,36 @@ func (d *dispatcher) buildRequest(req *fasthttp.Request, j *fireJob, s *dispatch
 	if j.Epoch > 0 {
 		req.Header.SetBytesV("X-Chime-Slot-Epoch", b[attemptEnd:])
 	}
+	if len(s.macs) > 0 {
+		s.sig = appendSignature(s.sig[:0], s.macs, &s.sum, time.Now().Unix(), b[:fireEnd], j.Payload)
+		req.Header.SetBytesV("X-Chime-Signature", s.sig)
+	}
 	req.SetBodyRaw(j.Payload) // not copied: j is ours until done
+}
+
+// sigDot separates the parts of the signed string.
+var sigDot = []byte{'.'}
+
+// appendSignature appends the X-Chime-Signature value of a callback to
+// dst: "t=<t>" and one ",v1=<hex HMAC-SHA256(key, t.fireID.body)>" per key
+// of macs (current key first). The wall clock's t, not the node's, is what
+// the receiver compares with its own. Allocation free once dst has grown to
+// fit (about 80 bytes a key); sum is scratch.
+func appendSignature(dst []byte, macs []hash.Hash, sum *[sha256.Size]byte, t int64, fireID, body []byte) []byte {
+	dst = append(dst, "t="...)
+	dst = strconv.AppendInt(dst, t, 10)
+	tEnd := len(dst)
+	for _, m := range macs {
+		m.Reset()
+		m.Write(dst[2:tEnd])
+		m.Write(sigDot)
+		m.Write(fireID)
+		m.Write(sigDot)
+		m.Write(body)
+		dst = append(dst, ",v1="...)
+		dst = hex.AppendEncode(dst, m.Sum(sum[:0]))
+	}
+	return dst
 }
 
 // dispatchReservedHeader reports whether a user header k must not be sent:

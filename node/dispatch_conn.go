@@ -8,7 +8,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
+	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -59,6 +62,11 @@ type dispatchPool struct {
 
 	// dialFn, when set, replaces dialer (Config.DialContext).
 	dialFn func(ctx context.Context, network, addr string) (net.Conn, error)
+	// policy decides which addresses may be dialed (ssrf.go); lookup
+	// resolves a callback host name (net.DefaultResolver; tests replace it
+	// to play DNS rebinding).
+	policy *callbackPolicy
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 
 	mu struct {
 		sync.Mutex
@@ -80,6 +88,10 @@ func newDispatchPool(stop context.Context, tlsConfig *tls.Config, idleTimeout ti
 		tlsConfig:   tlsConfig,
 		idleTimeout: idleTimeout,
 		stop:        stop,
+		policy:      &callbackPolicy{},
+		lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		},
 	}
 	p.mu.idle = make(map[string]*dispatchIdle)
 	p.mu.open = make(map[*dispatchConn]struct{})
@@ -135,11 +147,7 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	}
 	ctx, cancel := context.WithDeadline(p.stop, deadline)
 	defer cancel()
-	dial := p.dialer.DialContext
-	if p.dialFn != nil {
-		dial = p.dialFn
-	}
-	raw, err := dial(ctx, "tcp", addr)
+	raw, err := p.dialChecked(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +170,80 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	p.mu.Unlock()
 	return c, nil
 }
+
+// dialChecked resolves addr (host:port), checks every address it resolves
+// to against the policy and dials the checked addresses, never the name:
+// so a name that resolves, or later re-resolves, to a refused address is
+// refused (a *callbackDeniedError) and nothing is dialed. If any address of
+// the name is refused the whole dial is: a name mixing public and refused
+// addresses is more likely a rebinding attempt than a receiver. Several
+// allowed addresses are tried in order, each with an equal share of the
+// time left (at least dispatchMinAddrDial), as net.Dialer does.
+func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port64, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("invalid port %q", portStr)
+	}
+	port := uint16(port64)
+	var ips []netip.Addr
+	name := ""
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		name = host
+		if ok, why := p.policy.allowed(netip.Addr{}, port, name); !ok {
+			return nil, &callbackDeniedError{addr: addr, why: why}
+		}
+		if ips, err = p.lookup(ctx, host); err != nil {
+			return nil, err
+		}
+		if len(ips) == 0 {
+			return nil, &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+		}
+	}
+	targets := make([]string, len(ips))
+	for i, ip := range ips {
+		ip = ip.Unmap()
+		targets[i] = netip.AddrPortFrom(ip, port).String()
+		if ok, why := p.policy.allowed(ip, port, name); !ok {
+			return nil, &callbackDeniedError{addr: netip.AddrPortFrom(ip.WithZone(""), port).String(), why: why}
+		}
+	}
+	dial := p.dialer.DialContext
+	if p.dialFn != nil {
+		dial = p.dialFn
+	}
+	var firstErr error
+	for i, target := range targets {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if left := len(targets) - i; left > 1 {
+			if dl, ok := ctx.Deadline(); ok {
+				share := max(time.Until(dl)/time.Duration(left), dispatchMinAddrDial)
+				actx, cancel = context.WithTimeout(ctx, share)
+			}
+		}
+		c, err := dial(actx, "tcp", target)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, firstErr
+}
+
+// dispatchMinAddrDial is the least time one of several addresses of a
+// callback host gets to connect.
+const dispatchMinAddrDial = 2 * time.Second
 
 // tlsClientConfig returns the TLS configuration of a connection to addr
 // (host:port): a clone of the configured one with ServerName defaulting to

@@ -107,6 +107,8 @@ func finishFire(t *storage.Task, r *fireResult, now int64, rnd *rand.Rand) (*sto
 		Error:      r.Err,
 		Result:     body,
 	}
+	// Only a plain failure is retried: gone and denied (a refused callback
+	// address: retrying cannot help, and must not dial it) end the fire.
 	if r.Outcome == outcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
 		inf.NextAttemptAt = now + int64(backoff(inf.Attempt, r.RetryAfter, rnd))
 		return ex, finishRetry

@@ -115,6 +115,8 @@ func TestFinishFire(t *testing.T) {
 		{"one-shot gone", inflight(onceTask(100*sec), 1), result(outcomeGone, 410, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
 		{"periodic success advances from due", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusScheduled, 110 * sec, false, 0},
 		{"periodic gone is inactive", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeGone, 404, 1, 1), finishFailed, storage.StatusInactive, 0, false, 1},
+		{"one-shot denied is not retried", inflight(onceTask(100*sec), 1), result(outcomeDenied, 0, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
+		{"periodic denied advances, not retried", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeDenied, 0, 1, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
 		{"periodic failure advances", inflight(everyTask(100*sec, storage.MisfireFireOnce), 2), result(outcomeFailure, 500, 2, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
 		{"stale seq is ignored", inflight(onceTask(100*sec), 1), result(outcomeSuccess, 200, 1, 9), finishStale, storage.StatusScheduled, 100 * sec, true, 0},
 	}

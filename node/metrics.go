@@ -47,6 +47,11 @@ type metrics struct {
 	// internalRejected counts calls between nodes refused, by endpoint
 	// and reason (internalauth.go).
 	internalRejected *prometheus.CounterVec
+	// callbacksDenied counts callback addresses the address policy refused
+	// (ssrf.go), by stage: create (a task refused with 400) or dial (a
+	// fire failed without being sent).
+	callbacksDenied *prometheus.CounterVec
+	deniedDial      prometheus.Counter
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -136,6 +141,12 @@ func newMetrics(g gauges) *metrics {
 	m.internalRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "chime_internal_rejected_total", Help: "Calls to /internal/v1/ endpoints refused, by endpoint and reason (unsigned, malformed, stale, misdirected, not_member, length_required, too_large, bad_mac, replayed, busy, bad_body)."},
 		[]string{"endpoint", "reason"})
+	m.callbacksDenied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_callbacks_denied_total", Help: "Callback addresses refused by the address policy (--callback-allow, --callback-deny, --callback-deny-private and the built-in link-local/metadata/multicast rules), by stage: create (the task was refused with 400), dial (a fire failed without being sent)."},
+		[]string{"stage"})
+	m.deniedDial = m.callbacksDenied.WithLabelValues("dial")
+	m.callbacksDenied.WithLabelValues("create")
+	reg.MustRegister(m.callbacksDenied)
 	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs, m.internalRejected)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
@@ -198,6 +209,9 @@ func (m *metrics) observeResult(r *fireResult) {
 		m.firesSuccess.Inc()
 	case outcomeGone:
 		m.firesGone.Inc()
+	case outcomeDenied:
+		m.firesFailure.Inc()
+		m.deniedDial.Inc()
 	default:
 		m.firesFailure.Inc()
 	}

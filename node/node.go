@@ -30,6 +30,7 @@ type Node struct {
 	disp    *dispatcher
 	metrics *metrics
 	handler http.Handler
+	policy  *callbackPolicy // the callback address policy, for create-time checks
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
@@ -77,6 +78,10 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
+	var err error
+	if n.policy, err = newCallbackPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
+		return nil, err // Validate has reported it already
+	}
 	n.health.overdue.Store(-1)
 	n.leftAt = map[string]time.Time{}
 	if cfg.Cluster != nil {

@@ -50,10 +50,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.IntVar(&cfg.Dispatch.MaxQueued, "dispatch-queue", cfg.Dispatch.MaxQueued, "callbacks waiting for a worker before creates get 429")
 	fs.IntVar(&cfg.WriteQueue, "write-queue", cfg.WriteQueue, "API writes waiting for the writer before 429")
 	fs.IntVar(&cfg.HistoryLimit, "history", cfg.HistoryLimit, "execution records kept per task")
+	var tf trustFlags
+	tf.register(fs)
 	var cf clusterFlags
 	cf.register(fs)
-	var tf tlsFiles
-	tf.register(fs)
+	var tlsf tlsFiles
+	tlsf.register(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
@@ -78,7 +80,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		cfg.Name = "chime-" + port
 	}
 	cfg.Logger = log
-	if cfg.TLS, err = tf.load(); err != nil {
+	if cfg.TLS, err = tlsf.load(); err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -89,6 +91,10 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		defer stopHUP()
 	}
 	if cfg.APIToken, err = secretValue("--api-token", cfg.APIToken, *apiTokenFile); err != nil {
+		ln.Close()
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err = tf.apply(&cfg.Dispatch); err != nil {
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -319,6 +325,69 @@ func (c *clusterFlags) config(dataDir string) (*node.ClusterConfig, error) {
 	// every API client would hold the key to the internal plane.
 	cc.Secret, cc.Insecure = []byte(secret), c.insecure
 	return &cc, nil
+}
+
+// trustFlags are serve's callback trust flags: the signing keys and the
+// callback address policy.
+type trustFlags struct {
+	key, keyFile, next, nextFile string
+	allow, deny                  ruleListFlag
+	denyPrivate                  bool
+}
+
+func (t *trustFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&t.key, "signing-key", "", "sign every callback with this key (16+ bytes): X-Chime-Signature: t=<unix>,v1=<hex HMAC-SHA256(key, t.fire-id.body)>")
+	fs.StringVar(&t.keyFile, "signing-key-file", "", "read --signing-key from this file")
+	fs.StringVar(&t.next, "signing-key-next", "", "during a key rotation, the next signing key: callbacks carry a v1= for each key")
+	fs.StringVar(&t.nextFile, "signing-key-next-file", "", "read --signing-key-next from this file")
+	fs.Var(&t.allow, "callback-allow", "allow callbacks to this `CIDR, IP, host name or host:port` even if denied by default (repeatable, or a comma list)")
+	fs.Var(&t.deny, "callback-deny", "deny callbacks to this `CIDR, IP, host name or host:port`; wins over --callback-allow (repeatable, or a comma list)")
+	fs.BoolVar(&t.denyPrivate, "callback-deny-private", false, "also deny callbacks to loopback, RFC 1918 and ULA (fc00::/7) addresses")
+}
+
+// apply reads the keys (flag, CHIME_SIGNING_KEY[_NEXT] or file) and sets
+// the trust fields of d.
+func (t *trustFlags) apply(d *node.DispatchConfig) error {
+	key, err := secretValue("--signing-key", t.key, t.keyFile)
+	if err != nil {
+		return err
+	}
+	next, err := secretValue("--signing-key-next", t.next, t.nextFile)
+	if err != nil {
+		return err
+	}
+	for _, k := range []struct{ name, v string }{{"--signing-key", key}, {"--signing-key-next", next}} {
+		if k.v != "" && len(k.v) < node.MinSigningKey {
+			return fmt.Errorf("%s has %d bytes: it needs at least %d (e.g. openssl rand -hex 32)", k.name, len(k.v), node.MinSigningKey)
+		}
+	}
+	if next != "" && key == "" {
+		return errors.New("--signing-key-next needs --signing-key (the key in use)")
+	}
+	if key != "" {
+		d.SigningKey = []byte(key)
+	}
+	if next != "" {
+		d.SigningKeyNext = []byte(next)
+	}
+	d.CallbackAllow, d.CallbackDeny, d.CallbackDenyPrivate = t.allow, t.deny, t.denyPrivate
+	return nil
+}
+
+// ruleListFlag is a repeatable flag.Value of address rules; one value may
+// be a comma list (as CHIME_CALLBACK_DENY=a,b gives it). Rules are checked
+// by node.Config.Validate.
+type ruleListFlag []string
+
+func (r *ruleListFlag) String() string { return strings.Join(*r, ",") }
+
+func (r *ruleListFlag) Set(v string) error {
+	for rule := range strings.SplitSeq(v, ",") {
+		if rule = strings.TrimSpace(rule); rule != "" {
+			*r = append(*r, rule)
+		}
+	}
+	return nil
 }
 
 // keyringFile is the gossip keyring's file in the data directory.
