@@ -55,7 +55,7 @@ func NewHandler(api API, opts Options) *Handler {
 		api:    api,
 		opts:   opts,
 		log:    log,
-		auth:   newTokenCheck(opts.Token),
+		auth:   newTokenCheck(opts.Token, opts.ReadToken),
 		static: loadStatic(),
 		upgrader: websocket.Upgrader{
 			ReadBufferSize:  1024,
