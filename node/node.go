@@ -30,6 +30,8 @@ type Node struct {
 	disp    *dispatcher
 	metrics *metrics
 	handler http.Handler
+	tokens  apiTokens // the bearer tokens (edge.go)
+	guard   hostGuard // the Host check (edge.go)
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
