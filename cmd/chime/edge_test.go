@@ -363,6 +363,8 @@ func TestEdgeDashboardReadToken(t *testing.T) {
 	}
 	if _, resp, err := websocket.DefaultDialer.Dial(ws, http.Header{"Authorization": {"Bearer nope"}}); err == nil || resp == nil || resp.StatusCode != 401 {
 		t.Errorf("ws with a wrong token: %v, want 401", err)
+	} else if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), `"field":"Authorization"`) {
+		t.Errorf("ws 401 body %s: want the error shape naming Authorization", body)
 	}
 	req, _ := http.NewRequestWithContext(context.Background(), "POST", d.srv.URL+"/v1/tasks", strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
