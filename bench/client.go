@@ -102,8 +102,10 @@ func (c *apiClient) do(ctx context.Context, method, path string, body []byte) (a
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI(c.base + path)
 	req.Header.SetMethod(method)
+	if body != nil || method == fasthttp.MethodPost || method == fasthttp.MethodPut {
+		req.Header.SetContentType("application/json") // the node wants it on every POST and PUT
+	}
 	if body != nil {
-		req.Header.SetContentType("application/json")
 		req.SetBodyRaw(body)
 	}
 	if c.token != "" {

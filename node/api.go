@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -57,18 +56,20 @@ func (n *Node) routes() http.Handler {
 	return n.withCommon(mux)
 }
 
-// withCommon names the node on every answer and checks the API token.
+// withCommon names the node on every answer and runs the edge checks
+// (edge.go): Host, bearer token and role, Content-Type.
 func (n *Node) withCommon(next http.Handler) http.Handler {
-	token := []byte(n.cfg.APIToken)
+	n.tokens = newAPITokens(n.cfg.APIToken, n.cfg.ReadToken)
+	n.guard = newHostGuard(&n.cfg)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Chime-Node", n.cfg.Name)
-		if len(token) > 0 && (strings.HasPrefix(r.URL.Path, "/v1/") || r.URL.Path == "/metrics") {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+		r, e := n.checkEdge(r)
+		if e != nil {
+			if e.Code == CodeUnauthenticated {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="chime"`)
-				writeError(w, &Error{Code: CodeUnauthenticated, Message: "missing or wrong bearer token"})
-				return
 			}
+			writeError(w, e)
+			return
 		}
 		if !n.running.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
 			writeError(w, n.stoppedError())
@@ -418,7 +419,11 @@ func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
 		writeError(w, asError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, taskResponse(t, n.cfg.Name))
+	tr := taskResponse(t, n.cfg.Name)
+	if readOnly(r) {
+		tr.CallbackURL = RedactURL(tr.CallbackURL)
+	}
+	writeJSON(w, http.StatusOK, tr)
 }
 
 func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
@@ -585,6 +590,9 @@ func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
 	next := ""
 	if stop != nil {
 		next = encodeCursor(*stop)
+	}
+	if readOnly(r) {
+		redactTasks(tasks)
 	}
 	writeJSON(w, http.StatusOK, listPage{tasks, next})
 }

@@ -161,6 +161,9 @@ func (n *Node) listCluster(w http.ResponseWriter, r *http.Request, q listQuery) 
 		writeError(w, asError(err))
 		return
 	}
+	if readOnly(r) {
+		redactTasks(page.Tasks)
+	}
 	writeJSON(w, http.StatusOK, page)
 }
 

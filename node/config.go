@@ -61,6 +61,15 @@ type Config struct {
 	// APIToken, when set, is required as "Authorization: Bearer <token>" on
 	// /v1/ and /metrics.
 	APIToken string
+	// ReadToken, when set (it needs APIToken), is a second bearer token
+	// that allows only reads: GET and HEAD on /v1/ (not /v1/cluster/keys)
+	// and /metrics. Task answers to its holders show callback URLs without
+	// their user:password.
+	ReadToken string
+	// PublicHosts are the names, besides loopback ones and the host of
+	// HTTPAddr, that a node without APIToken accepts in a request's Host
+	// header (the DNS rebinding guard, see edge.go).
+	PublicHosts []string
 	// Limits bounds request sizes.
 	Limits Limits
 	// Dispatch configures the callback dispatcher.
@@ -161,6 +170,8 @@ func (c *Config) Validate() error {
 	check(c.MaxGroupTasks > 0, "node: MaxGroupTasks must be positive")
 	check(c.IdleSync > 0, "node: IdleSync must be positive")
 	check(c.HistoryLimit > 0, "node: HistoryLimit must be positive")
+	check(c.ReadToken == "" || c.APIToken != "", "node: ReadToken needs APIToken: without it writes would be open while reads need a token")
+	check(c.ReadToken == "" || c.ReadToken != c.APIToken, "node: ReadToken equals APIToken")
 	if c.Cluster != nil {
 		check(c.HTTPAddr != "", "node: HTTPAddr is required in a cluster: other nodes forward to it")
 		if err := c.Cluster.validate(); err != nil {

@@ -19,6 +19,10 @@ const (
 	CodeOverloaded      Code = "overloaded"       // 429
 	CodeUnavailable     Code = "unavailable"      // 503
 	CodeInternal        Code = "internal"         // 500
+
+	CodeForbidden            Code = "forbidden"              // 403
+	CodeMisdirected          Code = "misdirected_request"    // 421
+	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415
 )
 
 // HTTPStatus returns the status code that carries c.
@@ -38,6 +42,12 @@ func (c Code) HTTPStatus() int {
 		return http.StatusTooManyRequests
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeMisdirected:
+		return http.StatusMisdirectedRequest
+	case CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	}
 	return http.StatusInternalServerError
 }

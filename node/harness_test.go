@@ -72,7 +72,8 @@ func (tn *testNode) stop(t *testing.T) {
 }
 
 // do sends a request to the node's API and decodes a JSON answer into out
-// (when non-nil). It returns the status code.
+// (when non-nil). It returns the status code. A POST or PUT says
+// Content-Type: application/json unless hdr sets another.
 func (tn *testNode) do(t *testing.T, method, path string, body any, out any, hdr ...string) int {
 	t.Helper()
 	var rd io.Reader
@@ -92,6 +93,9 @@ func (tn *testNode) do(t *testing.T, method, path string, body any, out any, hdr
 	req, err := http.NewRequest(method, tn.srv.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if method == http.MethodPost || method == http.MethodPut {
+		req.Header.Set("Content-Type", "application/json") // hdr may change it
 	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])

@@ -31,6 +31,8 @@ type Node struct {
 	metrics *metrics
 	handler http.Handler
 	policy  *callbackPolicy // the callback address policy, for create-time checks
+	tokens  apiTokens       // the bearer tokens (edge.go)
+	guard   hostGuard       // the Host check (edge.go)
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node

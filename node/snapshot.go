@@ -433,8 +433,14 @@ func (n *Node) heatmap(ctx context.Context, now time.Time) WheelHeatmap {
 }
 
 // callbackHost is the scheme://host:port part of a callback URL, the key of
-// the per-host latency view.
+// the per-host latency view, with any user:password masked
+// (https://***@host): the view is on the dashboard and in the snapshot.
 func callbackHost(u string) string {
+	return RedactURL(callbackAuthority(u))
+}
+
+// callbackAuthority is the scheme://[userinfo@]host:port part of u.
+func callbackAuthority(u string) string {
 	rest := u
 	if i := strings.Index(rest, "://"); i >= 0 {
 		rest = rest[i+3:]

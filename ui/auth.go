@@ -11,32 +11,44 @@ import (
 
 // Websocket subprotocols. A browser cannot set headers on a websocket, so
 // the page offers its token as the subprotocol "bearer.<token>" next to
-// protoV1; the server selects protoV1 and so never echoes the token. A
-// client that offers only "bearer.<token>" gets that value echoed, as
-// browsers require the server to select one of the offered protocols.
+// protoV1; the server selects protoV1 and never echoes the token: a client
+// that offers only "bearer.<token>" gets no Sec-WebSocket-Protocol answer
+// (a browser then fails the handshake, so browsers must offer protoV1).
 const (
 	protoV1     = "chime.v1"
 	protoBearer = "bearer."
 )
 
-// tokenCheck compares presented tokens with the configured one in constant
-// time. Both sides are hashed first, so the comparison does not even leak
-// the token's length.
+// tokenCheck compares presented tokens with the configured ones (the API
+// token and the read token: either opens the dashboard) in constant time.
+// Both sides are hashed first, so the comparison does not even leak the
+// tokens' lengths, and every presented token is compared with both.
 type tokenCheck struct {
 	enabled bool
-	sum     [sha256.Size]byte
+	sums    [][sha256.Size]byte
 }
 
-func newTokenCheck(token string) tokenCheck {
-	return tokenCheck{enabled: token != "", sum: sha256.Sum256([]byte(token))}
+func newTokenCheck(tokens ...string) tokenCheck {
+	var tc tokenCheck
+	for _, t := range tokens {
+		if t != "" {
+			tc.enabled = true
+			tc.sums = append(tc.sums, sha256.Sum256([]byte(t)))
+		}
+	}
+	return tc
 }
 
 func (tc tokenCheck) match(got string) bool {
 	s := sha256.Sum256([]byte(got))
-	return subtle.ConstantTimeCompare(s[:], tc.sum[:]) == 1
+	ok := 0
+	for i := range tc.sums {
+		ok |= subtle.ConstantTimeCompare(s[:], tc.sums[i][:])
+	}
+	return ok == 1
 }
 
-// authorized reports whether r carries the token, in any of the three
+// authorized reports whether r carries a token, in any of the three
 // accepted places, or no token is configured.
 func (tc tokenCheck) authorized(r *http.Request) bool {
 	if !tc.enabled {
@@ -58,16 +70,13 @@ func (tc tokenCheck) authorized(r *http.Request) bool {
 }
 
 // subprotocol picks the Sec-WebSocket-Protocol answer for r: protoV1 when
-// offered, else the first offered bearer protocol, else none.
+// offered, else none. A bearer protocol is never selected: it would echo
+// the token in the answer.
 func subprotocol(r *http.Request) string {
-	bearer := ""
 	for _, p := range websocket.Subprotocols(r) {
 		if p == protoV1 {
 			return p
 		}
-		if bearer == "" && strings.HasPrefix(p, protoBearer) {
-			bearer = p
-		}
 	}
-	return bearer
+	return ""
 }

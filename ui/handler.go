@@ -55,7 +55,7 @@ func NewHandler(api API, opts Options) *Handler {
 		api:    api,
 		opts:   opts,
 		log:    log,
-		auth:   newTokenCheck(opts.Token),
+		auth:   newTokenCheck(opts.Token, opts.ReadToken),
 		static: loadStatic(),
 		upgrader: websocket.Upgrader{
 			ReadBufferSize:  1024,
@@ -96,7 +96,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	if !h.auth.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="chime"`)
-		writeError(w, http.StatusUnauthorized, "unauthenticated", "missing or wrong token (access_token, bearer.<token> subprotocol or Authorization header)")
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "missing or wrong token (access_token, bearer.<token> subprotocol or Authorization header)", "Authorization")
 		return
 	}
 	hb, release, err := h.acquire()
@@ -212,10 +212,15 @@ func (h *Handler) Stats() Stats {
 	return s
 }
 
-// writeError answers with the API's error body (API.md "Errors").
-func writeError(w http.ResponseWriter, status int, code, msg string) {
+// writeError answers with the API's error body (API.md "Errors"), naming
+// field (a request field or header) when given.
+func writeError(w http.ResponseWriter, status int, code, msg string, field ...string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]map[string]string{"error": {"code": code, "message": msg}})
+	e := map[string]string{"code": code, "message": msg}
+	if len(field) > 0 {
+		e["field"] = field[0]
+	}
+	_ = json.NewEncoder(w).Encode(map[string]map[string]string{"error": e})
 }

@@ -16,6 +16,10 @@ type Options struct {
 	// it asks the user for the token once. Compared in constant time.
 	Token string
 
+	// ReadToken, when not empty, also opens the websocket, in the same
+	// places as Token (the node's read-only token).
+	ReadToken string
+
 	// Interval is the time between two pushed snapshots, at least 10 ms.
 	// Default 1 s: the node's rates are per second, and one snapshot per
 	// second for all browsers together costs a node well under 1 % of a

@@ -150,6 +150,7 @@ func TestWebsocketAuth(t *testing.T) {
 	tests := []struct {
 		name      string
 		token     string // the handler's
+		read      string // the handler's read token
 		query     string
 		header    string
 		protocols []string
@@ -161,16 +162,22 @@ func TestWebsocketAuth(t *testing.T) {
 		{name: "missing", token: token},
 		{name: "wrong query", token: token, query: "access_token=nope"},
 		{name: "query", token: token, query: "access_token=" + token, wantOK: true},
-		{name: "bearer protocol alone", token: token, protocols: []string{"bearer." + token}, wantOK: true, wantProto: "bearer." + token},
+		// The token is never echoed: a lone bearer protocol gets no answer.
+		{name: "bearer protocol alone", token: token, protocols: []string{"bearer." + token}, wantOK: true, wantProto: ""},
 		{name: "page protocols", token: token, protocols: []string{"chime.v1", "bearer." + token}, wantOK: true, wantProto: "chime.v1"},
 		{name: "wrong bearer protocol", token: token, protocols: []string{"chime.v1", "bearer.nope"}},
 		{name: "authorization header", token: token, header: "Bearer " + token, wantOK: true},
 		{name: "wrong authorization header", token: token, header: "Bearer nope"},
 		{name: "token prefix only", token: token, query: "access_token=s3cre"},
+		{name: "read token, header", token: token, read: "r3ad", header: "Bearer r3ad", wantOK: true},
+		{name: "read token, page protocols", token: token, read: "r3ad", protocols: []string{"chime.v1", "bearer.r3ad"}, wantOK: true, wantProto: "chime.v1"},
+		{name: "read token, bearer protocol alone", token: token, read: "r3ad", protocols: []string{"bearer.r3ad"}, wantOK: true},
+		{name: "read token configured, wrong one", token: token, read: "r3ad", query: "access_token=r3a"},
+		{name: "read token configured, api token", token: token, read: "r3ad", query: "access_token=" + token, wantOK: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, srv := newTestServer(t, &fakeAPI{}, Options{Token: tt.token, Interval: 20 * time.Millisecond, ClientQueue: 100})
+			_, srv := newTestServer(t, &fakeAPI{}, Options{Token: tt.token, ReadToken: tt.read, Interval: 20 * time.Millisecond, ClientQueue: 100})
 			var hdr http.Header
 			if tt.header != "" {
 				hdr = http.Header{"Authorization": {tt.header}}
@@ -190,6 +197,13 @@ func TestWebsocketAuth(t *testing.T) {
 			}
 			if got := c.Subprotocol(); got != tt.wantProto {
 				t.Errorf("subprotocol = %q, want %q", got, tt.wantProto)
+			}
+			for k, vs := range resp.Header {
+				for _, v := range vs {
+					if tt.token != "" && strings.Contains(v, tt.token) || tt.read != "" && strings.Contains(v, tt.read) {
+						t.Errorf("answer header %s: %q echoes a token", k, v)
+					}
+				}
 			}
 			if p := read(t, c); p.Type != "snapshot" {
 				t.Errorf("first push type = %q, want snapshot", p.Type)

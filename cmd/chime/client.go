@@ -103,8 +103,9 @@ type answer struct {
 
 // do sends one request and returns the 2xx answer. path must already be
 // escaped (see taskPath); query may be nil; body, when non-nil, is sent as
-// application/json. A non-2xx answer returns an *apiError; a transport
-// failure returns an error naming the address.
+// application/json, and a POST or PUT says application/json even without
+// one. A non-2xx answer returns an *apiError; a transport failure returns
+// an error naming the address.
 func (c *client) do(ctx context.Context, method, path string, query url.Values, body []byte) (answer, error) {
 	target := c.base + path
 	if len(query) > 0 {
@@ -120,7 +121,9 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "chime-cli")
-	if body != nil {
+	if body != nil || method == http.MethodPost || method == http.MethodPut {
+		// The node wants it on every POST and PUT, even without a body
+		// (its CSRF guard: a browser cannot send it cross-site unasked).
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

@@ -591,6 +591,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		} else {
 			buf, _ := json.Marshal(map[string]any{"callback_url": fl.srv.URL, "due_at": due.Format(time.RFC3339Nano), "payload": map[string]any{"v": 2}})
 			req, _ = http.NewRequest(http.MethodPut, procs[0].url+"/v1/tasks/"+id, strings.NewReader(string(buf)))
+			req.Header.Set("Content-Type", "application/json")
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

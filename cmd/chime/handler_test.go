@@ -30,12 +30,19 @@ type dashNode struct {
 // server and dashboard are closed at cleanup.
 func startDashNode(t *testing.T, name, token string) *dashNode {
 	t.Helper()
+	return startDashNodeWith(t, name, func(c *node.Config) { c.APIToken = token })
+}
+
+// startDashNodeWith is startDashNode with the config changed by mutate
+// (tokens, public hosts).
+func startDashNodeWith(t *testing.T, name string, mutate func(*node.Config)) *dashNode {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
 	cfg := node.DefaultConfig()
 	cfg.Name = name
 	cfg.DataDir = t.TempDir()
-	cfg.APIToken = token
 	cfg.HTTPAddr = srv.Listener.Addr().String()
+	mutate(&cfg)
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg.Logger = log
 	n, err := node.New(cfg)
@@ -45,7 +52,7 @@ func startDashNode(t *testing.T, name, token string) *dashNode {
 	if err := n.Start(); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
-	d := &dashNode{n: n, srv: srv, h: newHTTPHandler(n, token, log)}
+	d := &dashNode{n: n, srv: srv, h: newHTTPHandler(n, cfg.APIToken, cfg.ReadToken, log)}
 	srv.Config.Handler = d.h
 	srv.Start()
 	t.Cleanup(func() {

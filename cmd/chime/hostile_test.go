@@ -140,6 +140,7 @@ func TestHostileInput(t *testing.T) {
 		t.Fatalf("before the attack: %v", err)
 	}
 
+	jsonCT := map[string]string{"Content-Type": "application/json"}
 	do := func(i int, method, path string, body []byte, hdr map[string]string, sign func(*http.Request, []byte)) int {
 		req, err := http.NewRequest(method, procs[i].url+path, bytes.NewReader(body))
 		if err != nil {
@@ -326,13 +327,13 @@ func TestHostileInput(t *testing.T) {
 			return do(0, "POST", "/v1/tasks", body, map[string]string{"Content-Type": "application/json"}, nil)
 		}, is4xx},
 		hostileRow{"public: a body of 8 MiB + 1", func(t *testing.T) int {
-			return do(0, "POST", "/v1/tasks", bytes.Repeat([]byte(" "), 8<<20+1), nil, nil)
+			return do(0, "POST", "/v1/tasks", bytes.Repeat([]byte(" "), 8<<20+1), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: a batch of 8 MiB + 1", func(t *testing.T) int {
-			return do(1, "POST", "/v1/tasks:batch", bytes.Repeat([]byte(" "), 8<<20+1), nil, nil)
+			return do(1, "POST", "/v1/tasks:batch", bytes.Repeat([]byte(" "), 8<<20+1), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: garbage JSON", func(t *testing.T) int {
-			return do(2, "POST", "/v1/tasks", []byte("{\"id\":"), nil, nil)
+			return do(2, "POST", "/v1/tasks", []byte("{\"id\":"), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: a forged hop count", func(t *testing.T) int {
 			return do(0, "GET", "/v1/tasks/"+url.PathEscape("nope"), nil, map[string]string{"X-Chime-Hop": "99", "X-Chime-Auth": "1:00"}, nil)
@@ -345,16 +346,16 @@ func TestHostileInput(t *testing.T) {
 			return do(0, "POST", "/internal/v1/keys", make([]byte, 1<<20), nil, signedBy("n2", "n1", time.Now()))
 		}, refusedOrDropped},
 		hostileRow{"public: keys with an unknown op", func(t *testing.T) int {
-			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"drop","key":"`+testGossipKey+`"}`), nil, nil)
+			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"drop","key":"`+testGossipKey+`"}`), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: use a key no member has", func(t *testing.T) int {
-			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"use","key":"`+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))+`"}`), nil, nil)
+			return do(1, "POST", "/v1/cluster/keys", []byte(`{"op":"use","key":"`+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))+`"}`), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: remove the key in use", func(t *testing.T) int {
-			return do(2, "POST", "/v1/cluster/keys", []byte(`{"op":"remove","key":"`+testGossipKey+`"}`), nil, nil)
+			return do(2, "POST", "/v1/cluster/keys", []byte(`{"op":"remove","key":"`+testGossipKey+`"}`), jsonCT, nil)
 		}, is4xx},
 		hostileRow{"public: forget a live member", func(t *testing.T) int {
-			return do(0, "POST", "/v1/cluster/members/n2/forget", nil, nil, nil)
+			return do(0, "POST", "/v1/cluster/members/n2/forget", nil, jsonCT, nil)
 		}, is4xx},
 	)
 	if len(rows) < 40 {

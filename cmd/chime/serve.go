@@ -40,6 +40,12 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.StringVar(&cfg.Name, "name", "", "node name (default chime-<http port>)")
 	fs.StringVar(&cfg.APIToken, "api-token", "", "require 'Authorization: Bearer <token>' on /v1/ and /metrics")
 	apiTokenFile := fs.String("api-token-file", "", "read --api-token from this file")
+	fs.StringVar(&cfg.ReadToken, "read-token", "", "a second bearer token that allows only reads: GET/HEAD on /v1/, the dashboard, /metrics (needs --api-token)")
+	readTokenFile := fs.String("read-token-file", "", "read --read-token from this file")
+	var publicHosts listFlag
+	fs.Var(&publicHosts, "public-host", "a Host name (besides loopback) that a node without --api-token answers; repeatable or a comma list")
+	insecureAPI := fs.Bool("insecure-api", false, "serve the API on a non-loopback --http-addr without --api-token (trusted networks only)")
+	maxConns := fs.Int("max-conns", defaultMaxConns, "open API connections; beyond it new ones get 503")
 	fs.DurationVar(&cfg.Tick, "tick", cfg.Tick, "timing wheel resolution")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "how far ahead due tasks are loaded into memory")
 	fs.DurationVar(&cfg.MisfireGrace, "misfire-grace", cfg.MisfireGrace, "how late a periodic fire may start before its misfire policy applies")
@@ -70,6 +76,34 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
+	var err error
+	if cfg.APIToken, err = secretValue("--api-token", cfg.APIToken, *apiTokenFile); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.ReadToken, err = secretValue("--read-token", cfg.ReadToken, *readTokenFile); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if cfg.ReadToken != "" && cfg.APIToken == "" {
+		return fmt.Errorf("serve: %w", errReadTokenAlone)
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("serve: --max-conns %d: want at least 1", *maxConns)
+	}
+	cfg.PublicHosts = publicHosts
+	// Before listening: a node must not be reachable, even briefly, where
+	// it should not be.
+	for _, a := range [][2]string{{"--http-addr", *httpAddr}, {"--debug-addr", *debugAddr}} {
+		if a[1] == "" {
+			continue
+		}
+		if err := checkExposure(a[0], a[1], cfg.APIToken != "", *insecureAPI); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if !isLoopbackAddr(a[1]) && cfg.APIToken == "" {
+			log.Warn("--insecure-api: the API is served without a token on a non-loopback address: anyone who reaches it can create, change and delete tasks", "addr", a[1])
+		}
+	}
+
 	ln, err := net.Listen("tcp", *httpAddr)
 	if err != nil {
 		return fmt.Errorf("serve: listen: %w", err)
@@ -84,15 +118,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
+	// Connections beyond --max-conns get a 503 before any TLS handshake.
+	ln = newLimitListener(ln, *maxConns)
 	scheme := "http"
 	if cfg.TLS != nil {
 		ln, scheme = tls.NewListener(ln, cfg.TLS.Server()), "https"
 		stopHUP := reloadOnHUP(cfg.TLS, log)
 		defer stopHUP()
-	}
-	if cfg.APIToken, err = secretValue("--api-token", cfg.APIToken, *apiTokenFile); err != nil {
-		ln.Close()
-		return fmt.Errorf("serve: %w", err)
 	}
 	if err = tf.apply(&cfg.Dispatch); err != nil {
 		ln.Close()
@@ -114,16 +146,23 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		ln.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	handler := newHTTPHandler(n, cfg.APIToken, log)
+	handler := newHTTPHandler(n, cfg.APIToken, cfg.ReadToken, log)
 	srv := &http.Server{
-		Handler:           handler,
+		Handler:           withDeadlines(handler, bodyReadTimeout, answerWriteTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    maxHeaderBytes,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if *debugAddr != "" {
-		stopDebug, err := serveDebug(*debugAddr, log)
+		dbg := n.GuardHost // without a token: the DNS rebinding guard
+		if cfg.APIToken != "" {
+			dbg = func(h http.Handler) http.Handler { return requireToken(cfg.APIToken, h) }
+		}
+		stopDebug, err := serveDebug(*debugAddr, dbg, log)
 		if err != nil {
+			ln.Close()
+			_ = n.Close(context.Background())
 			return err
 		}
 		defer stopDebug()
@@ -434,8 +473,9 @@ func parseWithEnv(fs *flag.FlagSet, args []string, env func(string) string) erro
 	return fs.Parse(args)
 }
 
-// serveDebug serves net/http/pprof on addr until the returned func is called.
-func serveDebug(addr string, log *slog.Logger) (func(), error) {
+// serveDebug serves net/http/pprof on addr, wrapped in guard, until the
+// returned func is called.
+func serveDebug(addr string, guard func(http.Handler) http.Handler, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: --debug-addr: %w", err)
@@ -446,7 +486,7 @@ func serveDebug(addr string, log *slog.Logger) (func(), error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: guard(mux), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: maxHeaderBytes}
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("debug server", "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil

@@ -80,7 +80,7 @@ func (c *dashCluster) start(i int, join []string) *dashNode {
 	if err := n.Start(); err != nil {
 		t.Fatalf("Start %s: %v", cfg.Name, err)
 	}
-	h := newHTTPHandler(n, "", log)
+	h := newHTTPHandler(n, "", "", log)
 	d := &dashNode{n: n, srv: srv, h: h}
 	srv.Config.Handler = h
 	srv.Start()

@@ -240,6 +240,12 @@ func testRealNode(t *testing.T, browser context.Context) {
 	waitJS(t, tb, "the task's detail", `document.getElementById('d-id').textContent === 'ui-every' && !document.getElementById('d-status').hidden`)
 	waitJS(t, tb, "an execution with its response body",
 		`[...document.querySelectorAll('#executions tbody pre')].some((p) => p.textContent.includes('"task_id":"ui-every"'))`)
+	// Pause and resume from the detail: bodiless POSTs, which the node
+	// takes only with Content-Type: application/json (its CSRF guard).
+	tb.do(t, "pause", chromedp.Click(chromedp.CSS(`#detail-panel [data-act="pause"]`)))
+	waitJS(t, tb, "the task paused", `document.getElementById('d-status').textContent === 'paused'`)
+	tb.do(t, "resume", chromedp.Click(chromedp.CSS(`#detail-panel [data-act="resume"]`)))
+	waitJS(t, tb, "the task resumed", `document.getElementById('d-status').textContent === 'scheduled'`)
 
 	// Filtering by label finds only the new task.
 	tb.do(t, "filter by label",

@@ -218,7 +218,8 @@
     for (;;) {
       const headers = {};
       if (state.token) headers.Authorization = 'Bearer ' + state.token;
-      if (body !== undefined) headers['Content-Type'] = 'application/json';
+      // The node wants it on every POST and PUT, even without a body.
+      if (body !== undefined || method === 'POST' || method === 'PUT') headers['Content-Type'] = 'application/json';
       const res = await fetch(path, {
         method, headers, cache: 'no-store',
         body: body === undefined ? undefined : JSON.stringify(body),
