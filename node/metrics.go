@@ -68,6 +68,7 @@ type gauges struct {
 	stalled       func() float64
 	overdue       func() float64
 	storageFailed func() float64
+	corrupt       func() float64
 }
 
 func newMetrics(g gauges) *metrics {
@@ -169,6 +170,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_slots_stalled", Help: "Slots the table gives this node that have not been firing for --overdue-after or longer (the safety net: a healthy cluster has none)."}, g.stalled),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_tasks_overdue", Help: "Tasks in the slots this node owns due more than --overdue-after ago and not fired (the safety net: a healthy node has none)."}, g.overdue),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "chime_corrupt_records_total", Help: "Reads of task records that did not decode (skipped by listings, not fired; each key logged once). A healthy store has none."}, g.corrupt),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_storage_failed", Help: "1 once a write or sync of the store failed: the node took no more writes, stopped firing and left the cluster (its followers took its slots over). Replace the disk or move the data, then restart."}, g.storageFailed),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

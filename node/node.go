@@ -161,6 +161,7 @@ func (n *Node) Start() error {
 		},
 		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
 		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
+		corrupt: func() float64 { return float64(n.store.CorruptRecords()) },
 		storageFailed: func() float64 {
 			if n.storageErr.Load() != nil {
 				return 1

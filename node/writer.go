@@ -151,10 +151,14 @@ type writer struct {
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
 	running map[string]runningFire   // tasks with an attempt at the dispatcher
-	dirty   chan struct{}            // cap 1: fire-only groups await an idle sync
-	hot     hotCache                 // encoded records of tasks waking soon
-	linger  *time.Timer              // bounds how long completions wait for company
-	repl    writerRepl               // replication state (writer_repl.go)
+	// quarantined holds the tasks whose record does not decode
+	// (storage.ErrCorrupt): they are not fired (nor read again to fire)
+	// until a write replaces the record.
+	quarantined map[string]struct{}
+	dirty       chan struct{} // cap 1: fire-only groups await an idle sync
+	hot         hotCache      // encoded records of tasks waking soon
+	linger      *time.Timer   // bounds how long completions wait for company
+	repl        writerRepl    // replication state (writer_repl.go)
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
@@ -172,20 +176,21 @@ func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
 
 func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 	return &writer{
-		writerDeps: deps,
-		cfg:        cfg,
-		api:        make(chan *writeOp, cfg.WriteQueue),
-		internal:   make(chan *writeOp, cfg.Dispatch.MaxQueued+cfg.Dispatch.Concurrency+1024),
-		syncq:      make(chan *syncGroup, 4),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-		runDone:    make(chan struct{}),
-		rnd:        rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		pending:    make(map[string]*storage.Task),
-		running:    make(map[string]runningFire),
-		dirty:      make(chan struct{}, 1),
-		hot:        hotCache{m: make(map[string][]byte)},
-		linger:     stoppedTimer(),
+		writerDeps:  deps,
+		cfg:         cfg,
+		api:         make(chan *writeOp, cfg.WriteQueue),
+		internal:    make(chan *writeOp, cfg.Dispatch.MaxQueued+cfg.Dispatch.Concurrency+1024),
+		syncq:       make(chan *syncGroup, 4),
+		stop:        make(chan struct{}),
+		done:        make(chan struct{}),
+		runDone:     make(chan struct{}),
+		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		pending:     make(map[string]*storage.Task),
+		running:     make(map[string]runningFire),
+		quarantined: make(map[string]struct{}),
+		dirty:       make(chan struct{}, 1),
+		hot:         hotCache{m: make(map[string][]byte)},
+		linger:      stoppedTimer(),
 	}
 }
 
@@ -559,6 +564,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	t.UpdatedAt = now
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
+	delete(w.quarantined, t.ID) // a good record again
 	wake := w.wakeOf(t)
 	if rf, ok := w.running[t.ID]; ok {
 		rf.rec = cloneTask(t)
@@ -745,11 +751,26 @@ const maxPendingTriggers = 16
 // is room, so overload delays fires but never loses one.
 const fireRetryDelay = 50 * time.Millisecond
 
+// maxQuarantined bounds the writer's set of tasks whose record does not
+// decode; beyond it such a task is read (and skipped) again at each fire.
+const maxQuarantined = 10000
+
 func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	n := 0
 	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
 	for _, e := range op.fires {
+		if _, ok := w.quarantined[e.ID]; ok {
+			continue // the loader files it again at every scan; it stays out
+		}
 		t, err := w.get(e.ID)
+		if errors.Is(err, storage.ErrCorrupt) {
+			// Not retried every second: it cannot decode the next time
+			// either. Counted and logged once by the store.
+			if len(w.quarantined) < maxQuarantined {
+				w.quarantined[e.ID] = struct{}{}
+			}
+			continue
+		}
 		if err != nil {
 			w.log.Error("read task to fire", "task", e.ID, "err", err)
 			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})

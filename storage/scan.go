@@ -102,7 +102,8 @@ type Position struct {
 }
 
 // ScanTasks calls fn for each task record from start on, in (slot, id)
-// order, until fn returns false or the records end. Each *Task passed to fn
+// order, until fn returns false or the records end. A record that does not
+// decode is skipped (noteCorrupt). Each *Task passed to fn
 // is freshly decoded and belongs to fn. It reads a consistent snapshot; the
 // due index and history keys between task records are skipped with one seek
 // per slot.
@@ -144,7 +145,11 @@ func (s *Store) ScanTasks(start Position, fn func(t *Task) bool) (err error) {
 			}
 			t := new(Task)
 			if err := c.decodeTask(v, t); err != nil {
-				return fmt.Errorf("storage: scan tasks at %q: %w", it.Key(), err)
+				// One bad record must not make every listing that reaches
+				// it fail: it is counted, logged once and skipped.
+				s.noteCorrupt(it.Key(), err)
+				valid = it.Next()
+				continue
 			}
 			if !fn(t) {
 				return nil

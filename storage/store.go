@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -26,6 +27,38 @@ var ErrClosed = errors.New("storage: closed")
 // error (Store.Failed). Reads may still work. The node stops and hands its
 // slots to their followers.
 var ErrFailed = errors.New("storage: failed")
+
+// ErrCorrupt wraps the error of a task record that does not decode (a
+// disk or software fault wrote bytes that are not a task). Get returns it;
+// ScanTasks skips such records; both count them (CorruptRecords) and log
+// each key once.
+var ErrCorrupt = errors.New("storage: corrupt record")
+
+// maxCorruptLogged bounds how many corrupt keys a store remembers, to log
+// each once.
+const maxCorruptLogged = 10000
+
+// noteCorrupt counts a task record at key that did not decode and logs it
+// the first time.
+func (s *Store) noteCorrupt(key []byte, err error) {
+	s.corrupt.Add(1)
+	s.corruptMu.Lock()
+	if s.corruptKeys == nil {
+		s.corruptKeys = map[string]struct{}{}
+	}
+	_, seen := s.corruptKeys[string(key)]
+	if !seen && len(s.corruptKeys) < maxCorruptLogged {
+		s.corruptKeys[string(key)] = struct{}{}
+	}
+	s.corruptMu.Unlock()
+	if !seen {
+		s.log.Error("storage: a task record does not decode: skipped by listings, not fired", "key", fmt.Sprintf("%q", key), "err", err)
+	}
+}
+
+// CorruptRecords counts the reads of task records that did not decode
+// since the store opened (a record read twice counts twice).
+func (s *Store) CorruptRecords() uint64 { return s.corrupt.Load() }
 
 // Store is Chime's durable state on one node: task records, the due index
 // and execution history, in one Pebble database. It is safe for concurrent
@@ -62,6 +95,13 @@ type Store struct {
 	closeErr  error
 	// failed holds the error of the write that failed the store (catch).
 	failed atomic.Pointer[error]
+	log    *slog.Logger
+	// corrupt counts the task records that did not decode (noteCorrupt);
+	// corruptKeys remembers the first maxCorruptLogged of them, each
+	// logged once.
+	corrupt     atomic.Uint64
+	corruptMu   sync.Mutex
+	corruptKeys map[string]struct{}
 }
 
 const closedBit int64 = 1 << 62
@@ -129,6 +169,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 		historyLimit: uint64(opts.HistoryLimit),
 		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
+		log:          log,
 	}
 	s.sums.m = map[uint16]Checksum{}
 	return s, nil
@@ -218,6 +259,10 @@ func (s *Store) Get(slot uint16, id string) (*Task, error) {
 	}
 	t := new(Task)
 	err = c.decodeTask(v, t)
+	if err != nil {
+		s.noteCorrupt(c.key, err)
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
 	if err == nil && s.checksums && t.Slot == slot && t.ID == id {
 		t.setStored(prior{priorValue, keyHash(c.key, v)}) // prior.go
 	}
