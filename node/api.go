@@ -179,8 +179,11 @@ func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.
 	if e != nil {
 		return nil, false, e
 	}
-	t, e = newTask(id, spec, now)
-	return t, generated, e
+	if t, e = newTask(id, spec, now); e != nil {
+		return nil, false, e
+	}
+	t.Status, _ = req.initialStatus() // checked by validate
+	return t, generated, nil
 }
 
 func (n *Node) handleCreate(w http.ResponseWriter, r *http.Request) {
