@@ -38,6 +38,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/cluster/keys", n.handleKeys)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
 	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
+	mux.HandleFunc("GET /v1/admin/backup", n.handleBackup)
 	mux.HandleFunc("POST /v1/test/callback", handleTestCallback)
 	mux.HandleFunc("GET /healthz", n.handleHealth)
 	mux.HandleFunc("GET /readyz", n.handleReady)

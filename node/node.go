@@ -30,6 +30,9 @@ type Node struct {
 	disp    *dispatcher
 	metrics *metrics
 	handler http.Handler
+	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
+	// one backup of a node at a time.
+	backupMu sync.Mutex
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
