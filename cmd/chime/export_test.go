@@ -156,6 +156,16 @@ func TestExportImport(t *testing.T) {
 		t.Fatalf("exported %d tasks, want %d", len(orig), len(tasks))
 	}
 
+	// chime backup reaches every member of the cluster at its http_addr.
+	bdir := filepath.Join(dir, "backup")
+	if out, stderr, err := runBin(t, "", "backup", "--addr", procs[1].url, "--out", bdir); err != nil {
+		t.Fatalf("backup of the cluster: %v\n%s%s", err, out, stderr)
+	}
+	var man backupManifest
+	if b, err := os.ReadFile(filepath.Join(bdir, "manifest.json")); err != nil || json.Unmarshal(b, &man) != nil || len(man.Archives) != 3 || man.TableChanged {
+		t.Fatalf("backup manifest of the cluster: %+v %v", man, err)
+	}
+
 	fresh := startChime(t, t.TempDir())
 	start = time.Now()
 	out, stderr, err := runBin(t, file, "import", "--addr", fresh.url, "--timeout", "60s")
