@@ -37,6 +37,7 @@ func (n *Node) routes() http.Handler {
 	mux.HandleFunc("POST /v1/cluster/keys", n.handleKeys)
 	mux.HandleFunc("GET /v1/stats", n.handleStats)
 	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
+	mux.HandleFunc("GET /v1/admin/backup", n.handleBackup)
 	mux.HandleFunc("POST /v1/test/callback", n.handleTestCallback)
 	mux.HandleFunc("GET /healthz", n.handleHealth)
 	mux.HandleFunc("GET /readyz", n.handleReady)
@@ -186,8 +187,11 @@ func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.
 		}
 		return nil, false, e
 	}
-	t, e = newTask(id, spec, now)
-	return t, generated, e
+	if t, e = newTask(id, spec, now); e != nil {
+		return nil, false, e
+	}
+	t.Status, _ = req.initialStatus() // checked by validate
+	return t, generated, nil
 }
 
 func (n *Node) handleCreate(w http.ResponseWriter, r *http.Request) {

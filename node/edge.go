@@ -12,7 +12,7 @@ package node
 //     between nodes, addressed by IP:port).
 //   - Token: with Config.APIToken, /v1/ and /metrics need a bearer token
 //     (401). Config.ReadToken allows GET and HEAD only; anything else, and
-//     the admin endpoint /v1/cluster/keys, needs the full token (403).
+//     the admin endpoints /v1/cluster/keys and /v1/admin/, needs the full token (403).
 //   - Content-Type: a POST or PUT on /v1/ must say application/json, even
 //     with an empty body (415 unsupported_media_type). Browsers send such
 //     a request to another origin only after a CORS preflight, which the
@@ -85,12 +85,14 @@ func (t *apiTokens) requestRole(r *http.Request) role {
 }
 
 // needsFull reports whether a request needs the full token: anything but
-// GET and HEAD, and the gossip keys (an admin endpoint) with any method.
+// GET and HEAD, and with any method the admin endpoints: the gossip keys
+// and /v1/admin/ (a backup holds every task, headers and payloads
+// unredacted).
 func needsFull(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return true
 	}
-	return strings.HasPrefix(r.URL.Path, "/v1/cluster/keys")
+	return strings.HasPrefix(r.URL.Path, "/v1/cluster/keys") || strings.HasPrefix(r.URL.Path, "/v1/admin/")
 }
 
 // roleKey carries a request's role in its context, for the handlers that

@@ -301,6 +301,7 @@ func TestAPITokenRoles(t *testing.T) {
 		{"read: forget", "POST", "/v1/cluster/members/n2/forget", "", append(read, ctJSON...), 403, CodeForbidden},
 		{"read: keys list", "GET", "/v1/cluster/keys", "", read, 403, CodeForbidden},
 		{"read: keys use", "POST", "/v1/cluster/keys", `{"op":"use","key":"x"}`, append(read, ctJSON...), 403, CodeForbidden},
+		{"read: backup", "GET", "/v1/admin/backup", "", read, 403, CodeForbidden},
 		{"none: get", "GET", "/v1/tasks/t", "", nil, 401, CodeUnauthenticated},
 		{"none: metrics", "GET", "/metrics", "", nil, 401, CodeUnauthenticated},
 		{"wrong: get", "GET", "/v1/tasks/t", "", []string{"Authorization", "Bearer read-s3cre"}, 401, CodeUnauthenticated},

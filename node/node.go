@@ -33,6 +33,9 @@ type Node struct {
 	policy  *callbackPolicy // the callback address policy, for create-time checks
 	tokens  apiTokens       // the bearer tokens (edge.go)
 	guard   hostGuard       // the Host check (edge.go)
+	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
+	// one backup of a node at a time.
+	backupMu sync.Mutex
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node

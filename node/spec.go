@@ -110,6 +110,10 @@ type TaskRequest struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// Status is the state the task starts in: "scheduled" (the default) or
+	// "paused", so that `chime import` can restore a paused task without a
+	// window in which it could fire.
+	Status string `json:"status,omitempty"`
 
 	// decoded is set by decodeTaskRequest: Payload is known to be valid
 	// JSON and scheduleKeys is meaningful.
@@ -193,6 +197,7 @@ var requestFieldTypes = map[string]string{
 	fieldEveryMs: "an integer", fieldCron: "a string", "timezone": "a string", "start_at": "an RFC 3339 string",
 	"payload": "any JSON value", "headers": "an object of strings", "timeout_ms": "an integer",
 	"max_retries": "an integer", "misfire": "a string", "max_fails": "an integer", "labels": "an object of strings",
+	"status": "a string",
 }
 
 // syntaxError reports why data is not one valid JSON value.
@@ -270,7 +275,7 @@ type requestField struct {
 // requestFields indexes the request fields by JSON name.
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
-		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels"}
+		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}
@@ -501,7 +506,22 @@ func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec,
 		return "", storage.Spec{}, e
 	}
 	spec.Labels = nonEmpty(r.Labels)
+	if _, e := r.initialStatus(); e != nil {
+		return "", storage.Spec{}, e
+	}
 	return id, spec, nil
+}
+
+// initialStatus returns the status a new task starts in (request field
+// status): scheduled unless "paused" is asked for.
+func (r *TaskRequest) initialStatus() (storage.Status, *Error) {
+	switch r.Status {
+	case "", storage.StatusScheduled.String():
+		return storage.StatusScheduled, nil
+	case storage.StatusPaused.String():
+		return storage.StatusPaused, nil
+	}
+	return 0, invalid("status", "must be scheduled or paused, got %q", clip(r.Status))
 }
 
 // validateSchedule checks the schedule fields (exactly one of delay_ms,

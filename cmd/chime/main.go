@@ -6,6 +6,8 @@
 //	chime cluster forget NAME    declare a dead member gone for good
 //	chime cluster keys <op>      list, install, use, remove gossip keys (rotation)
 //	chime bench <workload>       benchmark workloads (see docs/BENCHMARKS.md)
+//	chime export / import        every task of a cluster as NDJSON, and back
+//	chime backup / restore       Pebble checkpoints of every member, and a data dir from one
 //	chime certs --dir D --name N a development CA and a node certificate
 //	chime version
 package main
@@ -45,6 +47,10 @@ commands:
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
   cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
+  export      write every task of the cluster as NDJSON to stdout (chime export -h)
+  import      re-create exported tasks from NDJSON on stdin (chime import -h)
+  backup      archive every member's store, online (chime backup -h)
+  restore     make a data dir from one backup archive (chime restore -h)
   certs       make a development CA and a node certificate (chime certs -h)
   version     print the version
 `
@@ -65,6 +71,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runBench(ctx, args[1:], stdout, stderr, env)
 	case "certs":
 		return runCerts(ctx, args[1:], stdout, stderr, env)
+	case "export":
+		return runExport(ctx, args[1:], stdout, stderr, env)
+	case "import":
+		return runImport(ctx, args[1:], os.Stdin, stdout, stderr, env)
+	case "backup":
+		return runBackup(ctx, args[1:], stdout, stderr, env)
+	case "restore":
+		return runRestore(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "chime", version)
 		return nil
