@@ -33,7 +33,7 @@ func newHTTPClient(conns int, timeout time.Duration) *http.Client {
 	return &http.Client{Transport: tr, Timeout: timeout}
 }
 
-// apiClient talks to one Chime node's HTTP API (/work/shared/API.md). It is
+// apiClient talks to one Chime node's HTTP API (docs/API.md). It is
 // safe for concurrent use. It is a load generator, so it uses fasthttp's
 // HostClient: about a third of the CPU per request of net/http's client
 // (the harness shares the machine with the node, and every microsecond it

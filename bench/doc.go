@@ -1,5 +1,5 @@
 // Package bench is Chime's benchmark harness: a library of workloads that
-// drive a real node over its HTTP API (/work/shared/API.md) and measure it
+// drive a real node over its HTTP API (docs/API.md) and measure it
 // against ceilings taken in the same run. `chime bench <workload>` exposes
 // it; docs/BENCHMARKS.md explains each workload and how to run it.
 //

@@ -26,7 +26,7 @@ const defaultAddr = "http://127.0.0.1:7070"
 // misbehaving server, and reading it all would only exhaust memory.
 const maxAnswerBytes = 64 << 20
 
-// client talks to one Chime node's HTTP API (/work/shared/API.md).
+// client talks to one Chime node's HTTP API (docs/API.md).
 //
 // It is a thin request/answer helper: it sets the bearer token and JSON
 // headers, turns a non-2xx answer into an *apiError and a transport failure

@@ -12,7 +12,7 @@ import (
 )
 
 // This file renders API answers as human tables. The views below mirror the
-// response shapes in /work/shared/API.md, but every displayed field is a
+// response shapes in docs/API.md, but every displayed field is a
 // text, which accepts any JSON value: a server that sends a number where a
 // string was documented (or the reverse) still gets a readable table instead
 // of a decode error.
