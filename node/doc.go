@@ -1,7 +1,11 @@
 // Package node wires one Chime node: the Pebble store (package storage), a
 // writer goroutine, the timing-wheel loop (package wheel), the callback
-// dispatcher and the HTTP API of API.md. It is the only package that starts
-// goroutines, reads the clock or talks to the network.
+// dispatcher and the HTTP API of docs/API.md, and in a cluster the
+// membership (package ring/gossip), the ownership machine (package slots),
+// replication and anti-entropy. The pure packages it wires (wheel, ring,
+// slots) start no goroutines and read no clock; node starts the goroutines
+// listed below (Pebble, ring/gossip with memberlist, and the dashboard, ui,
+// start their own).
 //
 // # Goroutines and data flow
 //
@@ -23,6 +27,65 @@
 //	    from the record (entries are hints; a stale one costs a read).
 //	  - The dispatcher runs callbacks on a fixed pool of workers with a limit
 //	    per callback host; each result goes back to the writer as an op.
+//
+// # Goroutines and what each owns
+//
+// Node.Start starts them; Node.Close (shutdown) stops them in this order:
+// loop, dispatcher, anti-entropy, drain, ctl, cluster, writer and syncer,
+// shipper, background watchers, then the store is closed.
+//
+//   - writer (writer.run, writer.go): the only goroutine that changes task
+//     records and slot metadata; applies each group of ops (API writes,
+//     fire starts, results, replicated groups, ctl's persists) to one
+//     Pebble batch and commits it. Owns its record caches and its
+//     replication state (writer_repl.go). Stops when shutdown
+//     closes writer.stop: it applies what is queued and closes the syncq.
+//   - syncer (writer.syncLoop, started by the writer): fsyncs committed
+//     groups, then answers the API, sends wake changes to the loop and fire
+//     jobs to the dispatcher. A group whose API writes wait for replicas
+//     gets a short goroutine (writer.replWaits) that finishes it once they
+//     acknowledged or failed. Stops when the writer closes the syncq
+//     (closes writer.done).
+//   - loop (loop.run, loop.go): owns the timing wheel and the frontier;
+//     sends expired entries to the writer (opFire). Its scanner
+//     (loop.scanner) reads the due index off the loop goroutine. Stops
+//     first, on loop.close; the scanner ends when the loop closes scanReq.
+//   - dispatcher workers (dispatcher.worker, dispatch.go; Concurrency of
+//     them, 512 by default): each runs one callback attempt at a time with
+//     its own scratch and HMAC state; results go to the writer as opDone.
+//     dispatcher.close(ctx) returns the queued jobs and cuts running
+//     callbacks when ctx ends.
+//   - background watchers (n.bg): countTasks counts the stored tasks and
+//     fills, later rebuilds, the id filter; watchOverdue counts overdue
+//     tasks (health.go); watchStorage looks for a failed store every 50 ms
+//     and then stops the node (storageFailed, on a goroutine of its own).
+//     They stop when shutdown closes n.stopBG.
+//
+// In a cluster also:
+//
+//   - cluster (cluster.run, cluster.go): turns membership events into
+//     views and installs them in order (Node.installView). joinLoop joins
+//     through the seeds, turns the node active and retries seeds until
+//     each was seen. Both stop on cluster.close (leave) or cluster.kill.
+//   - ctl (ctl.run, ctl.go): owns slots.Machine; feeds it views, ticks,
+//     other nodes' messages and what the writer applied, carries out its
+//     effects and publishes per slot the role, epoch and firing gate. It
+//     sends the machine's messages to each peer on a goroutine per peer in
+//     flight (POST /internal/v1/ctl), and runs the stall watch
+//     (stallWatch.run, stallwatch.go), which only beats every 50 ms. All
+//     stop on ctl.close, before the node leaves the gossip.
+//   - shipper (shipper.run, replicate.go): sends queued replication
+//     messages (write groups, slot snapshots) to the replicas in rounds,
+//     one request per peer in parallel. Stops on shipper.close, after the
+//     writer.
+//   - anti-entropy (antiEntropy.run, antientropy.go; unless
+//     AntiEntropyInterval is 0): has the replicas of a slice of the owned
+//     slots compare checksums each tick. Stops on antiEntropy.close.
+//
+// HTTP handlers run on the server's goroutines (cmd/chime owns the
+// server); a batch split over owners, a cluster-wide listing, the
+// dashboard snapshot and the key fan-out start goroutines that end with
+// their request.
 //
 // # Guarantees
 //

@@ -26,7 +26,8 @@
 // What it is not: it does not compute slots (ring.Assign does, from the
 // members that are Up and StateActive), it does not carry bulk data (nodes
 // talk HTTP for forwarding and replication); the only message it gossips
-// itself is a node's leave intent. It is not wired into node/ yet.
+// itself is a node's leave intent. node/cluster.go runs it: its events
+// become the node's views.
 //
 // # Event contract
 //
