@@ -57,9 +57,9 @@
 //   - The harness signals only processes it started (or the pid files of
 //     the cluster script it ran, after checking /proc that the pid is that
 //     node's chime serve), by pid.
-//   - What the cluster cannot do yet is reported, not hidden: without
-//     replication a killed node's tasks are missed, without data movement a
-//     joiner's slots are stranded; both are counted.
+//   - What the cluster gets wrong is reported, not hidden: tasks of a
+//     killed node that are missed, and tasks stranded in a joiner's slots,
+//     are counted (with replication and handover both should be 0).
 //   - Lateness is measured against the due time the harness scheduled, not
 //     only the X-Chime-Due-At header, so a node reporting a wrong due time
 //     shows up in DueMismatch instead of hiding lateness.
