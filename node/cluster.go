@@ -69,6 +69,10 @@ type ClusterConfig struct {
 	// hold its fires and writes and hand it over. 0 means
 	// slots.DefaultMaxMoves.
 	MaxMoves int
+	// TraceSlots, when k > 0, logs the ownership events and effects of
+	// every k-th slot at info level (a debugging aid; chime serve
+	// --trace-slots, CHIME_TRACE_SLOTS). 0 traces nothing.
+	TraceSlots int
 }
 
 // ownershipConfig is the slots.Config of node self.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -270,7 +269,7 @@ func newCtl(n *Node, cfg slots.Config, metas map[uint16]storageMetaView) (*ctl, 
 		c.publish(uint16(s))
 	}
 	c.counts.Store(&slots.Counts{})
-	c.traceEvery, _ = strconv.Atoi(os.Getenv("CHIME_TRACE_SLOTS"))
+	c.traceEvery = max(0, n.cfg.Cluster.TraceSlots)
 	return c, nil
 }
 

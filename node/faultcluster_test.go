@@ -251,6 +251,7 @@ func (c *faultCluster) start(i int, seeds []string) {
 	cc := DefaultClusterConfig(g)
 	cc.Join = seeds
 	cc.Secret = faultSecret
+	cc.TraceSlots, _ = strconv.Atoi(os.Getenv("CHIME_TRACE_SLOTS"))
 	cfg.Cluster = &cc
 	for _, f := range c.configure {
 		f(&cfg)

@@ -252,7 +252,7 @@ type clusterFlags struct {
 	insecure                                    bool
 	probeInterval, probeTimeout, gossipInterval time.Duration
 	antiEntropy                                 time.Duration
-	maxMoves                                    int
+	maxMoves, traceSlots                        int
 }
 
 func (c *clusterFlags) register(fs *flag.FlagSet) {
@@ -272,6 +272,7 @@ func (c *clusterFlags) register(fs *flag.FlagSet) {
 		"how long one anti-entropy pass over all slots takes (owners have replicas compare slot checksums; a copy that differs is resynced); 0 turns it off")
 	fs.IntVar(&c.maxMoves, "max-moves", slots.DefaultMaxMoves,
 		"slots this node takes over by a planned handover at once (join, drain); the others wait their turn")
+	fs.IntVar(&c.traceSlots, "trace-slots", 0, "debugging: log the ownership events of every k-th slot at info level (0: none)")
 }
 
 // config returns the node's cluster config, or nil for a standalone node.
@@ -355,6 +356,10 @@ func (c *clusterFlags) config(dataDir string) (*node.ClusterConfig, error) {
 		return nil, fmt.Errorf("--max-moves %d: want at least 1", c.maxMoves)
 	}
 	cc.MaxMoves = c.maxMoves
+	if c.traceSlots < 0 {
+		return nil, fmt.Errorf("--trace-slots %d: want 0 (off) or more", c.traceSlots)
+	}
+	cc.TraceSlots = c.traceSlots
 	for a := range strings.SplitSeq(c.join, ",") {
 		if a = strings.TrimSpace(a); a != "" && a != c.addr {
 			cc.Join = append(cc.Join, a)
