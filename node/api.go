@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -126,7 +127,7 @@ func (n *Node) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64
 // overloaded reports whether new work should be refused: the dispatcher's
 // backlog is full, so more fires could only wait in memory.
 func (n *Node) overloaded() *Error {
-	if n.disp.queued() >= n.cfg.Dispatch.MaxQueued {
+	if n.disp.Queued() >= n.cfg.Dispatch.MaxQueued {
 		return &Error{Code: CodeOverloaded, Message: "callback backlog is full; retry later"}
 	}
 	return nil
@@ -181,11 +182,11 @@ func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.
 	if e != nil {
 		return nil, false, e
 	}
-	if e := n.policy.checkCallbackURL(spec.CallbackURL); e != nil {
+	if err := n.policy.CheckURL(spec.CallbackURL); err != nil {
 		if n.metrics != nil {
 			n.metrics.callbacksDenied.WithLabelValues("create").Inc()
 		}
-		return nil, false, e
+		return nil, false, invalid("callback_url", "%s", err.Error())
 	}
 	if t, e = newTask(id, spec, now); e != nil {
 		return nil, false, e
@@ -747,12 +748,12 @@ func (n *Node) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	sig := sigInvalid
+	sig := dispatch.SignatureInvalid
 	switch {
 	case err != nil || len(body) > 1<<20:
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
 	default:
-		sig = verifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, n.signingKeys(), time.Now())
+		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, n.signingKeys(), time.Now())
 	}
 	writeJSON(w, status, map[string]string{
 		"task_id":   r.Header.Get("X-Chime-Task-Id"),

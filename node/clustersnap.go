@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -31,8 +32,8 @@ const hostsShared = 20
 // and callback latency histograms, which the serving node adds up.
 type memberAnswer struct {
 	MemberSnapshot
-	Wheel *WheelHeatmap `json:"wheel,omitempty"`
-	Hosts []hostHist    `json:"host_histograms,omitempty"`
+	Wheel *WheelHeatmap       `json:"wheel,omitempty"`
+	Hosts []dispatch.HostHist `json:"host_histograms,omitempty"`
 	// UnderReplicated are the slots this member owns whose follower has
 	// not acknowledged all writes; Importing the slots the view gives it
 	// that it does not serve yet (their writes answer 503).
@@ -70,7 +71,7 @@ func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	under, importing := n.slotHealth()
-	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.hists(hostsShared),
+	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.Hists(hostsShared),
 		UnderReplicated: under, Importing: importing, Stalled: n.stalledSlots().Slots})
 }
 
@@ -156,7 +157,7 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	counts := v.table.Counts()
 	rows := make([]MemberSnapshot, 0, len(members)+1)
 	wheels := []WheelHeatmap{snap.Wheel}
-	hosts := [][]hostHist{n.hosts.hists(hostsShared)}
+	hosts := [][]dispatch.HostHist{n.hosts.Hists(hostsShared)}
 	hasSelf := false
 	for i, m := range members {
 		var row MemberSnapshot
@@ -192,7 +193,7 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	snap.Members = rows
 	snap.SlotOwners, snap.SlotStates, snap.TableVersion = owners, states, v.table.Checksum()
 	snap.Wheel = mergeWheels(wheels)
-	snap.Hosts = mergeHosts(10, hosts...)
+	snap.Hosts = dispatch.MergeHosts(10, hosts...)
 }
 
 // fetchMember asks member m for its row, signed, within memberFetchTimeout.

@@ -278,26 +278,6 @@ func TestMergeWheels(t *testing.T) {
 	}
 }
 
-// TestMergeHosts: histograms add up by host, exactly: the merged
-// quantiles are those of one histogram holding every observation.
-func TestMergeHosts(t *testing.T) {
-	a, b, all := newHostStats(), newHostStats(), newHostStats()
-	obs := func(h *hostStats, host string, ms, times int) {
-		for range times {
-			h.observe(host, time.Duration(ms)*time.Millisecond)
-			all.observe(host, time.Duration(ms)*time.Millisecond)
-		}
-	}
-	obs(a, "http://x", 2, 90)
-	obs(b, "http://x", 300, 10)
-	obs(b, "http://y", 5, 50)
-	obs(a, "http://z", 1, 1)
-	got := mergeHosts(2, a.hists(hostsShared), b.hists(hostsShared), []hostHist{{Host: "http://y", Buckets: [][2]uint64{{latencyBuckets, 7}}}})
-	if want := all.top(2); !slices.Equal(got, want) {
-		t.Errorf("mergeHosts() = %+v, want %+v", got, want)
-	}
-}
-
 func TestMemberChanges(t *testing.T) {
 	m := func(name string, status gossip.Status, state gossip.State, boot uint64) gossip.Member {
 		return gossip.Member{Name: name, Addr: "g-" + name, Status: status,

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -125,7 +127,23 @@ type Config struct {
 	Now func() time.Time
 	// Seed seeds retry jitter; 0 picks one from the clock.
 	Seed uint64
+
+	// lookup, when set, resolves callback host names (tests: DNS
+	// rebinding); nil uses net.DefaultResolver.
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
+
+// DispatchConfig tunes the callback dispatcher (package dispatch: its
+// limits, TLS, signing keys and callback address rules; see dispatch.Config
+// for each field).
+type DispatchConfig = dispatch.Config
+
+// DefaultDispatchConfig returns the dispatcher's production defaults.
+func DefaultDispatchConfig() DispatchConfig { return dispatch.DefaultConfig() }
+
+// MinSigningKey is the shortest callback signing key, in bytes
+// (dispatch.MinSigningKey).
+const MinSigningKey = dispatch.MinSigningKey
 
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
@@ -163,7 +181,7 @@ func (c *Config) Validate() error {
 	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
-	if err := c.Dispatch.validateTrust(); err != nil {
+	if err := c.Dispatch.ValidateTrust(); err != nil {
 		errs = append(errs, err)
 	}
 	check(c.WriteQueue > 0, "node: WriteQueue must be positive")

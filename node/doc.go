@@ -25,8 +25,9 @@
 //	    time is within Window, extends that window from the due index every
 //	    LoadInterval, and sends expired entries to the writer, which decides
 //	    from the record (entries are hints; a stale one costs a read).
-//	  - The dispatcher runs callbacks on a fixed pool of workers with a limit
-//	    per callback host; each result goes back to the writer as an op.
+//	  - The dispatcher (package node/dispatch, which knows nothing of tasks or
+//	    storage) runs callbacks on a fixed pool of workers with a limit per
+//	    callback host; each result goes back to the writer as an op.
 //
 // # Goroutines and what each owns
 //

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -88,7 +89,7 @@ const maxResultBytes = 512
 // advance from the fire's logical due time, never from now, so they do not
 // drift; a fire that started late enough to be "missed" under misfire
 // fire_once resumes at the first occurrence after now.
-func finishFire(t *storage.Task, r *fireResult, now int64, rnd *rand.Rand) (*storage.Execution, finishResult) {
+func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) (*storage.Execution, finishResult) {
 	inf := t.Inflight
 	if inf == nil || inf.Seq != r.Job.Seq || inf.Attempt != r.Job.Attempt {
 		return nil, finishStale
@@ -109,7 +110,7 @@ func finishFire(t *storage.Task, r *fireResult, now int64, rnd *rand.Rand) (*sto
 	}
 	// Only a plain failure is retried: gone and denied (a refused callback
 	// address: retrying cannot help, and must not dial it) end the fire.
-	if r.Outcome == outcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
+	if r.Outcome == dispatch.OutcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
 		inf.NextAttemptAt = now + int64(backoff(inf.Attempt, r.RetryAfter, rnd))
 		return ex, finishRetry
 	}
@@ -125,14 +126,14 @@ func finishFire(t *storage.Task, r *fireResult, now int64, rnd *rand.Rand) (*sto
 	t.Inflight = nil
 	periodic := t.Spec.Kind != storage.KindOnce
 	switch r.Outcome {
-	case outcomeSuccess:
+	case dispatch.OutcomeSuccess:
 		t.FireCount++
 		t.FailCount = 0
 		if !inf.Trigger {
 			advance(t, inf, now)
 		}
 		return ex, finishSuccess
-	case outcomeGone:
+	case dispatch.OutcomeGone:
 		// The endpoint is gone: the task stops, whatever kind of fire this was.
 		t.FailCount++
 		t.NextDue = 0
@@ -180,9 +181,9 @@ func advance(t *storage.Task, inf *storage.Inflight, now int64) {
 }
 
 // jobFor builds the dispatcher job for the attempt described by t.Inflight.
-func jobFor(t *storage.Task) *fireJob {
+func jobFor(t *storage.Task) *dispatch.Job {
 	inf := t.Inflight
-	return &fireJob{
+	return &dispatch.Job{
 		TaskID:  t.ID,
 		Slot:    t.Slot,
 		Seq:     inf.Seq,

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -90,8 +91,8 @@ func TestBeginFire(t *testing.T) {
 func TestFinishFire(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	started := time.Unix(100, 0)
-	result := func(o outcome, code int, attempt int, seq uint64) *fireResult {
-		return &fireResult{Job: &fireJob{TaskID: "t", Seq: seq, Attempt: attempt, Due: 100 * sec}, Outcome: o, StatusCode: code,
+	result := func(o dispatch.Outcome, code int, attempt int, seq uint64) *dispatch.Result {
+		return &dispatch.Result{Job: &dispatch.Job{TaskID: "t", Seq: seq, Attempt: attempt, Due: 100 * sec}, Outcome: o, StatusCode: code,
 			StartedAt: started, FinishedAt: started.Add(time.Millisecond), Body: []byte("ok")}
 	}
 	inflight := func(task *storage.Task, attempt int) *storage.Task {
@@ -102,23 +103,23 @@ func TestFinishFire(t *testing.T) {
 	tests := []struct {
 		name       string
 		task       *storage.Task
-		res        *fireResult
+		res        *dispatch.Result
 		want       finishResult
 		wantStatus storage.Status
 		wantNext   int64
 		wantRetry  bool
 		wantFails  uint64
 	}{
-		{"one-shot success", inflight(onceTask(100*sec), 1), result(outcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusDone, 0, false, 0},
-		{"one-shot failure retries", inflight(onceTask(100*sec), 1), result(outcomeFailure, 500, 1, 1), finishRetry, storage.StatusScheduled, 100 * sec, true, 0},
-		{"one-shot retries exhausted", inflight(onceTask(100*sec), 3), result(outcomeFailure, 500, 3, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"one-shot gone", inflight(onceTask(100*sec), 1), result(outcomeGone, 410, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"periodic success advances from due", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusScheduled, 110 * sec, false, 0},
-		{"periodic gone is inactive", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeGone, 404, 1, 1), finishFailed, storage.StatusInactive, 0, false, 1},
-		{"one-shot denied is not retried", inflight(onceTask(100*sec), 1), result(outcomeDenied, 0, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"periodic denied advances, not retried", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(outcomeDenied, 0, 1, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
-		{"periodic failure advances", inflight(everyTask(100*sec, storage.MisfireFireOnce), 2), result(outcomeFailure, 500, 2, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
-		{"stale seq is ignored", inflight(onceTask(100*sec), 1), result(outcomeSuccess, 200, 1, 9), finishStale, storage.StatusScheduled, 100 * sec, true, 0},
+		{"one-shot success", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusDone, 0, false, 0},
+		{"one-shot failure retries", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeFailure, 500, 1, 1), finishRetry, storage.StatusScheduled, 100 * sec, true, 0},
+		{"one-shot retries exhausted", inflight(onceTask(100*sec), 3), result(dispatch.OutcomeFailure, 500, 3, 1), finishFailed, storage.StatusFailed, 0, false, 1},
+		{"one-shot gone", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeGone, 410, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
+		{"periodic success advances from due", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusScheduled, 110 * sec, false, 0},
+		{"periodic gone is inactive", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeGone, 404, 1, 1), finishFailed, storage.StatusInactive, 0, false, 1},
+		{"one-shot denied is not retried", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeDenied, 0, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
+		{"periodic denied advances, not retried", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeDenied, 0, 1, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
+		{"periodic failure advances", inflight(everyTask(100*sec, storage.MisfireFireOnce), 2), result(dispatch.OutcomeFailure, 500, 2, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
+		{"stale seq is ignored", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 9), finishStale, storage.StatusScheduled, 100 * sec, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,14 +157,14 @@ func TestFinishFireMisfireFireOnceResumesAfterNow(t *testing.T) {
 	if beginFire(task, 135*sec, 5*sec) != startFire {
 		t.Fatal("did not fire")
 	}
-	res := &fireResult{Job: jobFor(task), Outcome: outcomeSuccess, StatusCode: 200, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}
+	res := &dispatch.Result{Job: jobFor(task), Outcome: dispatch.OutcomeSuccess, StatusCode: 200, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}
 	finishFire(task, res, 136*sec, rand.New(rand.NewPCG(1, 1)))
 	if task.NextDue != 140*sec {
 		t.Errorf("NextDue = %d, want %d (first occurrence after now on the 10 s grid)", task.NextDue/sec, 140)
 	}
 	task = everyTask(100*sec, storage.MisfireFireAll)
 	beginFire(task, 135*sec, 5*sec)
-	finishFire(task, &fireResult{Job: jobFor(task), Outcome: outcomeSuccess, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}, 136*sec, rand.New(rand.NewPCG(1, 1)))
+	finishFire(task, &dispatch.Result{Job: jobFor(task), Outcome: dispatch.OutcomeSuccess, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}, 136*sec, rand.New(rand.NewPCG(1, 1)))
 	if task.NextDue != 110*sec {
 		t.Errorf("fire_all NextDue = %d, want 110 (every missed occurrence fires)", task.NextDue/sec)
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"net/http"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -48,7 +49,7 @@ type metrics struct {
 	// and reason (internalauth.go).
 	internalRejected *prometheus.CounterVec
 	// callbacksDenied counts callback addresses the address policy refused
-	// (ssrf.go), by stage: create (a task refused with 400) or dial (a
+	// (dispatch.Policy), by stage: create (a task refused with 400) or dial (a
 	// fire failed without being sent).
 	callbacksDenied *prometheus.CounterVec
 	deniedDial      prometheus.Counter
@@ -206,13 +207,13 @@ func (m *metrics) writeGroup(tasks int) {
 }
 
 // observeResult counts one finished attempt.
-func (m *metrics) observeResult(r *fireResult) {
+func (m *metrics) observeResult(r *dispatch.Result) {
 	switch r.Outcome {
-	case outcomeSuccess:
+	case dispatch.OutcomeSuccess:
 		m.firesSuccess.Inc()
-	case outcomeGone:
+	case dispatch.OutcomeGone:
 		m.firesGone.Inc()
-	case outcomeDenied:
+	case dispatch.OutcomeDenied:
 		m.firesFailure.Inc()
 		m.deniedDial.Inc()
 	default:

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -27,12 +28,12 @@ type Node struct {
 	store   *storage.Store
 	writer  *writer
 	loop    *loop
-	disp    *dispatcher
+	disp    *dispatch.Dispatcher
 	metrics *metrics
 	handler http.Handler
-	policy  *callbackPolicy // the callback address policy, for create-time checks
-	tokens  apiTokens       // the bearer tokens (edge.go)
-	guard   hostGuard       // the Host check (edge.go)
+	policy  *dispatch.Policy // the callback address policy, for create-time checks
+	tokens  apiTokens        // the bearer tokens (edge.go)
+	guard   hostGuard        // the Host check (edge.go)
 	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
 	// one backup of a node at a time.
 	backupMu sync.Mutex
@@ -45,7 +46,7 @@ type Node struct {
 	ae      *antiEntropy // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
 
 	sampler    sampler
-	hosts      *hostStats
+	hosts      *dispatch.HostStats
 	ids        *idFilter
 	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
 	stopBG     chan struct{}
@@ -80,11 +81,11 @@ func New(cfg Config) (*Node, error) {
 	if now == nil {
 		now = time.Now
 	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: newHostStats(),
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: dispatch.NewHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	var err error
-	if n.policy, err = newCallbackPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
+	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
 	}
 	n.health.overdue.Store(-1)
@@ -137,8 +138,8 @@ func (n *Node) Start() error {
 	var wr *writer
 	n.metrics = newMetrics(gauges{
 		storeBytes:    func() float64 { return float64(st.Stats().DiskBytes) },
-		dispatchQueue: func() float64 { return float64(n.disp.queued()) },
-		dispatchRun:   func() float64 { return float64(n.disp.running()) },
+		dispatchQueue: func() float64 { return float64(n.disp.Queued()) },
+		dispatchRun:   func() float64 { return float64(n.disp.Running()) },
 		writeQueue:    func() float64 { return float64(len(wr.api)) },
 		replPending: func() float64 {
 			if n.ship == nil {
@@ -182,8 +183,8 @@ func (n *Node) Start() error {
 	wr = newWriter(&n.cfg, writerDeps{
 		store:    st,
 		notify:   func(ch []wakeChange) { lp.notify(ch) },
-		dispatch: func(j *fireJob) bool { return n.disp.submit(j) },
-		queued:   func() int { return n.disp.queued() },
+		dispatch: func(j *dispatch.Job) bool { return n.disp.Submit(j) },
+		queued:   func() int { return n.disp.Queued() },
 		metrics:  n.metrics,
 		hosts:    n.hosts,
 		ids:      n.ids,
@@ -199,10 +200,14 @@ func (n *Node) Start() error {
 		log:     n.log,
 		now:     n.now,
 	}, seed)
-	dcfg := n.cfg.Dispatch
-	dcfg.node, dcfg.dial = n.cfg.Name, n.cfg.DialContext
-	n.disp = newDispatcher(dcfg, n.now, func(r fireResult) {
-		wr.send(&writeOp{kind: opDone, res: &r})
+	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
+		OnResult: func(r dispatch.Result) {
+			wr.send(&writeOp{kind: opDone, res: &r})
+		},
+		Now:         n.now,
+		Node:        n.cfg.Name,
+		DialContext: n.cfg.DialContext,
+		LookupNetIP: n.cfg.lookup,
 	})
 	lp, err = newLoop(&n.cfg, st, wr, n.metrics, n.log, n.now, n.view.Load)
 	if err != nil {
@@ -239,7 +244,7 @@ func (n *Node) Start() error {
 		c.fresh, c.tls = ct.fresh, n.cfg.TLS != nil
 		n.cluster = c
 	}
-	n.disp.start()
+	n.disp.Start()
 	go wr.run()
 	go lp.run()
 	if n.cluster != nil {
@@ -251,7 +256,7 @@ func (n *Node) Start() error {
 			close(wr.stop)
 			<-wr.done
 			n.ship.close()
-			n.disp.close(context.Background())
+			n.disp.Close(context.Background())
 			st.Close()
 			return err
 		}
@@ -487,11 +492,11 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 			return
 		}
 		n.loop.close() // no new fires
-		for _, j := range n.disp.close(ctx) {
+		for _, j := range n.disp.Close(ctx) {
 			// Never started: it stays in flight in the store (the next
 			// owner or start repeats it with the same fire id), but the
 			// writer must not wait for it (a seal for a handover does).
-			n.writer.send(&writeOp{kind: opDone, res: &fireResult{Job: j, Err: dispatchShutdown}})
+			n.writer.send(&writeOp{kind: opDone, res: &dispatch.Result{Job: j, Err: dispatch.Shutdown}})
 		}
 		if n.cluster != nil {
 			if n.ae != nil {

@@ -439,7 +439,7 @@ func TestOverloadAnswers429AndLosesNothing(t *testing.T) {
 func TestRefusedFireIsNotRunning(t *testing.T) {
 	tn := startNode(t, nil)
 	rcv := newReceiver(t)
-	tn.disp.close(context.Background()) // refuses every job from now on
+	tn.disp.Close(context.Background()) // refuses every job from now on
 	if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "r1", "callback_url": rcv.url("/r"), "delay_ms": 0}, nil); code != 201 {
 		t.Fatalf("create: %d", code)
 	}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/dispatch"
 )
 
 // pipeNet is an in-memory network for HTTP in one process: between nodes,
@@ -382,14 +384,17 @@ func TestFaultPipeNetCarriesCallbacks(t *testing.T) {
 			defer close(served)
 			_ = srv.Serve(ln)
 		}()
-		results := make(chan fireResult, 8)
-		cfg := DispatchConfig{Concurrency: 1, PerHost: 1, node: "n7", dial: pn.dialer(sender)}
-		d := newDispatcher(cfg, nil, func(r fireResult) { results <- r })
-		d.start()
-		fire := func(seq uint64) (fireResult, time.Duration) {
+		results := make(chan dispatch.Result, 8)
+		d := dispatch.New(DispatchConfig{Concurrency: 1, PerHost: 1}, dispatch.Deps{
+			OnResult:    func(r dispatch.Result) { results <- r },
+			Node:        "n7",
+			DialContext: pn.dialer(sender),
+		})
+		d.Start()
+		fire := func(seq uint64) (dispatch.Result, time.Duration) {
 			t.Helper()
 			start := time.Now()
-			if !d.submit(&fireJob{TaskID: "a", Seq: seq, Due: start.UnixNano(), Attempt: 1, Epoch: 3,
+			if !d.Submit(&dispatch.Job{TaskID: "a", Seq: seq, Due: start.UnixNano(), Attempt: 1, Epoch: 3,
 				URL: "http://" + receiver + "/cb", Timeout: time.Second}) {
 				t.Fatal("submit refused")
 			}
@@ -397,7 +402,7 @@ func TestFaultPipeNetCarriesCallbacks(t *testing.T) {
 			return r, time.Since(start)
 		}
 
-		if r, _ := fire(1); r.Outcome != outcomeSuccess {
+		if r, _ := fire(1); r.Outcome != dispatch.OutcomeSuccess {
 			t.Fatalf("fire over the pipe network: %v %q, want success", r.Outcome, r.Err)
 		}
 		h := <-got
@@ -406,23 +411,23 @@ func TestFaultPipeNetCarriesCallbacks(t *testing.T) {
 		}
 
 		pn.partition([]string{sender}, []string{receiver})
-		if r, took := fire(2); r.Outcome != outcomeFailure || took != time.Second {
+		if r, took := fire(2); r.Outcome != dispatch.OutcomeFailure || took != time.Second {
 			t.Errorf("fire across a partition: %v after %v, want a failure after the 1s timeout", r.Outcome, took)
 		}
 		pn.heal()
-		if r, _ := fire(3); r.Outcome != outcomeSuccess {
+		if r, _ := fire(3); r.Outcome != dispatch.OutcomeSuccess {
 			t.Errorf("fire after heal: %v %q, want success", r.Outcome, r.Err)
 		}
 		<-got
 
 		pn.crash(sender)
-		if r, took := fire(4); r.Outcome != outcomeFailure || took != 0 {
+		if r, took := fire(4); r.Outcome != dispatch.OutcomeFailure || took != 0 {
 			t.Errorf("fire from a crashed node: %v %q after %v, want an immediate failure", r.Outcome, r.Err, took)
 		}
 
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		d.close(ctx)
+		d.Close(ctx)
 		srv.Close()
 		<-served
 	})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -294,7 +295,7 @@ func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
 		TableVersion: table.TableVersion,
 		Events:       events,
 		Wheel:        heat,
-		Hosts:        n.hosts.top(10),
+		Hosts:        n.hosts.Top(10),
 	}
 	if n.cfg.Cluster != nil {
 		n.clusterSnapshot(ctx, n.view.Load(), self, snap)
@@ -431,6 +432,10 @@ func (n *Node) heatmap(ctx context.Context, now time.Time) WheelHeatmap {
 	}
 	return h
 }
+
+// HostLatency is one callback host's latency summary (Snapshot.Hosts);
+// dispatch.HostStats computes it.
+type HostLatency = dispatch.HostLatency
 
 // callbackHost is the scheme://host:port part of a callback URL, the key of
 // the per-host latency view, with any user:password masked

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/chime-scheduler/chime/wheel"
@@ -49,15 +50,15 @@ const (
 type writeOp struct {
 	kind     opKind
 	now      int64
-	tasks    []*storage.Task // opCreate, opPut: the new records
-	id       string          // single-task ops
-	fires    []wheel.Entry   // opFire
-	res      *fireResult     // opDone
-	repl     []replMsg       // opReplica: messages; opSnapshot: the result
-	from     string          // opReplica: the sender
-	slots    []uint16        // opDrop, opSealCheck, opSnapshot
-	persist  []slots.Persist // opPersist
-	dropGens []uint64        // opDrop: the data generation of each slot the machine saw
+	tasks    []*storage.Task  // opCreate, opPut: the new records
+	id       string           // single-task ops
+	fires    []wheel.Entry    // opFire
+	res      *dispatch.Result // opDone
+	repl     []replMsg        // opReplica: messages; opSnapshot: the result
+	from     string           // opReplica: the sender
+	slots    []uint16         // opDrop, opSealCheck, opSnapshot
+	persist  []slots.Persist  // opPersist
+	dropGens []uint64         // opDrop: the data generation of each slot the machine saw
 
 	// Results, one per task for opCreate/opPut, one for single-task ops.
 	out     []*storage.Task
@@ -112,7 +113,7 @@ type syncGroup struct {
 	wait  *replWait // the followers' acks the group's API writes wait for; nil: none
 	ops   []*writeOp
 	wakes []wakeChange
-	jobs  []*fireJob
+	jobs  []*dispatch.Job
 	// applied: the slots' seqs this group committed at their current
 	// epoch, for the ownership machine.
 	applied []any
@@ -123,11 +124,11 @@ type syncGroup struct {
 // writerDeps is what the writer calls outside itself.
 type writerDeps struct {
 	store      *storage.Store
-	notify     func([]wakeChange)  // the loop's inbox; never blocks
-	dispatch   func(*fireJob) bool // the dispatcher's submit; never blocks
-	queued     func() int          // dispatcher backlog
+	notify     func([]wakeChange)       // the loop's inbox; never blocks
+	dispatch   func(*dispatch.Job) bool // the dispatcher's submit; never blocks
+	queued     func() int               // dispatcher backlog
 	metrics    *metrics
-	hosts      *hostStats
+	hosts      *dispatch.HostStats
 	ids        *idFilter                   // which ids may exist; creates of others skip a read
 	rebuildIDs func()                      // asks for a larger id filter; never blocks
 	counted    func(delta int64)           // tasks created (+) and deleted (-)
@@ -504,7 +505,7 @@ func (w *writer) finish(g *syncGroup) {
 // (a drain) does not wait for a callback that never started. Before, the
 // entry stayed, and a drain that raced a fire of its slot waited for its cap.
 // Writer goroutine only.
-func (w *writer) undispatched(j *fireJob) {
+func (w *writer) undispatched(j *dispatch.Job) {
 	w.metrics.fireDeferred.Inc()
 	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
 		delete(w.running, j.TaskID)
@@ -822,14 +823,14 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
 		delete(w.running, id)
 	}
-	if r.StatusCode == 0 && r.Err == dispatchShutdown {
+	if r.StatusCode == 0 && r.Err == dispatch.Shutdown {
 		// Cut off by a shutdown, not answered by the endpoint: leave the fire
 		// in flight so the next start repeats it with the same fire id and
 		// attempt, instead of spending one of its retries.
 		return 0
 	}
 	w.metrics.observeResult(r)
-	w.hosts.observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
+	w.hosts.Observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	if err != nil {
 		w.log.Error("read task to finish fire", "task", id, "err", err)
 		return 0

@@ -1,4 +1,4 @@
-package node
+package dispatch
 
 import (
 	"bufio"
@@ -126,23 +126,23 @@ func BenchmarkDispatch(b *testing.B) {
 
 	b.Run(fmt.Sprintf("impl=fasthttp/inflight=%d", inflight), func(b *testing.B) {
 		sink := startDispSink(b)
-		free := make(chan *fireJob, inflight) // jobs not in flight; also the in-flight bound
+		free := make(chan *Job, inflight) // jobs not in flight; also the in-flight bound
 		for i := range inflight {
-			free <- &fireJob{
+			free <- &Job{
 				TaskID: "task-" + strconv.Itoa(i), Due: due, Attempt: 1, URL: sink.url,
 				Payload: payload, Timeout: 10 * time.Second,
 				Headers: map[string]string{"Authorization": "Bearer token"},
 			}
 		}
-		var failed atomic.Pointer[fireResult]
-		d := newDispatcher(DispatchConfig{Concurrency: inflight, PerHost: inflight}, nil, func(r fireResult) {
-			if r.Outcome != outcomeSuccess {
+		var failed atomic.Pointer[Result]
+		d := New(Config{Concurrency: inflight, PerHost: inflight}, Deps{OnResult: func(r Result) {
+			if r.Outcome != OutcomeSuccess {
 				failed.CompareAndSwap(nil, &r)
 			}
 			free <- r.Job
-		})
-		d.start()
-		defer d.close(context.Background())
+		}})
+		d.Start()
+		defer d.Close(context.Background())
 		var seq uint64
 		b.ReportAllocs()
 		cpu0 := dispProcessCPU(b)
@@ -150,7 +150,7 @@ func BenchmarkDispatch(b *testing.B) {
 			j := <-free
 			seq++
 			j.Seq = seq
-			if !d.submit(j) {
+			if !d.Submit(j) {
 				b.Fatal("submit refused")
 			}
 		}
@@ -183,7 +183,7 @@ func BenchmarkDispatch(b *testing.B) {
 		var wg sync.WaitGroup
 		for w := range inflight {
 			wg.Go(func() {
-				var body [dispatchBodyKeep]byte
+				var body [bodyKeep]byte
 				taskID := "task-" + strconv.Itoa(w)
 				for seq := range next {
 					if err := dispNetHTTPCallback(client, sink.url, taskID, seq, due, payload, body[:]); err != nil {
@@ -232,7 +232,7 @@ func dispNetHTTPCallback(client *http.Client, url, taskID string, seq uint64, du
 	defer resp.Body.Close()
 	n, _ := io.ReadFull(resp.Body, body)
 	_ = bytes.Clone(body[:n])
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, dispatchDrainLimit))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}

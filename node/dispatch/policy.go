@@ -1,8 +1,8 @@
-package node
+package dispatch
 
 // The callback address policy (the SSRF guard): which addresses a callback
 // may be sent to. The dispatcher checks every address it is about to dial
-// (dispatch_conn.go: the host name is resolved, every address checked,
+// (pool.go: the host name is resolved, every address checked,
 // then only the checked addresses dialed); task creation checks literal
 // IPs and host names early, so most refusals are a 400 rather than a
 // failed fire.
@@ -16,7 +16,7 @@ import (
 	"strings"
 )
 
-// callbackPolicy decides which callback addresses may be dialed. Precedence,
+// Policy decides which callback addresses may be dialed. Precedence,
 // first match wins:
 //
 //  1. a deny rule (--callback-deny) refuses;
@@ -30,8 +30,8 @@ import (
 // So an allow rule can open a default-denied address (a metadata proxy on
 // a link-local address, a receiver on 10.0.0.5 under deny-private), and a
 // deny rule closes anything, allowed or not. Immutable after
-// newCallbackPolicy; safe for concurrent use.
-type callbackPolicy struct {
+// NewPolicy; safe for concurrent use.
+type Policy struct {
 	allow, deny []addrRule
 	denyPrivate bool
 }
@@ -93,10 +93,12 @@ var defaultDeniedNames = []string{
 // address is checked against the defaults too.
 var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
-// newCallbackPolicy parses the allow and deny rules (see parseAddrRule).
-// The error names the first bad rule.
-func newCallbackPolicy(allow, deny []string, denyPrivate bool) (*callbackPolicy, error) {
-	p := &callbackPolicy{denyPrivate: denyPrivate}
+// NewPolicy builds the policy of the allow and deny rules, each a CIDR, an
+// IP, a host name, or one of them with ":port" (see parseAddrRule), and of
+// denyPrivate (--callback-deny-private). The error names the first bad
+// rule.
+func NewPolicy(allow, deny []string, denyPrivate bool) (*Policy, error) {
+	p := &Policy{denyPrivate: denyPrivate}
 	for _, s := range allow {
 		r, err := parseAddrRule(s)
 		if err != nil {
@@ -191,7 +193,7 @@ func (r *addrRule) matches(ip netip.Addr, port uint16, host string) bool {
 // the host name host ("" when the URL has an IP literal), and if not, why
 // (a short phrase for the error text). An invalid ip checks the name alone:
 // what task creation can check before anything is resolved. Pure.
-func (p *callbackPolicy) allowed(ip netip.Addr, port uint16, host string) (ok bool, why string) {
+func (p *Policy) allowed(ip netip.Addr, port uint16, host string) (ok bool, why string) {
 	ip = ip.Unmap().WithZone("")
 	host = normalHost(host)
 	for i := range p.deny {
@@ -237,25 +239,28 @@ func (p *callbackPolicy) allowed(ip netip.Addr, port uint16, host string) (ok bo
 	return true, ""
 }
 
-// callbackDeniedError is a dial the policy refused; the fire fails at
-// once, without retries (outcomeDenied).
-type callbackDeniedError struct {
+// deniedError is an address the policy refused: at dial time the attempt
+// fails at once, without retries (OutcomeDenied); at create time CheckURL
+// returns it.
+type deniedError struct {
 	addr string // ip:port, or the host name when refused by name
 	why  string
 }
 
-func (e *callbackDeniedError) Error() string {
+func (e *deniedError) Error() string {
 	return "callback address denied: " + e.addr + " (" + e.why + ")"
 }
 
-// checkCallbackURL is the create-time check of a validated callback URL:
-// a literal IP, or a host name refused by name, gets a 400 naming
-// callback_url. Names that pass are checked again, on every address they
-// resolve to, when dialed.
-func (p *callbackPolicy) checkCallbackURL(rawURL string) *Error {
+// CheckURL is the create-time check of a validated callback URL: a
+// literal IP, or a host name refused by name, returns an error whose text
+// names the address and why ("callback address denied: ..."; the node
+// answers it as a 400 on callback_url); so does a port beyond 65535. Names
+// that pass are checked again, on every address they resolve to, when
+// dialed. A URL that does not parse is not this check's business: nil.
+func (p *Policy) CheckURL(rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil // validateCallbackURL has decided already
+		return nil // the caller's URL validation has decided already
 	}
 	host := u.Hostname()
 	port := uint16(80)
@@ -265,7 +270,7 @@ func (p *callbackPolicy) checkCallbackURL(rawURL string) *Error {
 	if ps := u.Port(); ps != "" {
 		v, err := strconv.ParseUint(ps, 10, 16)
 		if err != nil {
-			return invalid("callback_url", "port %q: want 0..65535", ps)
+			return fmt.Errorf("port %q: want 0..65535", ps)
 		}
 		port = uint16(v)
 	}
@@ -283,7 +288,7 @@ func (p *callbackPolicy) checkCallbackURL(rawURL string) *Error {
 		} else {
 			addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
 		}
-		return invalid("callback_url", "%s", (&callbackDeniedError{addr: addr, why: why}).Error())
+		return &deniedError{addr: addr, why: why}
 	}
 	return nil
 }

@@ -1,4 +1,6 @@
-package node
+package dispatch
+
+// Per-host callback latency, for the dashboard's per-URL view.
 
 import (
 	"math"
@@ -7,10 +9,13 @@ import (
 	"time"
 )
 
-// hostStats keeps a callback latency histogram per callback host, for the
+// HostStats keeps a callback latency histogram per callback host, for the
 // dashboard's per-URL view. It tracks at most maxHosts hosts; later ones
 // are counted under "other", so memory stays bounded whatever users send.
-type hostStats struct {
+// Its user decides what a host is (the node: the callback URL's
+// scheme://host:port, credentials redacted) and what to observe. Safe for
+// concurrent use.
+type HostStats struct {
 	mu struct {
 		sync.Mutex
 		hosts map[string]*latencyHist // guarded by mu
@@ -31,6 +36,7 @@ const (
 	latencyBase    = 50 * time.Microsecond
 )
 
+// latencyBucket is the bucket of d.
 func latencyBucket(d time.Duration) int {
 	if d <= latencyBase {
 		return 0
@@ -39,17 +45,20 @@ func latencyBucket(d time.Duration) int {
 	return min(i, latencyBuckets-1)
 }
 
+// bucketUpper is the upper bound of bucket i.
 func bucketUpper(i int) time.Duration {
 	return time.Duration(float64(latencyBase) * math.Pow(2, float64(i)/4))
 }
 
-func newHostStats() *hostStats {
-	h := &hostStats{}
+// NewHostStats returns empty stats.
+func NewHostStats() *HostStats {
+	h := &HostStats{}
 	h.mu.hosts = make(map[string]*latencyHist)
 	return h
 }
 
-func (h *hostStats) observe(host string, d time.Duration) {
+// Observe records one callback to host that took d.
+func (h *HostStats) Observe(host string, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	lh := h.mu.hosts[host]
@@ -76,8 +85,8 @@ type HostLatency struct {
 	P99Ms float64 `json:"p99_ms"`
 }
 
-// top returns the n hosts with the most callbacks.
-func (h *hostStats) top(n int) []HostLatency {
+// Top returns the n hosts with the most callbacks, most first.
+func (h *HostStats) Top(n int) []HostLatency {
 	h.mu.Lock()
 	out := make([]HostLatency, 0, len(h.mu.hosts))
 	for host, lh := range h.mu.hosts {
@@ -115,21 +124,21 @@ func (lh *latencyHist) quantile(q float64) float64 {
 	return float64(bucketUpper(latencyBuckets-1)) / float64(time.Millisecond)
 }
 
-// hostHist is one host's latency histogram as members send it to the node
+// HostHist is one host's latency histogram as members send it to the node
 // serving the dashboard (GET /internal/v1/member): the non-empty buckets
-// as [bucket, count] pairs.
-type hostHist struct {
+// as [bucket, count] pairs. MergeHosts adds them up.
+type HostHist struct {
 	Host    string      `json:"host"`
 	Buckets [][2]uint64 `json:"buckets"`
 }
 
-// hists returns the histograms of the n hosts with the most callbacks.
-func (h *hostStats) hists(n int) []hostHist {
+// Hists returns the histograms of the n hosts with the most callbacks.
+func (h *HostStats) Hists(n int) []HostHist {
 	h.mu.Lock()
-	out := make([]hostHist, 0, len(h.mu.hosts))
+	out := make([]HostHist, 0, len(h.mu.hosts))
 	totals := make(map[string]uint64, len(h.mu.hosts))
 	for host, lh := range h.mu.hosts {
-		hh := hostHist{Host: host}
+		hh := HostHist{Host: host}
 		for i, c := range lh.counts {
 			if c > 0 {
 				hh.Buckets = append(hh.Buckets, [2]uint64{uint64(i), c})
@@ -151,11 +160,11 @@ func (h *hostStats) hists(n int) []hostHist {
 	return out
 }
 
-// mergeHosts adds the histograms of several members up by host and
-// returns the n hosts with the most callbacks, as top does for one node.
+// MergeHosts adds the histograms of several members up by host and
+// returns the n hosts with the most callbacks, as Top does for one node.
 // Buckets out of range are ignored.
-func mergeHosts(n int, lists ...[]hostHist) []HostLatency {
-	merged := newHostStats()
+func MergeHosts(n int, lists ...[]HostHist) []HostLatency {
+	merged := NewHostStats()
 	for _, l := range lists {
 		for _, hh := range l {
 			lh := merged.mu.hosts[hh.Host]
@@ -171,5 +180,5 @@ func mergeHosts(n int, lists ...[]hostHist) []HostLatency {
 			}
 		}
 	}
-	return merged.top(n)
+	return merged.Top(n)
 }

@@ -1,8 +1,8 @@
-package node
+package dispatch
 
 // The callback dispatcher's connection pool: keep-alive HTTP/1.1
 // connections per callback host, dialed, kept and closed by the dispatcher
-// itself. See dispatchPool for why it is not a fasthttp.Client.
+// itself. See connPool for why it is not a fasthttp.Client.
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 	"time"
 )
 
-// errDispatchPoolClosed is what get returns after closeAll.
-var errDispatchPoolClosed = errors.New("node: dispatch: connection pool closed")
+// errPoolClosed is what get returns after closeAll.
+var errPoolClosed = errors.New("node: dispatch: connection pool closed")
 
-// dispatchConn is one connection to a callback host. At any time it is
+// poolConn is one connection to a callback host. At any time it is
 // either idle in the pool or held by exactly one attempt.
-type dispatchConn struct {
+type poolConn struct {
 	conn      net.Conn  // what requests go through: raw, or TLS over raw
 	raw       net.Conn  // the TCP connection; closing it cuts conn at once
 	key       string    // pool key, "scheme://host:port"
@@ -29,12 +29,12 @@ type dispatchConn struct {
 	reused    bool      // handed out from the idle list, not freshly dialed
 }
 
-// dispatchIdle is the idle connections of one pool key, oldest first.
-type dispatchIdle struct {
-	conns []*dispatchConn
+// idleConns is the idle connections of one pool key, oldest first.
+type idleConns struct {
+	conns []*poolConn
 }
 
-// dispatchPool holds the dispatcher's keep-alive connections, keyed by
+// connPool holds the dispatcher's keep-alive connections, keyed by
 // "scheme://host:port". It has no goroutines: idle connections expire
 // lazily (get discards expired ones; put sweeps every key at most once per
 // idleTimeout), so a connection to a host that is never called again stays
@@ -42,7 +42,7 @@ type dispatchIdle struct {
 //
 // It replaces fasthttp.Client's pool (fasthttp still encodes requests and
 // parses responses) because fasthttp.Client starts cleaner goroutines that
-// nothing can stop or wait for, which breaks the rule that close waits for
+// nothing can stop or wait for, which breaks the rule that Close waits for
 // every goroutine, and because it has no way to interrupt a running request:
 // here closeAll cuts every connection, idle or in use, and the attempts
 // blocked on them return at once.
@@ -54,47 +54,47 @@ type dispatchIdle struct {
 //
 // Concurrency: every method is safe for concurrent use. get dials without
 // holding the lock; no method holds it across I/O.
-type dispatchPool struct {
+type connPool struct {
 	dialer      net.Dialer
 	tlsConfig   *tls.Config     // cloned per dial; nil means defaults
 	idleTimeout time.Duration   // > 0
 	stop        context.Context // parent of every dial; cancelled at shutdown
 
-	// dialFn, when set, replaces dialer (Config.DialContext).
+	// dialFn, when set, replaces dialer (Deps.DialContext).
 	dialFn func(ctx context.Context, network, addr string) (net.Conn, error)
-	// policy decides which addresses may be dialed (ssrf.go); lookup
+	// policy decides which addresses may be dialed (policy.go); lookup
 	// resolves a callback host name (net.DefaultResolver; tests replace it
 	// to play DNS rebinding).
-	policy *callbackPolicy
+	policy *Policy
 	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 
 	mu struct {
 		sync.Mutex
-		idle   map[string]*dispatchIdle   // guards the slices too
-		open   map[*dispatchConn]struct{} // every conn not closed yet, idle or held
-		swept  time.Time                  // last full expiry sweep
+		idle   map[string]*idleConns  // guards the slices too
+		open   map[*poolConn]struct{} // every conn not closed yet, idle or held
+		swept  time.Time              // last full expiry sweep
 		closed bool
 	}
 }
 
-// newDispatchPool returns an empty pool. stop cancels dials in progress
+// newConnPool returns an empty pool. stop cancels dials in progress
 // when it ends (closeAll cuts established connections).
-func newDispatchPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.Duration) *dispatchPool {
-	p := &dispatchPool{
+func newConnPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.Duration) *connPool {
+	p := &connPool{
 		dialer: net.Dialer{
-			Timeout:   dispatchDialTimeout,
+			Timeout:   dialTimeout,
 			KeepAlive: 30 * time.Second,
 		},
 		tlsConfig:   tlsConfig,
 		idleTimeout: idleTimeout,
 		stop:        stop,
-		policy:      &callbackPolicy{},
+		policy:      &Policy{},
 		lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		},
 	}
-	p.mu.idle = make(map[string]*dispatchIdle)
-	p.mu.open = make(map[*dispatchConn]struct{})
+	p.mu.idle = make(map[string]*idleConns)
+	p.mu.open = make(map[*poolConn]struct{})
 	p.mu.swept = time.Now()
 	return p
 }
@@ -103,14 +103,14 @@ func newDispatchPool(stop context.Context, tlsConfig *tls.Config, idleTimeout ti
 // "https://host:port"): the most recently used idle one that has not
 // expired, or, when there is none or fresh is set, a new one dialed before
 // deadline. The caller owns it until put or discard. It returns
-// errDispatchPoolClosed after closeAll.
-func (p *dispatchPool) get(key []byte, fresh bool, deadline time.Time) (*dispatchConn, error) {
+// errPoolClosed after closeAll.
+func (p *connPool) get(key []byte, fresh bool, deadline time.Time) (*poolConn, error) {
 	now := time.Now()
-	var expired []*dispatchConn
+	var expired []*poolConn
 	p.mu.Lock()
 	if p.mu.closed {
 		p.mu.Unlock()
-		return nil, errDispatchPoolClosed
+		return nil, errPoolClosed
 	}
 	if e := p.mu.idle[string(key)]; e != nil && !fresh {
 		for n := len(e.conns); n > 0; n-- {
@@ -134,7 +134,7 @@ func (p *dispatchPool) get(key []byte, fresh bool, deadline time.Time) (*dispatc
 }
 
 // dial opens and registers a connection for key.
-func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, error) {
+func (p *connPool) dial(key string, deadline time.Time) (*poolConn, error) {
 	tlsOn := len(key) > len("https://") && key[:len("https://")] == "https://"
 	addr := key[len("http://"):]
 	if tlsOn {
@@ -142,7 +142,7 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	}
 	// The connect timeout bounds the dial and the TLS handshake; the
 	// attempt's deadline may be shorter.
-	if limit := time.Now().Add(dispatchConnectTimeout); limit.Before(deadline) {
+	if limit := time.Now().Add(connectTimeout); limit.Before(deadline) {
 		deadline = limit
 	}
 	ctx, cancel := context.WithDeadline(p.stop, deadline)
@@ -151,7 +151,7 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	if err != nil {
 		return nil, err
 	}
-	c := &dispatchConn{conn: raw, raw: raw, key: key}
+	c := &poolConn{conn: raw, raw: raw, key: key}
 	if tlsOn {
 		tc := tls.Client(raw, p.tlsClientConfig(addr))
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -164,7 +164,7 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 	if p.mu.closed {
 		p.mu.Unlock()
 		raw.Close()
-		return nil, errDispatchPoolClosed
+		return nil, errPoolClosed
 	}
 	p.mu.open[c] = struct{}{}
 	p.mu.Unlock()
@@ -174,12 +174,12 @@ func (p *dispatchPool) dial(key string, deadline time.Time) (*dispatchConn, erro
 // dialChecked resolves addr (host:port), checks every address it resolves
 // to against the policy and dials the checked addresses, never the name:
 // so a name that resolves, or later re-resolves, to a refused address is
-// refused (a *callbackDeniedError) and nothing is dialed. If any address of
+// refused (a *deniedError) and nothing is dialed. If any address of
 // the name is refused the whole dial is: a name mixing public and refused
 // addresses is more likely a rebinding attempt than a receiver. Several
 // allowed addresses are tried in order, each with an equal share of the
-// time left (at least dispatchMinAddrDial), as net.Dialer does.
-func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, error) {
+// time left (at least minAddrDial), as net.Dialer does.
+func (p *connPool) dialChecked(ctx context.Context, addr string) (net.Conn, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, 
 	} else {
 		name = host
 		if ok, why := p.policy.allowed(netip.Addr{}, port, name); !ok {
-			return nil, &callbackDeniedError{addr: addr, why: why}
+			return nil, &deniedError{addr: addr, why: why}
 		}
 		if ips, err = p.lookup(ctx, host); err != nil {
 			return nil, err
@@ -210,7 +210,7 @@ func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, 
 		ip = ip.Unmap()
 		targets[i] = netip.AddrPortFrom(ip, port).String()
 		if ok, why := p.policy.allowed(ip, port, name); !ok {
-			return nil, &callbackDeniedError{addr: netip.AddrPortFrom(ip.WithZone(""), port).String(), why: why}
+			return nil, &deniedError{addr: netip.AddrPortFrom(ip.WithZone(""), port).String(), why: why}
 		}
 	}
 	dial := p.dialer.DialContext
@@ -222,7 +222,7 @@ func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, 
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if left := len(targets) - i; left > 1 {
 			if dl, ok := ctx.Deadline(); ok {
-				share := max(time.Until(dl)/time.Duration(left), dispatchMinAddrDial)
+				share := max(time.Until(dl)/time.Duration(left), minAddrDial)
 				actx, cancel = context.WithTimeout(ctx, share)
 			}
 		}
@@ -241,14 +241,14 @@ func (p *dispatchPool) dialChecked(ctx context.Context, addr string) (net.Conn, 
 	return nil, firstErr
 }
 
-// dispatchMinAddrDial is the least time one of several addresses of a
+// minAddrDial is the least time one of several addresses of a
 // callback host gets to connect.
-const dispatchMinAddrDial = 2 * time.Second
+const minAddrDial = 2 * time.Second
 
 // tlsClientConfig returns the TLS configuration of a connection to addr
 // (host:port): a clone of the configured one with ServerName defaulting to
 // the host, and no ALPN, since only HTTP/1.1 is spoken.
-func (p *dispatchPool) tlsClientConfig(addr string) *tls.Config {
+func (p *connPool) tlsClientConfig(addr string) *tls.Config {
 	var cfg *tls.Config
 	if p.tlsConfig != nil {
 		cfg = p.tlsConfig.Clone()
@@ -266,11 +266,11 @@ func (p *dispatchPool) tlsClientConfig(addr string) *tls.Config {
 
 // put returns c to the idle list of its key; c must be ready for the next
 // request (its response read completely). After closeAll it closes c.
-func (p *dispatchPool) put(c *dispatchConn) {
+func (p *connPool) put(c *poolConn) {
 	now := time.Now()
 	c.idleSince = now
 	c.reused = true
-	var expired []*dispatchConn
+	var expired []*poolConn
 	p.mu.Lock()
 	if p.mu.closed {
 		p.mu.Unlock()
@@ -279,7 +279,7 @@ func (p *dispatchPool) put(c *dispatchConn) {
 	}
 	e := p.mu.idle[c.key]
 	if e == nil {
-		e = &dispatchIdle{}
+		e = &idleConns{}
 		p.mu.idle[c.key] = e
 	}
 	e.conns = append(e.conns, c)
@@ -294,9 +294,9 @@ func (p *dispatchPool) put(c *dispatchConn) {
 
 // sweepLocked removes the expired idle connections of every key (and the
 // keys left without any) and returns them for closing. O(idle connections).
-func (p *dispatchPool) sweepLocked(now time.Time) []*dispatchConn {
+func (p *connPool) sweepLocked(now time.Time) []*poolConn {
 	p.mu.swept = now
-	var expired []*dispatchConn
+	var expired []*poolConn
 	for key, e := range p.mu.idle {
 		n := 0
 		for n < len(e.conns) && now.Sub(e.conns[n].idleSince) >= p.idleTimeout {
@@ -317,7 +317,7 @@ func (p *dispatchPool) sweepLocked(now time.Time) []*dispatchConn {
 }
 
 // discard closes c, which the caller held. Safe after closeAll.
-func (p *dispatchPool) discard(c *dispatchConn) {
+func (p *connPool) discard(c *poolConn) {
 	p.mu.Lock()
 	delete(p.mu.open, c)
 	p.mu.Unlock()
@@ -327,9 +327,9 @@ func (p *dispatchPool) discard(c *dispatchConn) {
 // dropIdle closes every idle connection of key: called when one of them
 // turned out to be closed by the server, which makes the older ones
 // suspect too.
-func (p *dispatchPool) dropIdle(key string) {
+func (p *connPool) dropIdle(key string) {
 	p.mu.Lock()
-	var drop []*dispatchConn
+	var drop []*poolConn
 	if e := p.mu.idle[key]; e != nil {
 		drop = e.conns
 		delete(p.mu.idle, key)
@@ -346,7 +346,7 @@ func (p *dispatchPool) dropIdle(key string) {
 // closeAll closes every connection, idle or held, so that attempts blocked
 // on one fail at once; later gets fail and later puts close their
 // connection. Idempotent.
-func (p *dispatchPool) closeAll() {
+func (p *connPool) closeAll() {
 	p.mu.Lock()
 	open := p.mu.open
 	p.mu.open = nil
@@ -360,7 +360,7 @@ func (p *dispatchPool) closeAll() {
 
 // openConns returns the number of connections not closed yet (idle and
 // held).
-func (p *dispatchPool) openConns() int {
+func (p *connPool) openConns() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.mu.open)

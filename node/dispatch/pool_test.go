@@ -1,4 +1,4 @@
-package node
+package dispatch
 
 import (
 	"bufio"
@@ -42,14 +42,14 @@ func TestDispatchLargeBody(t *testing.T) {
 		status    int
 		size      int
 		chunked   bool
-		want      outcome
+		want      Outcome
 		wantConns int64 // for two sequential callbacks
 	}{
-		{name: "1 MiB with length", status: 200, size: len(big), want: outcomeSuccess, wantConns: 2},
-		{name: "1 MiB chunked", status: 200, size: len(big), chunked: true, want: outcomeSuccess, wantConns: 2},
-		{name: "1 MiB on 500", status: 500, size: len(big), want: outcomeFailure, wantConns: 2},
-		{name: "at the drain limit", status: 200, size: dispatchBodyKeep + dispatchDrainLimit - 1, want: outcomeSuccess, wantConns: 1},
-		{name: "40 KiB chunked", status: 201, size: 40 << 10, chunked: true, want: outcomeSuccess, wantConns: 1},
+		{name: "1 MiB with length", status: 200, size: len(big), want: OutcomeSuccess, wantConns: 2},
+		{name: "1 MiB chunked", status: 200, size: len(big), chunked: true, want: OutcomeSuccess, wantConns: 2},
+		{name: "1 MiB on 500", status: 500, size: len(big), want: OutcomeFailure, wantConns: 2},
+		{name: "at the drain limit", status: 200, size: bodyKeep + drainLimit - 1, want: OutcomeSuccess, wantConns: 1},
+		{name: "40 KiB chunked", status: 201, size: 40 << 10, chunked: true, want: OutcomeSuccess, wantConns: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,16 +73,16 @@ func TestDispatchLargeBody(t *testing.T) {
 			conns := dispCountConns(srv)
 			srv.Start()
 			t.Cleanup(srv.Close)
-			d, results := newDispTest(t, DispatchConfig{Concurrency: 1}, nil)
-			d.submit(dispJob("a", srv.URL))
-			d.submit(dispJob("b", srv.URL))
-			d.start()
+			d, results := newDispTest(t, Config{Concurrency: 1}, Deps{})
+			d.Submit(dispJob("a", srv.URL))
+			d.Submit(dispJob("b", srv.URL))
+			d.Start()
 			for _, r := range dispRecv(t, results, 2) {
 				if r.Outcome != tt.want || r.StatusCode != tt.status || r.Err != "" {
 					t.Errorf("result %s = %v %d %q, want %v %d", r.Job.TaskID, r.Outcome, r.StatusCode, r.Err, tt.want, tt.status)
 				}
-				if !bytes.Equal(r.Body, big[:dispatchBodyKeep]) {
-					t.Errorf("Body of %s = %d bytes %.20q…, want the first %d", r.Job.TaskID, len(r.Body), r.Body, dispatchBodyKeep)
+				if !bytes.Equal(r.Body, big[:bodyKeep]) {
+					t.Errorf("Body of %s = %d bytes %.20q…, want the first %d", r.Job.TaskID, len(r.Body), r.Body, bodyKeep)
 				}
 			}
 			if n := conns.Load(); n != tt.wantConns {
@@ -112,31 +112,31 @@ func TestDispatchTLS(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     *tls.Config
-		want    outcome
+		want    Outcome
 		wantErr string // substring; "" = none
 	}{
-		{name: "trusted", cfg: &tls.Config{RootCAs: roots}, want: outcomeSuccess},
-		{name: "trusted by name", cfg: &tls.Config{RootCAs: roots, ServerName: "example.com"}, want: outcomeSuccess},
-		{name: "system roots", cfg: nil, want: outcomeFailure, wantErr: "certificate"},
-		{name: "wrong name", cfg: &tls.Config{RootCAs: roots, ServerName: "other.example"}, want: outcomeFailure, wantErr: "certificate"},
+		{name: "trusted", cfg: &tls.Config{RootCAs: roots}, want: OutcomeSuccess},
+		{name: "trusted by name", cfg: &tls.Config{RootCAs: roots, ServerName: "example.com"}, want: OutcomeSuccess},
+		{name: "system roots", cfg: nil, want: OutcomeFailure, wantErr: "certificate"},
+		{name: "wrong name", cfg: &tls.Config{RootCAs: roots, ServerName: "other.example"}, want: OutcomeFailure, wantErr: "certificate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dispNoLeaks(t)
 			before := conns.Load()
-			d, results := newDispTest(t, DispatchConfig{Concurrency: 1, TLSConfig: tt.cfg}, nil)
-			d.submit(dispJob("a", srv.URL+"/hook"))
-			d.submit(dispJob("b", srv.URL+"/hook"))
-			d.start()
+			d, results := newDispTest(t, Config{Concurrency: 1, TLSConfig: tt.cfg}, Deps{})
+			d.Submit(dispJob("a", srv.URL+"/hook"))
+			d.Submit(dispJob("b", srv.URL+"/hook"))
+			d.Start()
 			for _, r := range dispRecv(t, results, 2) {
 				if r.Outcome != tt.want || !strings.Contains(r.Err, tt.wantErr) || (tt.wantErr == "") != (r.Err == "") {
 					t.Errorf("result %s = %v %d %q, want %v with Err containing %q", r.Job.TaskID, r.Outcome, r.StatusCode, r.Err, tt.want, tt.wantErr)
 				}
-				if want := "secure " + r.Job.TaskID; tt.want == outcomeSuccess && string(r.Body) != want {
+				if want := "secure " + r.Job.TaskID; tt.want == OutcomeSuccess && string(r.Body) != want {
 					t.Errorf("Body = %q, want %q", r.Body, want)
 				}
 			}
-			if n := conns.Load() - before; tt.want == outcomeSuccess && n != 1 {
+			if n := conns.Load() - before; tt.want == OutcomeSuccess && n != 1 {
 				t.Errorf("connections = %d, want 1 (kept alive)", n)
 			}
 		})
@@ -156,14 +156,14 @@ func TestDispatchStaleConnection(t *testing.T) {
 	conns := dispCountConns(srv)
 	srv.Start()
 	t.Cleanup(srv.Close)
-	d, results := newDispTest(t, DispatchConfig{Concurrency: 1}, nil)
-	d.start()
+	d, results := newDispTest(t, Config{Concurrency: 1}, Deps{})
+	d.Start()
 	for i, id := range []string{"a", "b", "c"} {
 		if i > 0 {
 			srv.CloseClientConnections() // the idle connection goes stale
 		}
-		d.submit(dispJob(id, srv.URL))
-		if r := <-results; r.Outcome != outcomeSuccess || string(r.Body) != id {
+		d.Submit(dispJob(id, srv.URL))
+		if r := <-results; r.Outcome != OutcomeSuccess || string(r.Body) != id {
 			t.Fatalf("result %s = %v %q, body %q, want success", id, r.Outcome, r.Err, r.Body)
 		}
 	}
@@ -224,18 +224,18 @@ func TestDispatchRawResponses(t *testing.T) {
 	tests := []struct {
 		name     string
 		reply    string // written after each request; "" = close without answering
-		want     outcome
+		want     Outcome
 		wantCode int
 		wantErr  string // substring; "" = Err must be empty
 		wantBody string
 		wantReqs int64 // requests seen for two sequential callbacks
 	}{
-		{name: "no answer", reply: "", want: outcomeFailure, wantErr: "connection closed before the response", wantReqs: 2},
-		{name: "http 1.0", reply: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: outcomeSuccess, wantCode: 200, wantBody: "ok", wantReqs: 2},
-		{name: "close delimited", reply: "HTTP/1.1 200 OK\r\n\r\nuntil close", want: outcomeSuccess, wantCode: 200, wantBody: "until close", wantReqs: 2},
-		{name: "connection close", reply: "HTTP/1.1 503 Busy\r\nConnection: close\r\nRetry-After: 3\r\nContent-Length: 4\r\n\r\nbusy", want: outcomeFailure, wantCode: 503, wantBody: "busy", wantReqs: 2},
-		{name: "garbage", reply: "SMTP ready\r\n\r\n", want: outcomeFailure, wantErr: "invalid response status code", wantReqs: 2},
-		{name: "header too large", reply: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("x", dispatchReadBuffer) + "\r\nContent-Length: 0\r\n\r\n", want: outcomeFailure, wantErr: "response header larger than 16 KiB", wantReqs: 2},
+		{name: "no answer", reply: "", want: OutcomeFailure, wantErr: "connection closed before the response", wantReqs: 2},
+		{name: "http 1.0", reply: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", want: OutcomeSuccess, wantCode: 200, wantBody: "ok", wantReqs: 2},
+		{name: "close delimited", reply: "HTTP/1.1 200 OK\r\n\r\nuntil close", want: OutcomeSuccess, wantCode: 200, wantBody: "until close", wantReqs: 2},
+		{name: "connection close", reply: "HTTP/1.1 503 Busy\r\nConnection: close\r\nRetry-After: 3\r\nContent-Length: 4\r\n\r\nbusy", want: OutcomeFailure, wantCode: 503, wantBody: "busy", wantReqs: 2},
+		{name: "garbage", reply: "SMTP ready\r\n\r\n", want: OutcomeFailure, wantErr: "invalid response status code", wantReqs: 2},
+		{name: "header too large", reply: "HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("x", readBuffer) + "\r\nContent-Length: 0\r\n\r\n", want: OutcomeFailure, wantErr: "response header larger than 16 KiB", wantReqs: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,10 +247,10 @@ func TestDispatchRawResponses(t *testing.T) {
 					_, _ = io.WriteString(c, tt.reply)
 				}
 			})
-			d, results := newDispTest(t, DispatchConfig{Concurrency: 1}, nil)
-			d.submit(dispJob("a", srv.url()))
-			d.submit(dispJob("b", srv.url()))
-			d.start()
+			d, results := newDispTest(t, Config{Concurrency: 1}, Deps{})
+			d.Submit(dispJob("a", srv.url()))
+			d.Submit(dispJob("b", srv.url()))
+			d.Start()
 			for _, r := range dispRecv(t, results, 2) {
 				if r.Outcome != tt.want || r.StatusCode != tt.wantCode {
 					t.Errorf("outcome, status = %v, %d, want %v, %d (err %q)", r.Outcome, r.StatusCode, tt.want, tt.wantCode, r.Err)
@@ -287,11 +287,11 @@ func TestDispatchIdleTimeout(t *testing.T) {
 			conns := dispCountConns(srv)
 			srv.Start()
 			t.Cleanup(srv.Close)
-			d, results := newDispTest(t, DispatchConfig{Concurrency: 1, IdleTimeout: tt.idle}, nil)
+			d, results := newDispTest(t, Config{Concurrency: 1, IdleTimeout: tt.idle}, Deps{})
 			for _, id := range []string{"a", "b", "c"} {
-				d.submit(dispJob(id, srv.URL))
+				d.Submit(dispJob(id, srv.URL))
 			}
-			d.start()
+			d.Start()
 			dispRecv(t, results, 3)
 			if n := conns.Load(); n != tt.wantConns {
 				t.Errorf("connections = %d, want %d", n, tt.wantConns)
@@ -305,16 +305,16 @@ func TestDispatchIdleTimeout(t *testing.T) {
 func TestDispatchCloseConnections(t *testing.T) {
 	dispNoLeaks(t)
 	srv := dispOKServer(t)
-	d, results := newDispTest(t, DispatchConfig{Concurrency: 4}, nil)
+	d, results := newDispTest(t, Config{Concurrency: 4}, Deps{})
 	for i := range 8 {
-		d.submit(dispJob(strconv.Itoa(i), srv.URL))
+		d.Submit(dispJob(strconv.Itoa(i), srv.URL))
 	}
-	d.start()
+	d.Start()
 	dispRecv(t, results, 8)
 	if n := d.pool.openConns(); n < 1 || n > 4 {
 		t.Errorf("open connections after the callbacks = %d, want 1..4", n)
 	}
-	d.close(context.Background())
+	d.Close(context.Background())
 	if n := d.pool.openConns(); n != 0 {
 		t.Errorf("open connections after close = %d, want 0", n)
 	}
@@ -333,9 +333,9 @@ func TestDispatchPool(t *testing.T) {
 	key = append([]byte("http://"), key...)
 	stop, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newDispatchPool(stop, nil, time.Hour)
+	p := newConnPool(stop, nil, time.Hour)
 	deadline := time.Now().Add(time.Minute)
-	get := func(fresh bool) *dispatchConn {
+	get := func(fresh bool) *poolConn {
 		t.Helper()
 		c, err := p.get(key, fresh, deadline)
 		if err != nil {
@@ -385,8 +385,8 @@ func TestDispatchPool(t *testing.T) {
 		t.Errorf("write on a held conn after closeAll = %v, want net.ErrClosed", err)
 	}
 	p.put(held) // closes it; must not panic
-	if _, err := p.get(key, false, deadline); !errors.Is(err, errDispatchPoolClosed) {
-		t.Errorf("get after closeAll = %v, want errDispatchPoolClosed", err)
+	if _, err := p.get(key, false, deadline); !errors.Is(err, errPoolClosed) {
+		t.Errorf("get after closeAll = %v, want errPoolClosed", err)
 	}
 	// The server counts a connection in its own goroutine, after the
 	// client's dial returned: wait for the count to settle.
@@ -423,12 +423,12 @@ func TestDispatchCheckURL(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.url, func(t *testing.T) {
-			if got := dispatchPlainURL(tt.url); got != tt.wantPlain {
-				t.Errorf("dispatchPlainURL(%q) = %v, want %v", tt.url, got, tt.wantPlain)
+			if got := plainURL(tt.url); got != tt.wantPlain {
+				t.Errorf("plainURL(%q) = %v, want %v", tt.url, got, tt.wantPlain)
 			}
-			got := dispatchCheckURL(tt.url)
+			got := checkURL(tt.url)
 			if (tt.wantErr == "") != (got == "") || !strings.Contains(got, tt.wantErr) {
-				t.Errorf("dispatchCheckURL(%q) = %q, want containing %q", tt.url, got, tt.wantErr)
+				t.Errorf("checkURL(%q) = %q, want containing %q", tt.url, got, tt.wantErr)
 			}
 		})
 	}
@@ -446,18 +446,18 @@ func TestDispatchCloseCancelsHandshake(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, br) // never answers; until the client closes
 	})
-	d, results := newDispTest(t, DispatchConfig{Concurrency: 1}, nil)
-	d.submit(dispJob("j1", "https://"+srv.ln.Addr().String()+"/"))
-	d.start()
+	d, results := newDispTest(t, Config{Concurrency: 1}, Deps{})
+	d.Submit(dispJob("j1", "https://"+srv.ln.Addr().String()+"/"))
+	d.Start()
 	<-hello
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if left := d.close(ctx); len(left) != 0 {
+	if left := d.Close(ctx); len(left) != 0 {
 		t.Errorf("close returned %v, want none", dispJobIDs(left))
 	}
 	select {
 	case r := <-results:
-		if r.Outcome != outcomeFailure || r.Err != "shutdown" || r.StatusCode != 0 {
+		if r.Outcome != OutcomeFailure || r.Err != "shutdown" || r.StatusCode != 0 {
 			t.Errorf("result = %v %d %q, want failure 0 \"shutdown\"", r.Outcome, r.StatusCode, r.Err)
 		}
 	default:

@@ -1,0 +1,469 @@
+// Package dispatch is Chime's callback client: it POSTs callbacks (API.md
+// "Callback") and reports each attempt's Result, and decides nothing about
+// tasks. It holds the connection pool (pool.go), builds and signs requests
+// (request.go, signature.go), bounds callbacks in flight overall and per
+// host (dispatcher.go), classifies responses (result.go) and enforces the
+// callback address policy at dial time (policy.go; the node also checks it
+// at create time with Policy.CheckURL). HostStats keeps per-host latency
+// for the dashboard.
+//
+// It imports nothing of Chime (scripts/check-deps.sh): what it needs of
+// the node — where results go, the clock, the node's name, the network —
+// comes in Deps. Retries, backoff and persistence belong to the node.
+package dispatch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"hash"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Deps is what the dispatcher takes from its user (the node), set once at
+// New: where results go, the clock, the name it signs callbacks with, and
+// how it reaches the network.
+type Deps struct {
+	// OnResult receives the result of every submitted job that runs,
+	// exactly once, from a worker goroutine, never with a lock held; calls
+	// may run concurrently. It may block briefly: that is the backpressure
+	// path. Required.
+	OnResult func(Result)
+	// Now is the clock of the results' timestamps; nil means time.Now.
+	// Deadlines, idle expiry and the signature's t always use the wall
+	// clock.
+	Now func() time.Time
+	// Node, when set, is sent as X-Chime-Node on every callback.
+	Node string
+	// DialContext, when set, opens the connections (network "tcp", addr an
+	// IP:port that passed the address policy, never a name); nil dials TCP
+	// with net.Dialer. It must honour ctx's deadline and cancellation.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// LookupNetIP, when set, resolves callback host names (tests play DNS
+	// rebinding with it); nil uses net.DefaultResolver.
+	LookupNetIP func(ctx context.Context, host string) ([]netip.Addr, error)
+}
+
+// Dispatcher POSTs callbacks. It is I/O only: it decides nothing about task
+// state, runs exactly one attempt per submitted job and reports the outcome
+// through Deps.OnResult (done). Retries, backoff and persistence belong to
+// the caller.
+//
+// Scheduling: a fixed pool of Concurrency workers (no goroutine per job)
+// takes jobs from per-host FIFO queues. Hosts that have waiting jobs and a
+// free per-host slot sit in a ready ring; a worker takes the host at the
+// front, runs one of its jobs and puts the host back at the end while it
+// still qualifies. So hosts are served round-robin, one job at a time, and a
+// slow host holds at most PerHost workers: the others keep serving the
+// remaining hosts.
+//
+// Transport: HTTP/1.1 with keep-alive, requests encoded and responses
+// parsed by fasthttp (about half the CPU of net/http's client, limits.md),
+// over the dispatcher's own connection pool (connPool). A worker does
+// the whole exchange itself: no goroutine per connection or request.
+// Redirects are never followed (a 3xx is a failure: following one would
+// POST the payload to a URL the task's owner never registered), and
+// proxies from the environment are not used.
+//
+// Shutdown: fasthttp has no request context, so Close cuts the
+// connections instead: when Close's ctx ends it cancels dials in progress
+// and closes every connection, idle or in use; an attempt blocked on one
+// fails at once and, seeing the dispatcher stopping, reports Err
+// "shutdown".
+//
+// Invariants (under mu):
+//   - a host is in ready exactly when it has waiting jobs and
+//     running < PerHost (host.ready mirrors membership);
+//   - queued is the sum of the hosts' queue lengths and <= MaxQueued;
+//   - running <= Concurrency and every host's running <= PerHost;
+//   - a host with no waiting and no running jobs is not in hosts.
+//
+// Concurrency: Submit, Queued, Running, Start and Close are safe for
+// concurrent use. done is called from worker goroutines, never under mu,
+// and may run concurrently with itself.
+type Dispatcher struct {
+	cfg  Config
+	now  func() time.Time
+	done func(Result)
+	node string // X-Chime-Node; "": not sent
+	pool *connPool
+	keys [][]byte // signing keys, current first; none: callbacks are unsigned
+
+	// stop is cancelled when Close gives up waiting: it is the parent of
+	// every dial, and attempts failing after it report "shutdown".
+	stop       context.Context
+	cancelStop context.CancelFunc
+
+	wg      sync.WaitGroup // the workers
+	cond    sync.Cond      // L = &mu.Mutex; signalled when a host becomes ready or on Close
+	stopped chan struct{}  // closed when the first Close has returned
+
+	mu struct {
+		sync.Mutex
+		hosts   map[string]*hostQueue
+		ready   fifo[*hostQueue]
+		seq     uint64 // submission order, for Close's result
+		queued  int
+		running int
+		started bool
+		closed  bool
+	}
+}
+
+// hostQueue is the queue and the running count of one callback host.
+type hostQueue struct {
+	key     string // scheme://host:port, lower case
+	jobs    fifo[queueEntry]
+	running int
+	ready   bool // in dispatcher.mu.ready
+}
+
+// queueEntry is a waiting job and its submission number.
+type queueEntry struct {
+	job *Job
+	seq uint64
+}
+
+// New builds a dispatcher; nothing runs until Start. Fields of cfg that
+// are zero (or negative: call cfg.Validate first) take their defaults; it
+// panics on address rules that do not parse, and without deps.OnResult.
+func New(cfg Config, deps Deps) *Dispatcher {
+	if deps.OnResult == nil {
+		panic("dispatch: New: Deps.OnResult is nil")
+	}
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	cfg = cfg.withDefaults()
+	d := &Dispatcher{
+		cfg:     cfg,
+		now:     now,
+		done:    deps.OnResult,
+		node:    deps.Node,
+		stopped: make(chan struct{}),
+	}
+	d.stop, d.cancelStop = context.WithCancel(context.Background())
+	d.pool = newConnPool(d.stop, cfg.TLSConfig, cfg.IdleTimeout)
+	d.pool.dialFn = deps.DialContext
+	policy, err := NewPolicy(cfg.CallbackAllow, cfg.CallbackDeny, cfg.CallbackDenyPrivate)
+	if err != nil {
+		panic("dispatch: New: " + err.Error() + " (call Validate first)")
+	}
+	d.pool.policy = policy
+	if deps.LookupNetIP != nil {
+		d.pool.lookup = deps.LookupNetIP
+	}
+	for _, k := range [][]byte{cfg.SigningKey, cfg.SigningKeyNext} {
+		if len(k) > 0 {
+			d.keys = append(d.keys, bytes.Clone(k))
+		}
+	}
+	d.cond.L = &d.mu.Mutex
+	d.mu.hosts = make(map[string]*hostQueue)
+	return d
+}
+
+// Start launches the Concurrency workers. Calling it again, or after
+// Close, does nothing.
+func (d *Dispatcher) Start() {
+	d.mu.Lock()
+	if d.mu.started || d.mu.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.mu.started = true
+	d.wg.Add(d.cfg.Concurrency)
+	d.mu.Unlock()
+	for range d.cfg.Concurrency {
+		go d.worker()
+	}
+}
+
+// Submit queues a job; false if the dispatcher is closed or MaxQueued jobs
+// are waiting. It never blocks on I/O. The dispatcher keeps j until
+// OnResult receives it (or Close returns it); the caller must not modify it
+// meanwhile. O(1) amortized.
+func (d *Dispatcher) Submit(j *Job) bool {
+	var kb [64]byte
+	key := hostKey(kb[:0], j.URL)
+
+	d.mu.Lock()
+	if d.mu.closed || d.mu.queued >= d.cfg.MaxQueued {
+		d.mu.Unlock()
+		return false
+	}
+	h := d.mu.hosts[string(key)]
+	if h == nil {
+		h = &hostQueue{key: string(key)}
+		d.mu.hosts[h.key] = h
+	}
+	d.mu.seq++
+	h.jobs.push(queueEntry{job: j, seq: d.mu.seq})
+	d.mu.queued++
+	if !h.ready && h.running < d.cfg.PerHost {
+		h.ready = true
+		d.mu.ready.push(h)
+	}
+	wake := h.ready
+	d.mu.Unlock()
+
+	if wake {
+		d.cond.Signal()
+	}
+	return true
+}
+
+// Queued returns the number of jobs waiting (submitted, not yet running).
+func (d *Dispatcher) Queued() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.queued
+}
+
+// Running returns the number of callbacks in flight.
+func (d *Dispatcher) Running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.running
+}
+
+// Close stops accepting jobs and lets running callbacks finish until ctx
+// ends; then it cancels them (OnResult still receives theirs, with Err
+// Shutdown). It returns the jobs that never started, in submission order
+// (the node leaves them persisted as in-flight; they are repeated after a
+// restart), closes every connection and waits for every worker goroutine
+// to exit. Idempotent: a later call waits for the first to finish (or for
+// its own ctx) and returns nil.
+func (d *Dispatcher) Close(ctx context.Context) []*Job {
+	d.mu.Lock()
+	if d.mu.closed {
+		d.mu.Unlock()
+		select {
+		case <-d.stopped:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	d.mu.closed = true
+	left := d.takeQueuedLocked()
+	d.mu.Unlock()
+	d.cond.Broadcast()
+
+	workersDone := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(workersDone)
+	}()
+	select {
+	case <-workersDone:
+	case <-ctx.Done():
+		// Order matters: stop first, so that an attempt failing on a cut
+		// connection already sees it and reports "shutdown".
+		d.cancelStop()
+		d.pool.closeAll()
+		<-workersDone
+	}
+	d.cancelStop()
+	d.pool.closeAll()
+	close(d.stopped)
+	return left
+}
+
+// takeQueuedLocked empties every host queue and the ready ring and returns
+// the waiting jobs in submission order.
+func (d *Dispatcher) takeQueuedLocked() []*Job {
+	entries := make([]queueEntry, 0, d.mu.queued)
+	for key, h := range d.mu.hosts {
+		for h.jobs.len() > 0 {
+			entries = append(entries, h.jobs.pop())
+		}
+		h.ready = false
+		if h.running == 0 {
+			delete(d.mu.hosts, key)
+		}
+	}
+	d.mu.ready = fifo[*hostQueue]{}
+	d.mu.queued = 0
+	slices.SortFunc(entries, func(a, b queueEntry) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	jobs := make([]*Job, len(entries))
+	for i, e := range entries {
+		jobs[i] = e.job
+	}
+	return jobs
+}
+
+// scratch is one worker's reusable buffers.
+type scratch struct {
+	hdr   []byte        // X-Chime-* header values under construction
+	key   []byte        // pool key of the request in progress
+	br    *bufio.Reader // reset onto each attempt's connection
+	bw    *bufio.Writer // likewise
+	body  [bodyKeep]byte
+	drain [4 << 10]byte
+	macs  []hash.Hash // HMAC-SHA256 of each signing key (dispatcher.keys), reset per callback
+	sig   []byte      // X-Chime-Signature under construction
+	sum   [sha256.Size]byte
+}
+
+// worker runs jobs until Close.
+func (d *Dispatcher) worker() {
+	defer d.wg.Done()
+	s := &scratch{
+		hdr: make([]byte, 0, 192),
+		key: make([]byte, 0, 64),
+		br:  bufio.NewReaderSize(nil, readBuffer),
+		bw:  bufio.NewWriterSize(nil, writeBuffer),
+	}
+	for _, k := range d.keys {
+		s.macs = append(s.macs, hmac.New(sha256.New, k))
+	}
+	for {
+		j, h, ok := d.next()
+		if !ok {
+			return
+		}
+		res := d.attempt(j, s)
+		d.finish(h)
+		d.done(res)
+	}
+}
+
+// next blocks until a job may run (and marks it running) or the dispatcher
+// is closed (ok false).
+func (d *Dispatcher) next() (j *Job, h *hostQueue, ok bool) {
+	d.mu.Lock()
+	for d.mu.ready.len() == 0 && !d.mu.closed {
+		d.cond.Wait()
+	}
+	if d.mu.closed {
+		d.mu.Unlock()
+		return nil, nil, false
+	}
+	h = d.mu.ready.pop()
+	e := h.jobs.pop()
+	h.running++
+	d.mu.queued--
+	d.mu.running++
+	if h.jobs.len() > 0 && h.running < d.cfg.PerHost {
+		d.mu.ready.push(h) // round-robin: back of the ring
+	} else {
+		h.ready = false
+	}
+	d.mu.Unlock()
+	return e.job, h, true
+}
+
+// finish releases the running slot of a job of host h.
+func (d *Dispatcher) finish(h *hostQueue) {
+	d.mu.Lock()
+	h.running--
+	d.mu.running--
+	wake := false
+	switch {
+	case h.jobs.len() > 0:
+		if !h.ready {
+			h.ready = true
+			d.mu.ready.push(h)
+			wake = true
+		}
+	case h.running == 0:
+		delete(d.mu.hosts, h.key)
+	}
+	d.mu.Unlock()
+	if wake {
+		d.cond.Signal()
+	}
+}
+
+// hostKey appends the per-host key of rawURL to dst:
+// "scheme://host:port" in lower case, the default port filled in and any
+// userinfo dropped, so that it names the same thing as the transport's
+// connection pool. It does not allocate beyond dst. A URL without "://"
+// is its own key (its request fails in attempt).
+func hostKey(dst []byte, rawURL string) []byte {
+	i := strings.Index(rawURL, "://")
+	if i <= 0 {
+		return append(dst, rawURL...)
+	}
+	scheme, auth := rawURL[:i], rawURL[i+3:]
+	if k := strings.IndexAny(auth, "/?#"); k >= 0 {
+		auth = auth[:k]
+	}
+	if k := strings.LastIndexByte(auth, '@'); k >= 0 {
+		auth = auth[k+1:]
+	}
+	dst = appendLower(dst, scheme)
+	dst = append(dst, "://"...)
+	dst = appendLower(dst, auth)
+	if strings.LastIndexByte(auth, ':') <= strings.LastIndexByte(auth, ']') { // no port ("[::1]" has colons but no port)
+		if strings.EqualFold(scheme, "https") {
+			dst = append(dst, ":443"...)
+		} else {
+			dst = append(dst, ":80"...)
+		}
+	}
+	return dst
+}
+
+// appendLower appends s to dst with ASCII letters in lower case.
+func appendLower(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// fifo is a growable ring buffer queue. The zero value is empty and
+// ready to use. Not safe for concurrent use; push and pop are O(1)
+// amortized.
+type fifo[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (q *fifo[T]) len() int { return q.n }
+
+func (q *fifo[T]) push(v T) {
+	if q.n == len(q.buf) {
+		buf := make([]T, max(4, 2*len(q.buf)))
+		m := copy(buf, q.buf[q.head:])
+		copy(buf[m:], q.buf[:q.head])
+		q.buf, q.head = buf, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = v
+	q.n++
+}
+
+// pop removes and returns the oldest element; the queue must not be empty.
+func (q *fifo[T]) pop() T {
+	var zero T
+	v := q.buf[q.head]
+	q.buf[q.head] = zero // drop the reference
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
+	if q.n == 0 {
+		q.head = 0
+	}
+	return v
+}
