@@ -108,13 +108,13 @@ func (n *Node) stalledSlots() *stallReport {
 	return &stallReport{}
 }
 
-// watchOverdue counts the overdue tasks every overdueScanEvery until the
-// node stops.
-func (n *Node) watchOverdue() {
+// every runs f every d on a background goroutine until the node stops or
+// f returns false.
+func (n *Node) every(d time.Duration, f func() bool) {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
-		t := time.NewTicker(overdueScanEvery)
+		t := time.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
@@ -122,19 +122,30 @@ func (n *Node) watchOverdue() {
 				return
 			case <-t.C:
 			}
-			c, err := n.countOverdue(n.now())
-			if err != nil {
-				if err != storage.ErrClosed {
-					n.log.Warn("overdue scan", "err", err)
-				}
-				continue
-			}
-			old := n.health.overdue.Swap(c)
-			if c > 0 && old <= 0 {
-				n.log.Error("acknowledged tasks overdue: due and not fired", "tasks", c, "for_over", n.cfg.OverdueAfter)
+			if !f() {
+				return
 			}
 		}
 	}()
+}
+
+// watchOverdue counts the overdue tasks every overdueScanEvery until the
+// node stops.
+func (n *Node) watchOverdue() {
+	n.every(overdueScanEvery, func() bool {
+		c, err := n.countOverdue(n.now())
+		if err != nil {
+			if err != storage.ErrClosed {
+				n.log.Warn("overdue scan", "err", err)
+			}
+			return true
+		}
+		old := n.health.overdue.Swap(c)
+		if c > 0 && old <= 0 {
+			n.log.Error("acknowledged tasks overdue: due and not fired", "tasks", c, "for_over", n.cfg.OverdueAfter)
+		}
+		return true
+	})
 }
 
 // countOverdue counts the due index entries of the slots this node owns

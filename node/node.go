@@ -431,23 +431,13 @@ const (
 // watchStorage checks every storageCheckEvery whether the store failed a
 // write, until the node stops.
 func (n *Node) watchStorage() {
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
-		t := time.NewTicker(storageCheckEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-n.stopBG:
-				return
-			case <-t.C:
-			}
-			if err := n.store.Failed(); err != nil {
-				n.storageFailed(err)
-				return
-			}
+	n.every(storageCheckEvery, func() bool {
+		if err := n.store.Failed(); err != nil {
+			n.storageFailed(err)
+			return false
 		}
-	}()
+		return true
+	})
 }
 
 // storageCheckEvery is how often watchStorage looks at the store.
