@@ -37,10 +37,10 @@ func (c FailoverConfig) Validate() error {
 
 // FailoverStats is what the failover workload measured.
 //
-// Without replication (a later issue) nobody fires a killed node's tasks
-// until it comes back: VictimMissedAfterKill is every task of its slots
-// due after the kill, and Resumed is false. Once replication lands, a
-// follower should take those over: missed 0, and ResumeSeconds finite.
+// The killed node's followers take its slots over: VictimMissedAfterKill
+// should be 0 and ResumeSeconds finite (about the failure detection plus
+// the lease). Before replication, nobody fired a killed node's tasks until
+// it came back: every task of its slots due after the kill was missed.
 type FailoverStats struct {
 	Nodes       int         `json:"nodes"`
 	Tasks       int         `json:"tasks"`
