@@ -158,8 +158,12 @@ func (m *Machine) admitMove(s Slot) bool {
 // pruneMoves frees the places of slots that stopped importing (taken
 // over, unavailable, no longer ours) or whose attempt is over (a slot that
 // moved on to a takeover after a crash makes no further attempt), and
-// forgets waiting slots that did not ask for a Lease (they stopped
-// waiting): a slot that is still waiting asks on every Tick.
+// forgets waiting slots that did not ask for two Leases (they stopped
+// waiting). A waiting slot asks when its retry is due, a Lease after its
+// last attempt and on the first Tick after that: forgetting it after one
+// Lease dropped it from the queue just before it asked again, so it went
+// to the back every time and, behind a queue longer than the places, never
+// got one (a crash during a join left slots unowned for good).
 // O(MaxMoves + waiting slots), on Ticks.
 func (m *Machine) pruneMoves() {
 	for s, until := range m.moving {
@@ -168,7 +172,7 @@ func (m *Machine) pruneMoves() {
 		}
 	}
 	m.moveQueue = slices.DeleteFunc(m.moveQueue, func(s Slot) bool {
-		if m.slots[s].role != RoleImporting || m.now.Sub(m.moveAsked[s]) > m.cfg.Lease {
+		if m.slots[s].role != RoleImporting || m.now.Sub(m.moveAsked[s]) > 2*m.cfg.Lease {
 			delete(m.moveAsked, s)
 			return true
 		}
