@@ -576,7 +576,7 @@ func (c *ctl) execute(effs []slots.Effect, touched map[uint16]bool, all, recount
 			}
 		case slots.SendSnapshot:
 			touched[uint16(e.Slot)] = true
-			c.n.ship.sendSnapshot(uint16(e.Slot), uint64(e.Epoch), e.To, e.Sent, e.Grant)
+			c.n.ship.sendSnapshot(uint16(e.Slot), uint64(e.Epoch), e.To, e.Sent, e.Grant, e.Owner)
 		case slots.Seal:
 			touched[uint16(e.Slot)] = true
 			c.sealing[uint16(e.Slot)] = true

@@ -54,6 +54,8 @@ type replMsg struct {
 	Snap  bool  `msgpack:"x,omitempty"`
 	Sent  int64 `msgpack:"t,omitempty"`
 	Grant bool  `msgpack:"g,omitempty"`
+	// Owner: the sender owns the epoch (SendSnapshot.Owner).
+	Owner bool `msgpack:"o,omitempty"`
 	// SnapEpoch is the machine's epoch the snapshot speaks for (Epoch
 	// and Seq are the data's position, which may be at an older epoch:
 	// a node that handed a slot over keeps its data as it was).
@@ -138,6 +140,7 @@ type queued struct {
 	to    string
 	sent  time.Time
 	grant bool
+	owner bool            // the sender owns epoch (SendSnapshot.Owner)
 	epoch uint64          // a snapshot's machine epoch
 	acked map[string]bool // replicas that applied it
 }
@@ -182,16 +185,16 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 
 // sendSnapshot queues a snapshot of slot for node to (SendSnapshot). It
 // never blocks.
-func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant bool) {
+func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
 	k := slotNode{slot, to}
 	s.mu.Lock()
 	if q, ok := s.unread[k]; ok && !s.closed {
-		q.sent, q.grant, q.epoch = sent, grant, epoch // the older request is as good as lost
+		q.sent, q.grant, q.owner, q.epoch = sent, grant, owner, epoch // the older request is as good as lost
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
-	q := &queued{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, epoch: epoch}
+	q := &queued{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch}
 	s.add([]*queued{q})
 }
 
@@ -374,7 +377,7 @@ func (s *shipper) round() bool {
 					s.n.log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
 					continue
 				}
-				snap.Snap, snap.Sent, snap.Grant, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.epoch
+				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
 				q.msg = snap
 				snapBytes += len(snap.Data)
 			}
@@ -574,7 +577,7 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	for i, m := range req.Msgs {
 		if m.Snap && op.replRes[i] == replOK {
 			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant}})
+				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}})
 		}
 	}
 	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})

@@ -30,18 +30,18 @@ func TestShipOrder(t *testing.T) {
 
 // TestShipperRefreshesQueuedSnapshots: a snapshot asked for again while
 // the first request still waits in the queue is not queued twice; the
-// queued one carries the newest Sent, grant and epoch.
+// queued one carries the newest Sent, grant, owner and epoch.
 func TestShipperRefreshesQueuedSnapshots(t *testing.T) {
 	s := newShipper(nil, time.Second)
 	t0 := time.Unix(100, 0)
-	s.sendSnapshot(4, 2, "n2", t0, false)
-	s.sendSnapshot(4, 3, "n2", t0.Add(time.Second), true)
-	s.sendSnapshot(4, 3, "n3", t0, false) // another target: its own
+	s.sendSnapshot(4, 2, "n2", t0, false, false)
+	s.sendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true)
+	s.sendSnapshot(4, 3, "n3", t0, false, false) // another target: its own
 	if len(s.queue) != 2 {
 		t.Fatalf("queue holds %d snapshots, want 2", len(s.queue))
 	}
 	q := s.queue[0]
-	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || q.epoch != 3 {
-		t.Errorf("queued snapshot = to %s sent %v grant %v epoch %d, want the second request's", q.to, q.sent, q.grant, q.epoch)
+	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 {
+		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d, want the second request's", q.to, q.sent, q.grant, q.owner, q.epoch)
 	}
 }

@@ -304,7 +304,7 @@ func (c *cluster) route(from string, e Effect) {
 	case Ack:
 		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released})
 	case SendSnapshot:
-		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant})
+		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner})
 	case RequestSnapshot:
 		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case SendNoReplica:

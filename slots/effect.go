@@ -80,6 +80,9 @@ type SendSnapshot struct {
 	To    string
 	Sent  time.Time
 	Grant bool
+	// Owner says the sender owns Epoch (an owner's or sealing node's
+	// copy); false for a follower's copy.
+	Owner bool
 }
 
 // RequestSnapshot: ask From for a copy; received as SnapshotRequest.

@@ -127,6 +127,10 @@ type SnapshotComplete struct {
 	From  string
 	Sent  time.Time
 	Grant bool
+	// Owner: From owned Epoch when it sent the copy (SendSnapshot.Owner).
+	// A copy from a follower tells the receiver that From will never seal
+	// the slot at Epoch (nobody but the owner of an epoch seals it).
+	Owner bool
 }
 
 // NoReplica is From's answer to a SnapshotRequest or HandoverOffer when it

@@ -18,7 +18,7 @@ func (m *Machine) onReplicated(ev Replicated) {
 		return // another owner at our epoch: cannot arise (see onEpochSeen)
 	}
 	if ev.From == si.leader {
-		si.leaderOwns, si.leaderGone = true, false // only owners heartbeat
+		si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false // only owners heartbeat
 	}
 	if si.beatFrom == ev.From && !ev.Sent.After(si.beatSeen) {
 		// Not newer than one applied (a snapshot sent in the same tick
@@ -38,7 +38,7 @@ func (m *Machine) onReplicated(ev Replicated) {
 			si.grantedUntil = m.now.Add(m.cfg.Lease)
 		}
 		if !si.synced && m.inPosition(s) && (!si.pending || !m.now.Before(si.retryAt)) {
-			si.leader, si.leaderOwns, si.leaderGone = ev.From, true, false
+			si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = ev.From, true, false, false
 			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
 			m.setPending(s)
 		}
@@ -46,7 +46,7 @@ func (m *Machine) onReplicated(ev Replicated) {
 		return
 	}
 	si.seq = max(si.seq, ev.Seq)
-	si.leaderOwns, si.leaderGone = true, false // only owners heartbeat
+	si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false // only owners heartbeat
 	m.acceptGrant(s, ev.Grant, ev.Release)
 	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo})
 }
@@ -94,7 +94,7 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 			m.reconcile(s)
 			return
 		}
-		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now, Owner: true})
 	case si.synced && (si.leader == ev.From || si.handedTo == ev.From || !m.alive(si.leader) || si.leaderGone):
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
 	case si.wasOwner && si.grantee == "" && ev.Epoch == si.epoch && m.isTableOwner(s, ev.From):
@@ -145,9 +145,10 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	}
 	si = m.reset(s, role, ev.Epoch)
 	if si.leader != ev.From {
-		si.leaderOwns, si.leaderGone = false, false
+		si.leaderOwns, si.leaderGone, si.leaderFollows = false, false, false
 	}
 	si.seq, si.synced, si.leader = ev.Seq, true, ev.From
+	si.leaderFollows = !ev.Owner && !si.leaderOwns
 	if si.beatFrom != ev.From || ev.Sent.After(si.beatSeen) {
 		si.beatFrom, si.beatSeen = ev.From, ev.Sent
 	}
@@ -187,7 +188,7 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 		si.tried = append(si.tried, ev.From)
 	}
 	if si.leader == ev.From && !si.synced {
-		si.leader, si.leaderOwns, si.leaderGone = "", false, false // a stale hint
+		si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false // a stale hint
 	}
 	si.pending = false
 	m.advance(ev.Slot)

@@ -54,7 +54,7 @@ func (m *Machine) importStep(s Slot) {
 			}
 			for _, c := range append(cands, m.names...) {
 				if m.alive(c) && !slices.Contains(si.tried, c) {
-					if c == si.leader && !m.admitMove(s) {
+					if c == si.leader && !si.leaderFollows && !m.admitMove(s) {
 						return // the owner would seal: wait for a place
 					}
 					si.tried = append(si.tried, c)
@@ -172,7 +172,7 @@ func (m *Machine) pruneMoves() {
 		}
 	}
 	m.moveQueue = slices.DeleteFunc(m.moveQueue, func(s Slot) bool {
-		if m.slots[s].role != RoleImporting || m.now.Sub(m.moveAsked[s]) > 2*m.cfg.Lease {
+		if r := m.slots[s].role; r != RoleImporting && r != RoleUnavailable || m.now.Sub(m.moveAsked[s]) > 2*m.cfg.Lease {
 			delete(m.moveAsked, s)
 			return true
 		}

@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -109,5 +110,45 @@ func TestJoinOwnerCrashMidRelease(t *testing.T) {
 	if len(firing) != 1 || firing[0] != "n4" {
 		t.Errorf("slot %d fired by %v 10 s after its owner died mid-release, want n4; n4: %s\nn2: %s\n%s",
 			s, firing, c.m["n4"].Debug(s), c.m["n2"].Debug(s), c.states())
+	}
+}
+
+// A joiner imports more slots than it has move places (Config.MaxMoves)
+// when an old owner dies, at several moments of the join. The slots that
+// owner was handing to the joiner must not starve behind the others: the
+// holder of the dead owner's grant hands each to the joiner, and once the
+// dead owner's leases ran out every slot is fired by exactly one node.
+// (node's TestFaultCrashDuringHandover/old-owner-early lost tasks when such
+// slots, reported unavailable between attempts, went back to the end of
+// the move queue at every attempt.)
+func TestJoinOwnerCrashWithMovesQueued(t *testing.T) {
+	const numSlots, maxMoves = 64, 2
+	for _, victim := range []string{"n1", "n2", "n3"} {
+		for _, after := range []time.Duration{0, 300 * time.Millisecond, time.Second, 3 * time.Second, 6 * time.Second} {
+			t.Run(fmt.Sprintf("%s/after=%v", victim, after), func(t *testing.T) {
+				c := bootstrapped(t, numSlots)
+				c.run(time.Second)
+				c.maxMoves = maxMoves
+				c.add("n4", nil)
+				c.stable = 4
+				c.tables(false)
+				c.run(after)
+				c.crash(victim)
+				c.deaths()
+				c.tables(false)
+				// Detection is done; the dead owner's leases end within a
+				// Lease, and each of its slots needs one move attempt
+				// (Lease) per place: far less than this.
+				c.run(2 * time.Minute)
+				for s := range numSlots {
+					if f := c.firing(Slot(s)); len(f) != 1 {
+						t.Errorf("slot %d fired by %v, want one node; n4: %s", s, f, c.m["n4"].Debug(Slot(s)))
+					}
+				}
+				if t.Failed() {
+					t.Log(c.states())
+				}
+			})
+		}
 	}
 }

@@ -80,13 +80,17 @@ type slotInfo struct {
 	sealFor       string    // importer the seal is for
 
 	// Follower side.
-	leaderOwns   bool      // leader heartbeated us: it owns epoch
-	leaderGone   bool      // leader restarted since: it no longer fires epoch
-	grantor      bool      // holds the owner's grant: may promote (see lease.go)
-	releasedTo   string    // holds a release to this importer instead (see lease.go)
-	grantedUntil time.Time // the owner may fire until then (own clock)
-	beatFrom     string    // sender of the newest heartbeat or snapshot applied
-	beatSeen     time.Time // its Sent; older ones are ignored
+	leaderOwns bool // leader heartbeated us: it owns epoch
+	// leaderFollows: our copy came from leader as a follower's copy at
+	// epoch (SnapshotComplete.Owner false): it does not own epoch and
+	// never will, so an offer to it seals nothing (needs no move place).
+	leaderFollows bool
+	leaderGone    bool      // leader restarted since: it no longer fires epoch
+	grantor       bool      // holds the owner's grant: may promote (see lease.go)
+	releasedTo    string    // holds a release to this importer instead (see lease.go)
+	grantedUntil  time.Time // the owner may fire until then (own clock)
+	beatFrom      string    // sender of the newest heartbeat or snapshot applied
+	beatSeen      time.Time // its Sent; older ones are ignored
 
 	// Importing.
 	pending    bool // request or offer outstanding until retryAt
@@ -582,7 +586,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	}
 	if e == old.epoch {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
-		si.leaderOwns, si.leaderGone = old.leaderOwns, old.leaderGone
+		si.leaderOwns, si.leaderGone, si.leaderFollows = old.leaderOwns, old.leaderGone, old.leaderFollows
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
 		si.handedTo, si.handedEpoch, si.handedSeq = old.handedTo, old.handedEpoch, old.handedSeq
 	}
@@ -598,7 +602,7 @@ func (m *Machine) makeStale(s Slot) {
 	}
 	si = m.reset(s, r, si.epoch)
 	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
-	si.handedTo, si.takeFrom, si.leaderOwns, si.leaderGone = "", "", false, false
+	si.handedTo, si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", "", false, false, false
 }
 
 // forgetIncarnation applies the restart of node n to slot s: if n was our
@@ -617,9 +621,9 @@ func (m *Machine) forgetIncarnation(s Slot, n string) {
 func (m *Machine) Debug(s Slot) string {
 	si := &m.slots[s]
 	owner, follower := m.position(s)
-	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
+	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v follows=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
 		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
-		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderGone, si.grantor, si.releasedTo, si.grantedUntil.Format("15:04:05.000"),
+		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderFollows, si.leaderGone, si.grantor, si.releasedTo, si.grantedUntil.Format("15:04:05.000"),
 		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried, m.moveState(s),
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
 		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"))

@@ -73,7 +73,7 @@ func (m *Machine) waitsForDead(s Slot) bool {
 func (m *Machine) sendSnapshot(s Slot) {
 	si := &m.slots[s]
 	si.snapAt = m.now
-	m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: si.follower, Sent: m.now, Grant: m.grant(s, si.follower)})
+	m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: si.follower, Sent: m.now, Grant: m.grant(s, si.follower), Owner: true})
 }
 
 // reconcile emits StartFiring or StopFiring when the right to fire changed:

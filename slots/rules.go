@@ -185,7 +185,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		return
 	}
 	if ev.Owner && ev.From == si.leader {
-		si.leaderOwns, si.leaderGone = true, false
+		si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false
 	}
 	if ev.From == si.handedTo && ev.Epoch == si.handedEpoch+1 && ev.Epoch == si.epoch {
 		// The node we handed the slot to knows the epoch: it got our
@@ -201,7 +201,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		}
 	case !si.synced && ev.Owner:
 		// The announcer holds the epoch: ask it when importing.
-		si.leader, si.leaderOwns, si.leaderGone = ev.From, false, false
+		si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = ev.From, false, false, false
 	case si.role == RoleFollower && !m.inPosition(s) && ev.Owner && ev.Replicated:
 		// The owner has a caught-up follower: ours is not needed. A release
 		// we hold outlives the copy (see lease.go): the importer's copy
