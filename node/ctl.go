@@ -563,7 +563,7 @@ func (c *ctl) execute(effs []slots.Effect, touched map[uint16]bool, all, recount
 			c.send(e.To, ctlMsg{K: kOffer, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq, F: flag(e.WasOwner, fYes), N: e.Grantee})
 		case slots.SendHandover:
 			touched[uint16(e.Slot)] = true
-			c.send(e.To, ctlMsg{K: kHandover, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq})
+			c.send(e.To, ctlMsg{K: kHandover, Slot: uint16(e.Slot), E: uint64(e.Epoch), Q: e.Seq, F: flag(e.Grant, fGrant)})
 		case slots.RejectLowerEpoch:
 			c.send(e.To, ctlMsg{K: kReject, Slot: uint16(e.Slot), E: uint64(e.Epoch)})
 		case slots.Announce:
@@ -926,7 +926,7 @@ func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
 		case kOffer:
 			evs = append(evs, slots.HandoverOffer{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, WasOwner: m.F&fYes != 0, Grantee: m.N})
 		case kHandover:
-			evs = append(evs, slots.HandoverDone{Slot: s, Epoch: ep, Seq: m.Q, From: b.From})
+			evs = append(evs, slots.HandoverDone{Slot: s, Epoch: ep, Seq: m.Q, From: b.From, Grant: m.F&fGrant != 0})
 		case kAnnounce, kReject:
 			evs = append(evs, slots.EpochSeen{Slot: s, Epoch: ep, From: b.From, Owner: m.F&fOwner != 0, Replicated: m.F&fRepl != 0})
 		}

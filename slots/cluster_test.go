@@ -320,7 +320,7 @@ func (c *cluster) route(from string, e Effect) {
 		}
 		send(from, Sealed{Slot: e.Slot, Seq: q})
 	case SendHandover:
-		send(e.To, HandoverDone{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from})
+		send(e.To, HandoverDone{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Grant: e.Grant})
 	case Announce:
 		for _, n := range c.names {
 			if n != from {

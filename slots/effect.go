@@ -124,6 +124,10 @@ type SendHandover struct {
 	Epoch Epoch
 	Seq   uint64
 	To    string
+	// Grant: the sender holds To's grant at Epoch+1 (it kept a copy and
+	// sees a majority): should To not take the epoch, the sender may
+	// promote or hand it on. Received as HandoverDone.Grant.
+	Grant bool
 }
 
 // Announce: tell every member that this node owns the slot at Epoch (when
@@ -205,7 +209,7 @@ func (e OfferHandover) String() string {
 }
 func (e Seal) String() string { return fmt.Sprintf("Seal s=%d", e.Slot) }
 func (e SendHandover) String() string {
-	return fmt.Sprintf("SendHandover s=%d e=%d q=%d to=%s", e.Slot, e.Epoch, e.Seq, e.To)
+	return fmt.Sprintf("SendHandover s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
 }
 func (e Announce) String() string {
 	return fmt.Sprintf("Announce s=%d e=%d%s", e.Slot, e.Epoch, mark(e.Replicated, " replicated"))

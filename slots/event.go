@@ -167,6 +167,7 @@ type HandoverDone struct {
 	Epoch Epoch
 	Seq   uint64
 	From  string
+	Grant bool // From holds our grant at Epoch+1 (SendHandover.Grant)
 }
 
 // EpochSeen reports Epoch for Slot observed from From: its Announce

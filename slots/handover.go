@@ -198,7 +198,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 	s, si := ev.Slot, &m.slots[ev.Slot]
 	if si.handedTo == ev.From && ev.Epoch == si.handedEpoch {
 		// The importer missed our SendHandover: repeat it.
-		m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: ev.From})
+		m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: ev.From, Grant: si.grantor})
 		return
 	}
 	if m.reject(s, ev.Epoch, ev.From) {
@@ -329,7 +329,7 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	}
 	m.setUnderReplicated(s, false)
 	m.persist(s) // durable before the importer can take epoch+1
-	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to})
+	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to, Grant: si.grantor})
 	m.advance(s)
 }
 
@@ -346,10 +346,16 @@ func (m *Machine) onHandover(ev HandoverDone) {
 		return
 	}
 	owner, _ := m.position(s)
-	if si.wasOwner && ev.From == si.grantee && ev.Epoch == si.epoch && owner != m.cfg.Self {
-		// The grantee we released gave the epoch up to us: epoch+1 is
-		// ours and nobody holds a grant at it. We hand our copy on to the
-		// table owner when it offers (it takes epoch+2).
+	if si.wasOwner && ev.From == si.grantee && ev.Epoch == si.epoch && owner != m.cfg.Self && !ev.Grant {
+		// The grantee we released gave the epoch up to us without keeping
+		// a grant: epoch+1 is ours and nobody holds a grant at it. We hand
+		// our copy on to the table owner when it offers (it takes
+		// epoch+2). A grantee that kept a grant at epoch+1 (its table
+		// named us owner when it handed over) may act on it should we not
+		// take the epoch: we take it, whatever our table says (below),
+		// and a planned move follows. Treating that grant as none let
+		// the grantee hand epoch+1 to the table owner while we promoted
+		// to epoch+2 from it: two owners of one epoch (sim seed 4448).
 		si.epoch, si.grantee = si.epoch+1, ""
 		si.handedTo, si.takeFrom = "", ""
 		m.persist(s)
