@@ -148,7 +148,14 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		si.leaderOwns, si.leaderGone, si.leaderFollows = false, false, false
 	}
 	si.seq, si.synced, si.leader = ev.Seq, true, ev.From
-	si.leaderFollows = !ev.Owner && !si.leaderOwns
+	if !stale {
+		// The sender's word on whether it owns the epoch (a heartbeat
+		// applied after it speaks for it otherwise). A leader we saw own
+		// an older epoch may follow at this one (it handed the slot on):
+		// asking it to seal would go unanswered for good.
+		si.leaderFollows = !ev.Owner
+		si.leaderOwns = si.leaderOwns && ev.Owner
+	}
 	if si.beatFrom != ev.From || ev.Sent.After(si.beatSeen) {
 		si.beatFrom, si.beatSeen = ev.From, ev.Sent
 	}
