@@ -50,8 +50,10 @@ func TestSimulation(t *testing.T) {
 	}
 	// Seeds beyond the default range that once failed, kept as
 	// regressions: 4448 (two owners of one epoch: a restarted owner
-	// treated a handback as grant-free while the grantee kept a grant).
-	all := []uint64{4448}
+	// treated a handback as grant-free while the grantee kept a grant),
+	// 5667 (a slot left importing for good: offers to a leader that had
+	// handed the slot on).
+	all := []uint64{4448, 5667}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}
