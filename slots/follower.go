@@ -37,10 +37,18 @@ func (m *Machine) onReplicated(ev Replicated) {
 		if si.releasedTo != "" {
 			si.grantedUntil = m.now.Add(m.cfg.Lease)
 		}
-		if !si.synced && m.inPosition(s) && (!si.pending || !m.now.Before(si.retryAt)) {
+		if !si.synced && m.inPosition(s) {
+			// The owner of our epoch heartbeats us: it is the one to copy
+			// from. Remember it even while a request to another node is
+			// pending, or the next retry asks that one again (an importer
+			// asked a copyless table follower for 14 s while the owner
+			// heartbeated it, sim seed 3815).
 			si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = ev.From, true, false, false
-			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
-			m.setPending(s)
+			si.tried = slices.DeleteFunc(si.tried, func(n string) bool { return n == ev.From })
+			if !si.pending || !m.now.Before(si.retryAt) {
+				m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
+				m.setPending(s)
+			}
 		}
 		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo})
 		return
