@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -135,7 +136,7 @@ func (n *Node) overloaded() *Error {
 
 // newTask builds the record of a validated task.
 func newTask(id string, spec storage.Spec, now time.Time) (*storage.Task, *Error) {
-	due, err := firstDue(&spec, now)
+	due, err := schedule.FirstDue(&spec, now)
 	if err != nil {
 		return nil, invalid(scheduleField(&spec), "%v", err)
 	}

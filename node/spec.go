@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/oklog/ulid/v2"
 )
@@ -66,8 +67,6 @@ func (l Limits) withDefaults() Limits {
 const (
 	maxIDLen          = 128
 	maxURLLen         = 4096 // longer callback URLs are rejected; keeps records bounded
-	maxCronLen        = 256
-	maxTimezoneLen    = 64
 	maxHeaders        = 64
 	maxHeaderNameLen  = 256
 	maxHeaderValueLen = 8 << 10
@@ -82,10 +81,9 @@ const (
 	maxMaxFails       = 1000000
 
 	// maxSpan bounds how far ahead anything may be scheduled (delay_ms,
-	// due_at, start_at, every_ms, @every): 10 years of 365.25 days. It keeps
-	// every instant far inside int64 nanoseconds (year 2262).
-	maxSpan   = 87660 * time.Hour
-	maxSpanMs = int64(maxSpan / time.Millisecond)
+	// due_at, start_at, every_ms, @every).
+	maxSpan   = schedule.MaxSpan
+	maxSpanMs = schedule.MaxSpanMs
 )
 
 // TaskRequest is the JSON body of POST /v1/tasks and PUT /v1/tasks/{id}
@@ -573,16 +571,16 @@ func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error
 		switch {
 		case strings.TrimSpace(expr) == "":
 			return invalid(fieldCron, "must not be empty")
-		case len(expr) > maxCronLen:
-			return invalid(fieldCron, "must be at most %d bytes", maxCronLen)
-		case hasTZPrefix(expr):
+		case len(expr) > schedule.MaxCronLen:
+			return invalid(fieldCron, "must be at most %d bytes", schedule.MaxCronLen)
+		case schedule.HasTZPrefix(expr):
 			return invalid(fieldCron, "must not carry a TZ= or CRON_TZ= prefix; use the timezone field")
 		}
 		spec.Kind = storage.KindCron
 		spec.Cron = expr
 		spec.Timezone = r.Timezone
-		if _, err := compileSchedule(expr, r.Timezone); err != nil {
-			if errors.Is(err, errBadTimezone) {
+		if _, err := schedule.Compile(expr, r.Timezone); err != nil {
+			if errors.Is(err, schedule.ErrBadTimezone) {
 				return invalid("timezone", "unknown timezone %q; want an IANA name such as Europe/Berlin", clip(r.Timezone))
 			}
 			return invalid(fieldCron, "%v", err)
@@ -605,18 +603,11 @@ func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error
 	if spec.Kind == storage.KindCron {
 		// A cron that never matches (e.g. "0 0 30 2 *") is a mistake to report now,
 		// not a task that silently never fires.
-		if _, err := firstDue(spec, now); err != nil {
+		if _, err := schedule.FirstDue(spec, now); err != nil {
 			return invalid(fieldCron, "%v", err)
 		}
 	}
 	return nil
-}
-
-// hasTZPrefix reports whether a cron expression names its own zone, which the
-// cron library would honour and we do not (the timezone field does that).
-func hasTZPrefix(expr string) bool {
-	s := strings.TrimSpace(expr)
-	return strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=")
 }
 
 // parseInstant parses an RFC 3339 instant for field and bounds it to

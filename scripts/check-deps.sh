@@ -25,6 +25,7 @@ deny ./ring "$pure|^$mod/" "ring is a pure function (stdlib and xxhash only)"
 deny ./slots "$pure|^$mod/(node|storage|wheel|ui|bench|cmd)" "slots is pure"
 deny ./storage "github.com/hashicorp/memberlist|^$mod/(node|ui|bench|cmd|ring|wheel)" "storage only stores"
 deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
+deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
