@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/httpapi"
@@ -104,7 +105,8 @@ const moveWait = 2 * time.Second
 // awaitHeld waits until this node holds every slot of ss as its owner (at
 // most moveWait, or until ctx ends) and reports whether it does. A
 // standalone node holds every slot.
-func (n *Node) awaitHeld(ctx context.Context, ss ...uint16) bool {
+func (a api) awaitHeld(ctx context.Context, ss ...uint16) bool {
+	n := a.n
 	if n.ctl == nil {
 		return true
 	}
@@ -150,7 +152,7 @@ func (a api) submit(ctx context.Context, op *writeOp) error {
 }
 
 func (a api) Write(ctx context.Context, t *storage.Task, put bool, now time.Time) (*storage.Task, bool, error) {
-	a.n.awaitHeld(ctx, t.Slot)
+	a.awaitHeld(ctx, t.Slot)
 	if e := a.Overloaded(); e != nil {
 		return nil, false, e
 	}
@@ -172,7 +174,7 @@ func (a api) CreateBatch(ctx context.Context, tasks []*storage.Task, now time.Ti
 			local = append(local, t.Slot)
 		}
 	}
-	a.n.awaitHeld(ctx, local...)
+	a.awaitHeld(ctx, local...)
 	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
 	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
 		return nil, asError(err)
@@ -181,7 +183,7 @@ func (a api) CreateBatch(ctx context.Context, tasks []*storage.Task, now time.Ti
 }
 
 func (a api) Get(ctx context.Context, id string) (*storage.Task, error) {
-	if !a.n.awaitHeld(ctx, slots.Of(id)) {
+	if !a.awaitHeld(ctx, slots.Of(id)) {
 		// The copy here may lack the task (still catching up) or be one
 		// the slot's holder has moved past: say so rather than 404.
 		return nil, errNotOwner
@@ -218,7 +220,7 @@ func (a api) Trigger(ctx context.Context, id string) (*storage.Task, error) {
 // one applies a single-task op to task id and returns the task after it
 // (nil for a delete).
 func (a api) one(ctx context.Context, kind opKind, id string) (*storage.Task, error) {
-	a.n.awaitHeld(ctx, slots.Of(id))
+	a.awaitHeld(ctx, slots.Of(id))
 	op := &writeOp{kind: kind, id: id}
 	if kind != opDelete {
 		op.now = a.n.now().UnixNano()
@@ -248,7 +250,24 @@ func (a api) Readiness() (bool, string, []string) {
 	return a.n.Ready(), a.n.notReadyReason(), reasons
 }
 
-func (a api) Hops(r *http.Request, body []byte) int { return a.n.hops(r, body) }
+// Hops returns how often r was forwarded already. The header counts only on
+// a signed call from a member: a client cannot make a node refuse by
+// sending it. body is the request's body, already read.
+func (a api) Hops(r *http.Request, body []byte) int {
+	n := a.n
+	h := r.Header.Get(hdrHop)
+	if h == "" || n.fwd == nil {
+		return 0
+	}
+	v, err := strconv.Atoi(h)
+	if err != nil || v < 0 {
+		return 0
+	}
+	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
+		return 0
+	}
+	return v
+}
 
 func (a api) Forward(ctx context.Context, to ring.Member, method, uri string, body []byte, hdr http.Header, hop int) (httpapi.Answer, error) {
 	c, err := a.n.fwd.do(ctx, to, method, uri, body, hdr, hop)

@@ -123,24 +123,6 @@ func (f *forwarder) close() {
 	}
 }
 
-// hops returns how often r was forwarded already. The header counts only on
-// a signed call from a member: a client cannot make a node refuse by
-// sending it. body is the request's body, already read.
-func (n *Node) hops(r *http.Request, body []byte) int {
-	h := r.Header.Get(hdrHop)
-	if h == "" || n.fwd == nil {
-		return 0
-	}
-	v, err := strconv.Atoi(h)
-	if err != nil || v < 0 {
-		return 0
-	}
-	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
-		return 0
-	}
-	return v
-}
-
 // call is one request to another node, answered in full.
 type call struct {
 	status int
