@@ -128,19 +128,26 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		s.listCluster(w, r, q)
 		return
 	}
-	tasks, stop, err := s.listLocal(q, nil)
+	page, err := s.localPage(q, nil)
 	if err != nil {
 		WriteError(w, AsError(err))
 		return
 	}
-	next := ""
-	if stop != nil {
-		next = encodeCursor(*stop)
-	}
 	if readOnly(r) {
-		redactTasks(tasks)
+		redactTasks(page.Tasks)
 	}
-	WriteJSON(w, http.StatusOK, ListPage{tasks, next})
+	WriteJSON(w, http.StatusOK, page)
+}
+
+// localPage is this node's part of a listing (listLocal), with the cursor
+// of its stop position when it stopped early.
+func (s *Server) localPage(q listQuery, owned func(uint16) bool) (ListPage, error) {
+	tasks, stop, err := s.listLocal(q, owned)
+	page := ListPage{Tasks: tasks}
+	if stop != nil {
+		page.NextCursor = encodeCursor(*stop)
+	}
+	return page, err
 }
 
 // A cursor is the (slot, id) position of the last task a page looked at,
@@ -176,16 +183,12 @@ func (s *Server) handleInternalList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
-	tasks, stop, err := s.listLocal(q, s.b.View().Owns)
+	page, err := s.localPage(q, s.b.View().Owns)
 	if err != nil {
 		WriteError(w, AsError(err))
 		return
 	}
-	next := ""
-	if stop != nil {
-		next = encodeCursor(*stop)
-	}
-	WriteJSON(w, http.StatusOK, ListPage{tasks, next})
+	WriteJSON(w, http.StatusOK, page)
 }
 
 // listCluster answers GET /v1/tasks in a cluster. Every owner lists its own
@@ -206,11 +209,7 @@ func (s *Server) listCluster(w http.ResponseWriter, r *http.Request, q listQuery
 	var wg sync.WaitGroup
 	for i, m := range members {
 		if m.Name == s.cfg.Name {
-			tasks, stop, err := s.listLocal(q, v.Owns)
-			pages[i].Tasks, errs[i] = tasks, err
-			if stop != nil {
-				pages[i].NextCursor = encodeCursor(*stop)
-			}
+			pages[i], errs[i] = s.localPage(q, v.Owns)
 			continue
 		}
 		wg.Go(func() {
