@@ -124,11 +124,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 		return
 	}
+	var page ListPage
+	var err error
 	if s.cfg.Clustered {
-		s.listCluster(w, r, q)
-		return
+		page, err = s.listCluster(r, q)
+	} else {
+		page, err = s.localPage(q, nil)
 	}
-	page, err := s.localPage(q, nil)
 	if err != nil {
 		WriteError(w, AsError(err))
 		return
@@ -197,12 +199,11 @@ func (s *Server) handleInternalList(w http.ResponseWriter, r *http.Request) {
 // scan budget spent) bounds the page: nothing after its stop position is
 // returned, because it may hold tasks before it. The cursor is a position
 // in that global order, so it stays valid whichever node holds a slot.
-func (s *Server) listCluster(w http.ResponseWriter, r *http.Request, q listQuery) {
+func (s *Server) listCluster(r *http.Request, q listQuery) (ListPage, error) {
 	v := s.b.View()
 	members := v.Members()
 	if len(members) == 0 {
-		WriteError(w, ErrNoOwner)
-		return
+		return ListPage{}, ErrNoOwner
 	}
 	pages := make([]ListPage, len(members))
 	errs := make([]error, len(members))
@@ -233,19 +234,10 @@ func (s *Server) listCluster(w http.ResponseWriter, r *http.Request, q listQuery
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			WriteError(w, AsError(err))
-			return
+			return ListPage{}, err
 		}
 	}
-	page, err := mergePages(pages, q.limit)
-	if err != nil {
-		WriteError(w, AsError(err))
-		return
-	}
-	if readOnly(r) {
-		redactTasks(page.Tasks)
-	}
-	WriteJSON(w, http.StatusOK, page)
+	return mergePages(pages, q.limit)
 }
 
 // posOf is a task's position in the global listing order.
