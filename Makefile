@@ -41,8 +41,8 @@ run: build ## run one node with ./chime-data
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
 	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
-	./storage:FuzzDecodeSlotMeta ./node:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE \
-	./node:FuzzCallAuth ./node:FuzzReplicate ./node:FuzzBatchEnvelope ./node:FuzzListCursor ./node/dispatch:FuzzRetryAfter ./node/dispatch:FuzzVerifySignature
+	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE \
+	./node:FuzzCallAuth ./node:FuzzReplicate ./node/httpapi:FuzzBatchEnvelope ./node/httpapi:FuzzListCursor ./node/dispatch:FuzzRetryAfter ./node/dispatch:FuzzVerifySignature
 FUZZTIME ?= 30s
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their seeds

@@ -1,211 +1,99 @@
 package node
 
+// This file is the node as its HTTP API (package httpapi) sees it: the
+// server's wiring, and api, which implements httpapi.Backend with plain
+// methods over the writer, the store and the view. Tests call them
+// directly instead of going through HTTP.
+
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/httpapi"
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
-// routes builds the HTTP API of API.md.
-func (n *Node) routes() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tasks", n.handleCreate)
-	mux.HandleFunc("GET /v1/tasks", n.handleList)
-	mux.HandleFunc("POST /v1/tasks:batch", n.handleBatch)
-	mux.HandleFunc("PUT /v1/tasks/{id}", n.handlePut)
-	mux.HandleFunc("GET /v1/tasks/{id}", n.handleGet)
-	mux.HandleFunc("DELETE /v1/tasks/{id}", n.handleDelete)
-	mux.HandleFunc("POST /v1/tasks/{id}/pause", n.handleOne(opPause, http.StatusOK))
-	mux.HandleFunc("POST /v1/tasks/{id}/resume", n.handleOne(opResume, http.StatusOK))
-	mux.HandleFunc("POST /v1/tasks/{id}/trigger", n.handleOne(opTrigger, http.StatusAccepted))
-	mux.HandleFunc("GET /v1/tasks/{id}/executions", n.handleExecutions)
-	mux.HandleFunc("GET /v1/cluster", n.handleCluster)
-	mux.HandleFunc("POST /v1/cluster/members/{name}/forget", n.handleForget)
-	mux.HandleFunc("GET /v1/cluster/keys", n.handleKeys)
-	mux.HandleFunc("POST /v1/cluster/keys", n.handleKeys)
-	mux.HandleFunc("GET /v1/stats", n.handleStats)
-	mux.HandleFunc("GET /v1/snapshot", n.handleSnapshot)
-	mux.HandleFunc("GET /v1/admin/backup", n.handleBackup)
-	mux.HandleFunc("POST /v1/test/callback", n.handleTestCallback)
-	mux.HandleFunc("GET /healthz", n.handleHealth)
-	mux.HandleFunc("GET /readyz", n.handleReady)
-	mux.HandleFunc("GET /metrics", n.handleMetrics)
-	mux.HandleFunc("GET /internal/v1/tasks", n.handleInternalList)
-	mux.HandleFunc("POST /internal/v1/replicate", n.handleReplicate)
-	mux.HandleFunc("POST /internal/v1/ctl", n.handleCtl)
-	mux.HandleFunc("POST /internal/v1/antientropy", n.handleAntiEntropy)
-	mux.HandleFunc("GET /internal/v1/slots/{slot}", n.handleSlotDebug)
-	mux.HandleFunc("GET /internal/v1/member", n.handleInternalMember)
-	mux.HandleFunc("POST /internal/v1/keys", n.handleInternalKeys)
-	// Anything else under /v1/ (an unknown path, or a known path with the
-	// wrong method) gets a JSON error rather than the mux's plain text.
-	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
-		mux.HandleFunc(p, handleNoRoute)
+// newAPI builds the node's HTTP API.
+func newAPI(n *Node) *httpapi.Server {
+	cfg := &n.cfg
+	var keys [][]byte // the callback signing keys, current first
+	for _, k := range [][]byte{cfg.Dispatch.SigningKey, cfg.Dispatch.SigningKeyNext} {
+		if len(k) > 0 {
+			keys = append(keys, k)
+		}
 	}
-	return n.withCommon(mux)
-}
-
-// withCommon names the node on every answer and runs the edge checks
-// (edge.go): Host, bearer token and role, Content-Type.
-func (n *Node) withCommon(next http.Handler) http.Handler {
-	n.tokens = newAPITokens(n.cfg.APIToken, n.cfg.ReadToken)
-	n.guard = newHostGuard(&n.cfg)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Chime-Node", n.cfg.Name)
-		r, e := n.checkEdge(r)
-		if e != nil {
-			if e.Code == CodeUnauthenticated {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="chime"`)
+	return httpapi.New(httpapi.Config{
+		Name: cfg.Name, HTTPAddr: cfg.HTTPAddr, PublicHosts: cfg.PublicHosts,
+		APIToken: cfg.APIToken, ReadToken: cfg.ReadToken,
+		Limits: cfg.Limits, HistoryLimit: cfg.HistoryLimit, Clustered: cfg.Cluster != nil,
+		SigningKeys: keys,
+		Forwarded: func(ok bool) {
+			if ok {
+				n.metrics.forwarded.WithLabelValues("ok").Inc()
+			} else {
+				n.metrics.forwarded.WithLabelValues("error").Inc()
 			}
-			writeError(w, e)
-			return
-		}
-		if !n.running.Load() && strings.HasPrefix(r.URL.Path, "/v1/") {
-			writeError(w, n.stoppedError())
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+		},
+		Handlers: httpapi.Handlers{
+			Keys:     n.handleKeys,
+			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
+			Snapshot: httpapi.JSON(n.Snapshot),
+			Backup:   n.handleBackup,
+			Metrics: func(w http.ResponseWriter, r *http.Request) {
+				if n.metrics == nil {
+					writeError(w, errStopping)
+					return
+				}
+				n.metrics.handler.ServeHTTP(w, r)
+			},
+			Replicate:    n.handleReplicate,
+			Ctl:          n.handleCtl,
+			AntiEntropy:  n.handleAntiEntropy,
+			SlotDebug:    n.handleSlotDebug,
+			Member:       n.handleInternalMember,
+			InternalKeys: n.handleInternalKeys,
+		},
+	}, api{n})
 }
 
-func handleNoRoute(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/v1/tasks") && r.URL.Path != "/v1/tasks/" {
-		writeError(w, &Error{Code: CodeInvalidArgument, Status: http.StatusMethodNotAllowed,
-			Message: "method " + r.Method + " is not allowed on " + r.URL.Path})
-		return
+// api is the node as its HTTP API sees it (httpapi.Backend).
+type api struct{ n *Node }
+
+var _ httpapi.Backend = api{}
+
+func (a api) Now() time.Time { return a.n.now() }
+
+func (a api) View() httpapi.View { return a.n.view.Load() }
+
+func (a api) Stopped() *Error {
+	if a.n.running.Load() {
+		return nil
 	}
-	writeError(w, &Error{Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+	return a.n.stoppedError()
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, e *Error) {
-	switch e.Code {
-	case CodeOverloaded, CodeUnavailable:
-		w.Header().Set("Retry-After", "1")
-	}
-	writeJSON(w, e.HTTPStatus(), struct {
-		Error *Error `json:"error"`
-	}{e})
-}
-
-// readBody reads a request body of at most MaxBodyBytes.
-func (n *Node) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	return n.readBodyLimit(w, r, n.cfg.Limits.MaxBodyBytes)
-}
-
-// readBodyLimit reads a request body of at most limit bytes.
-func (n *Node) readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &Error{Code: CodeTooLarge, Message: "request body is over " + strconv.FormatInt(limit, 10) + " bytes"}
-		}
-		return nil, &Error{Code: CodeInvalidArgument, Message: "reading the body: " + err.Error()}
-	}
-	return body, nil
-}
-
-// overloaded reports whether new work should be refused: the dispatcher's
-// backlog is full, so more fires could only wait in memory.
-func (n *Node) overloaded() *Error {
-	if n.disp.Queued() >= n.cfg.Dispatch.MaxQueued {
+// Overloaded refuses new work while the dispatcher's backlog is full, so
+// more fires could only wait in memory.
+func (a api) Overloaded() *Error {
+	if a.n.disp.Queued() >= a.n.cfg.Dispatch.MaxQueued {
 		return &Error{Code: CodeOverloaded, Message: "callback backlog is full; retry later"}
 	}
 	return nil
 }
 
-// newTask builds the record of a validated task.
-func newTask(id string, spec storage.Spec, now time.Time) (*storage.Task, *Error) {
-	due, err := firstDue(&spec, now)
-	if err != nil {
-		return nil, invalid(scheduleField(&spec), "%v", err)
+func (a api) CheckCallback(url string) error {
+	err := a.n.policy.CheckURL(url)
+	if err != nil && a.n.metrics != nil {
+		a.n.metrics.callbacksDenied.WithLabelValues("create").Inc()
 	}
-	if due == 0 {
-		return nil, invalid(scheduleField(&spec), "the schedule has no future occurrence")
-	}
-	ns := now.UnixNano()
-	return &storage.Task{
-		ID: id, Slot: slots.Of(id), Spec: spec, Status: storage.StatusScheduled,
-		NextDue: due, CreatedAt: ns, UpdatedAt: ns,
-	}, nil
-}
-
-// scheduleField names the request field that carries spec's schedule.
-func scheduleField(spec *storage.Spec) string {
-	switch spec.Kind {
-	case storage.KindEvery:
-		return "every_ms"
-	case storage.KindCron:
-		return "cron"
-	}
-	if spec.DelayMs != 0 {
-		return "delay_ms"
-	}
-	return "due_at"
-}
-
-// parseTask decodes and validates one task body. pathID, when set, is the
-// id from the URL, which a body id must match. generated reports that the
-// task got a new id because neither the body nor the path had one.
-func (n *Node) parseTask(body []byte, pathID string, now time.Time) (t *storage.Task, generated bool, e *Error) {
-	req, e := decodeTaskRequest(body)
-	if e != nil {
-		return nil, false, e
-	}
-	if pathID != "" {
-		if req.ID != "" && req.ID != pathID {
-			return nil, false, invalid("id", "the body's id %q differs from the path's %q", req.ID, pathID)
-		}
-		req.ID = pathID
-	}
-	generated = req.ID == ""
-	id, spec, e := req.validate(now, n.cfg.Limits)
-	if e != nil {
-		return nil, false, e
-	}
-	if err := n.policy.CheckURL(spec.CallbackURL); err != nil {
-		if n.metrics != nil {
-			n.metrics.callbacksDenied.WithLabelValues("create").Inc()
-		}
-		return nil, false, invalid("callback_url", "%s", err.Error())
-	}
-	if t, e = newTask(id, spec, now); e != nil {
-		return nil, false, e
-	}
-	t.Status, _ = req.initialStatus() // checked by validate
-	return t, generated, nil
-}
-
-func (n *Node) handleCreate(w http.ResponseWriter, r *http.Request) {
-	n.writeTask(w, r, opCreate, "")
-}
-
-func (n *Node) handlePut(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if e := validateID(id); e != nil {
-		writeError(w, e)
-		return
-	}
-	n.writeTask(w, r, opPut, id)
+	return err
 }
 
 // moveWait is how long a request for a slot that this node's table gives
@@ -217,7 +105,8 @@ const moveWait = 2 * time.Second
 // awaitHeld waits until this node holds every slot of ss as its owner (at
 // most moveWait, or until ctx ends) and reports whether it does. A
 // standalone node holds every slot.
-func (n *Node) awaitHeld(ctx context.Context, ss ...uint16) bool {
+func (a api) awaitHeld(ctx context.Context, ss ...uint16) bool {
+	n := a.n
 	if n.ctl == nil {
 		return true
 	}
@@ -250,527 +139,210 @@ func (n *Node) awaitHeld(ctx context.Context, ss ...uint16) bool {
 	}
 }
 
-// routedNoBody forwards a request without a body for id to its owner; it
-// reports whether it answered.
-func (n *Node) routedNoBody(w http.ResponseWriter, r *http.Request, id string) bool {
-	return !n.view.Load().owns(slots.Of(id)) && n.routed(w, r, id, nil)
+// submit hands op to the writer and waits for it; the error is the op's
+// refusal of its one task (or id).
+func (a api) submit(ctx context.Context, op *writeOp) error {
+	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
+		return asError(err)
+	}
+	if len(op.errs) > 0 && op.errs[0] != nil {
+		return op.errs[0]
+	}
+	return nil
 }
 
-func (n *Node) writeTask(w http.ResponseWriter, r *http.Request, kind opKind, pathID string) {
-	body, e := n.readBody(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
+func (a api) Write(ctx context.Context, t *storage.Task, put bool, now time.Time) (*storage.Task, bool, error) {
+	a.awaitHeld(ctx, t.Slot)
+	if e := a.Overloaded(); e != nil {
+		return nil, false, e
 	}
-	now := n.now()
-	t, generated, e := n.parseTask(body, pathID, now)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	if !n.view.Load().owns(t.Slot) {
-		if generated {
-			body = withID(body, t.ID)
-		}
-		n.routed(w, r, t.ID, body)
-		return
-	}
-	n.awaitHeld(r.Context(), t.Slot)
-	if e := n.overloaded(); e != nil {
-		writeError(w, e)
-		return
+	kind := opCreate
+	if put {
+		kind = opPut
 	}
 	op := &writeOp{kind: kind, now: now.UnixNano(), tasks: []*storage.Task{t}}
-	if err := n.writer.submit(r.Context().Done(), op); err != nil {
-		writeError(w, asError(err))
-		return
+	if err := a.submit(ctx, op); err != nil {
+		return nil, false, err
 	}
-	if op.errs[0] != nil {
-		writeError(w, op.errs[0])
-		return
-	}
-	status := http.StatusOK
-	if op.created[0] {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, taskResponse(op.out[0], n.cfg.Name))
+	return op.out[0], op.created[0], nil
 }
 
-// batchResult is one entry of the batch answer, in request order.
-type batchResult struct {
-	Index  int    `json:"index"`
-	ID     string `json:"id,omitempty"`
-	Status int    `json:"status"`
-	Error  *Error `json:"error,omitempty"`
-}
-
-// batchEnvelope is the body of POST /v1/tasks:batch.
-type batchEnvelope struct {
-	Tasks []json.RawMessage `json:"tasks"`
-}
-
-// decodeBatchEnvelope decodes a batch body into its tasks' raw JSON: one
-// to max of them, no other field.
-func decodeBatchEnvelope(body []byte, max int) ([]json.RawMessage, *Error) {
-	var req batchEnvelope
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return nil, invalid("tasks", "body must be {\"tasks\":[…]}: %v", err)
-	}
-	if len(req.Tasks) == 0 {
-		return nil, invalid("tasks", "no tasks given")
-	}
-	if len(req.Tasks) > max {
-		return nil, &Error{Code: CodeTooLarge, Status: http.StatusBadRequest, Field: "tasks",
-			Message: "at most " + strconv.Itoa(max) + " tasks per batch"}
-	}
-	return req.Tasks, nil
-}
-
-func (n *Node) handleBatch(w http.ResponseWriter, r *http.Request) {
-	body, e := n.readBody(w, r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	var req batchEnvelope
-	if req.Tasks, e = decodeBatchEnvelope(body, n.cfg.Limits.MaxBatchTasks); e != nil {
-		writeError(w, e)
-		return
-	}
-	if e := n.overloaded(); e != nil {
-		writeError(w, e)
-		return
-	}
-	now := n.now()
-	results := make([]batchResult, len(req.Tasks))
-	tasks := make([]*storage.Task, len(req.Tasks))
-	for i, raw := range req.Tasks {
-		results[i].Index = i
-		t, generated, e := n.parseTask(raw, "", now)
-		if e != nil {
-			results[i].Status = e.HTTPStatus()
-			results[i].Error = e
-			continue
-		}
-		tasks[i] = t
-		results[i].ID = t.ID
-		if generated {
-			req.Tasks[i] = withID(raw, t.ID)
-		}
-	}
-	remote := n.splitBatch(r, body, req.Tasks, tasks, results)
+func (a api) CreateBatch(ctx context.Context, tasks []*storage.Task, now time.Time) ([]*Error, error) {
 	var local []uint16
 	for _, t := range tasks {
 		if t != nil {
 			local = append(local, t.Slot)
 		}
 	}
-	n.awaitHeld(r.Context(), local...)
+	a.awaitHeld(ctx, local...)
 	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
-	if slices.ContainsFunc(tasks, func(t *storage.Task) bool { return t != nil }) {
-		if err := n.writer.submit(r.Context().Done(), op); err != nil {
-			if remote.n == 0 {
-				writeError(w, asError(err))
-				return
-			}
-			// Sub-batches went to other nodes and may be stored: answer per
-			// task, so a retry can tell which ones to send again.
-			e := asError(err)
-			for i := range op.errs {
-				op.errs[i] = e
-			}
-		}
+	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
+		return nil, asError(err)
 	}
-	remote.wg.Wait()
-	for i := range results {
-		if results[i].Error != nil || tasks[i] == nil {
-			continue
-		}
-		if e := op.errs[i]; e != nil {
-			results[i].Status = e.HTTPStatus()
-			results[i].Error = e
-			continue
-		}
-		results[i].Status = http.StatusCreated
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Results []batchResult `json:"results"`
-	}{results})
+	return op.errs, nil
 }
 
-func (n *Node) handleGet(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if e := validateID(id); e != nil {
-		writeError(w, e)
-		return
-	}
-	if n.routedNoBody(w, r, id) {
-		return
-	}
-	if !n.awaitHeld(r.Context(), slots.Of(id)) {
+func (a api) Get(ctx context.Context, id string) (*storage.Task, error) {
+	if !a.awaitHeld(ctx, slots.Of(id)) {
 		// The copy here may lack the task (still catching up) or be one
 		// the slot's holder has moved past: say so rather than 404.
-		writeError(w, errNotOwner)
-		return
+		return nil, errNotOwner
 	}
-	t, err := n.store.Get(slots.Of(id), id)
-	if err != nil {
-		if errors.Is(err, storage.ErrNotFound) {
-			writeError(w, errNotFound)
-			return
-		}
-		writeError(w, asError(err))
-		return
-	}
-	tr := taskResponse(t, n.cfg.Name)
-	if readOnly(r) {
-		tr.CallbackURL = RedactURL(tr.CallbackURL)
-	}
-	writeJSON(w, http.StatusOK, tr)
+	return a.stored(id)
 }
 
-func (n *Node) handleDelete(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if e := validateID(id); e != nil {
-		writeError(w, e)
-		return
+// stored reads task id from the store.
+func (a api) stored(id string) (*storage.Task, error) {
+	t, err := a.n.store.Get(slots.Of(id), id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, errNotFound
 	}
-	if n.routedNoBody(w, r, id) {
-		return
-	}
-	n.awaitHeld(r.Context(), slots.Of(id))
-	op := &writeOp{kind: opDelete, id: id}
-	if err := n.writer.submit(r.Context().Done(), op); err != nil {
-		writeError(w, asError(err))
-		return
-	}
-	if op.errs != nil && op.errs[0] != nil {
-		writeError(w, op.errs[0])
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	return t, err
 }
 
-// handleOne serves pause, resume and trigger.
-func (n *Node) handleOne(kind opKind, status int) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("id")
-		if e := validateID(id); e != nil {
-			writeError(w, e)
-			return
-		}
-		if n.routedNoBody(w, r, id) {
-			return
-		}
-		n.awaitHeld(r.Context(), slots.Of(id))
-		op := &writeOp{kind: kind, id: id, now: n.now().UnixNano()}
-		if err := n.writer.submit(r.Context().Done(), op); err != nil {
-			writeError(w, asError(err))
-			return
-		}
-		if op.errs != nil && op.errs[0] != nil {
-			writeError(w, op.errs[0])
-			return
-		}
-		writeJSON(w, status, taskResponse(op.out[0], n.cfg.Name))
-	}
+func (a api) Delete(ctx context.Context, id string) error {
+	_, err := a.one(ctx, opDelete, id)
+	return err
 }
 
-// Listing limits: a page has at most maxListLimit tasks, and one request
-// reads at most listScanBudget records, so a selective filter over a large
-// store answers a short page with a cursor instead of scanning everything.
-const (
-	defaultListLimit = 100
-	maxListLimit     = 1000
-	listScanBudget   = 20000
-)
-
-// listQuery is a parsed GET /v1/tasks.
-type listQuery struct {
-	limit    int
-	status   storage.Status
-	labelKey string
-	labelVal string
-	hasLabel bool
-	start    storage.Position
+func (a api) Pause(ctx context.Context, id string) (*storage.Task, error) {
+	return a.one(ctx, opPause, id)
 }
 
-func parseListQuery(r *http.Request) (listQuery, *Error) {
-	q := r.URL.Query()
-	lq := listQuery{limit: defaultListLimit}
-	if s := q.Get("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > maxListLimit {
-			return lq, invalid("limit", "limit must be an integer in 1..%d", maxListLimit)
-		}
-		lq.limit = v
-	}
-	if s := q.Get("status"); s != "" {
-		st, ok := storage.ParseStatus(s)
-		if !ok {
-			return lq, invalid("status", "unknown status %q", s)
-		}
-		lq.status = st
-	}
-	if s := q.Get("label"); s != "" {
-		k, v, ok := strings.Cut(s, ":")
-		if !ok || k == "" {
-			return lq, invalid("label", "label filter must be key:value")
-		}
-		lq.labelKey, lq.labelVal, lq.hasLabel = k, v, true
-	}
-	if c := q.Get("cursor"); c != "" {
-		p, ok := decodeCursor(c)
-		if !ok {
-			return lq, invalid("cursor", "malformed cursor")
-		}
-		lq.start = p
-	}
-	return lq, nil
+func (a api) Resume(ctx context.Context, id string) (*storage.Task, error) {
+	return a.one(ctx, opResume, id)
 }
 
-// listLocal lists this node's tasks matching q from q.start in key order
-// (slot, then id), only in slots owned reports true for (nil: all). It stops
-// after q.limit matches or listScanBudget records; stop is then the
-// position of the last record read, from which the listing continues.
-func (n *Node) listLocal(q listQuery, owned func(uint16) bool) (tasks []TaskResponse, stop *storage.Position, err error) {
-	tasks = make([]TaskResponse, 0, min(q.limit, 64))
-	var last *storage.Task
-	scanned := 0
-	more := false
-	err = n.store.ScanTasks(q.start, func(t *storage.Task) bool {
-		if len(tasks) == q.limit || scanned == listScanBudget {
-			more = true
-			return false
-		}
-		scanned++
-		last = t
-		if owned != nil && !owned(t.Slot) {
-			return true
-		}
-		if q.status != 0 && t.Status != q.status {
-			return true
-		}
-		if q.hasLabel {
-			if v, ok := t.Spec.Labels[q.labelKey]; !ok || v != q.labelVal {
-				return true
-			}
-		}
-		tasks = append(tasks, taskResponse(t, n.cfg.Name))
-		return true
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if more && last != nil {
-		stop = &storage.Position{Slot: last.Slot, ID: last.ID, Exclusive: true}
-	}
-	return tasks, stop, nil
+func (a api) Trigger(ctx context.Context, id string) (*storage.Task, error) {
+	return a.one(ctx, opTrigger, id)
 }
 
-// listPage is the answer of GET /v1/tasks, and of its per-node part
-// GET /internal/v1/tasks (NextCursor is then the node's stop position).
-type listPage struct {
-	Tasks      []TaskResponse `json:"tasks"`
-	NextCursor string         `json:"next_cursor"`
+// one applies a single-task op to task id and returns the task after it
+// (nil for a delete).
+func (a api) one(ctx context.Context, kind opKind, id string) (*storage.Task, error) {
+	a.awaitHeld(ctx, slots.Of(id))
+	op := &writeOp{kind: kind, id: id}
+	if kind != opDelete {
+		op.now = a.n.now().UnixNano()
+	}
+	if err := a.submit(ctx, op); err != nil {
+		return nil, err
+	}
+	if kind == opDelete {
+		return nil, nil
+	}
+	return op.out[0], nil
 }
 
-func (n *Node) handleList(w http.ResponseWriter, r *http.Request) {
-	q, e := parseListQuery(r)
-	if e != nil {
-		writeError(w, e)
-		return
+func (a api) Executions(_ context.Context, id string, limit int) ([]storage.Execution, error) {
+	if _, err := a.stored(id); err != nil {
+		return nil, err
 	}
+	return a.n.store.Executions(slots.Of(id), id, limit)
+}
+
+func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error {
+	return a.n.store.ScanTasks(from, f)
+}
+
+func (a api) Readiness() (bool, string, []string) {
+	reasons := a.n.healthReasons()
+	return a.n.Ready(), a.n.notReadyReason(), reasons
+}
+
+// Hops returns how often r was forwarded already. The header counts only on
+// a signed call from a member: a client cannot make a node refuse by
+// sending it. body is the request's body, already read.
+func (a api) Hops(r *http.Request, body []byte) int {
+	n := a.n
+	h := r.Header.Get(hdrHop)
+	if h == "" || n.fwd == nil {
+		return 0
+	}
+	v, err := strconv.Atoi(h)
+	if err != nil || v < 0 {
+		return 0
+	}
+	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
+		return 0
+	}
+	return v
+}
+
+func (a api) Forward(ctx context.Context, to ring.Member, method, uri string, body []byte, hdr http.Header, hop int) (httpapi.Answer, error) {
+	c, err := a.n.fwd.do(ctx, to, method, uri, body, hdr, hop)
+	return httpapi.Answer{Status: c.status, Header: c.header, Body: c.body}, err
+}
+
+func (a api) Authenticate(r *http.Request, endpoint string) *Error {
+	_, _, e := a.n.readSigned(r, endpoint, 0)
+	return e
+}
+
+// Cluster describes the cluster as this node sees it: every known member
+// (dead and left ones too, owning nothing) and the slot table.
+func (a api) Cluster() httpapi.Cluster {
+	n := a.n
+	v := n.view.Load()
+	var settle time.Duration
 	if n.cluster != nil {
-		n.listCluster(w, r, q)
-		return
+		settle = n.cluster.cfg.SettleTime
 	}
-	tasks, stop, err := n.listLocal(q, nil)
-	if err != nil {
-		writeError(w, asError(err))
-		return
+	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.table.Checksum(),
+		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle),
+		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
+	if n.cluster == nil {
+		out.TableVersion, out.ViewChecksum = singleTableVersion, fmt.Sprintf("%016x", uint64(singleTableVersion))
 	}
-	next := ""
-	if stop != nil {
-		next = encodeCursor(*stop)
-	}
-	if readOnly(r) {
-		redactTasks(tasks)
-	}
-	writeJSON(w, http.StatusOK, listPage{tasks, next})
-}
-
-// A cursor is the (slot, id) position of the last task a page looked at,
-// base64url encoded: two bytes of slot, then the id.
-func encodeCursor(p storage.Position) string {
-	b := binary.BigEndian.AppendUint16(nil, p.Slot)
-	return base64.RawURLEncoding.EncodeToString(append(b, p.ID...))
-}
-
-func decodeCursor(s string) (storage.Position, bool) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 3 || len(b) > 2+maxIDLen {
-		return storage.Position{}, false
-	}
-	p := storage.Position{Slot: binary.BigEndian.Uint16(b), ID: string(b[2:]), Exclusive: true}
-	if p.Slot >= slots.Count || validateID(p.ID) != nil || encodeCursor(p) != s {
-		// The last test keeps one spelling per cursor (the decoder skips
-		// line breaks and unused bits).
-		return storage.Position{}, false
-	}
-	return p, true
-}
-
-func (n *Node) handleExecutions(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if e := validateID(id); e != nil {
-		writeError(w, e)
-		return
-	}
-	if n.routedNoBody(w, r, id) {
-		return
-	}
-	limit := n.cfg.HistoryLimit
-	if s := r.URL.Query().Get("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 1 || v > n.cfg.HistoryLimit {
-			writeError(w, invalid("limit", "limit must be an integer in 1..%d", n.cfg.HistoryLimit))
-			return
+	counts := v.table.Counts()
+	for _, m := range v.members {
+		owned, following := v.table.Ranges(m.Name)
+		c := counts[m.Name]
+		mj := httpapi.Member{Name: m.Name, GossipAddr: m.Addr, HTTPAddr: m.Meta.HTTPAddr,
+			State: m.Meta.State.String(), Status: m.Status.String(),
+			SlotsOwned: c.Owned, SlotsFollowing: c.Following,
+			OwnedRanges: rangesJSON(owned), FollowingRanges: rangesJSON(following)}
+		if n.cluster == nil {
+			mj.Status = "alive"
 		}
-		limit = v
+		out.Members = append(out.Members, mj)
 	}
-	slot := slots.Of(id)
-	if _, err := n.store.Get(slot, id); err != nil {
-		if errors.Is(err, storage.ErrNotFound) {
-			writeError(w, errNotFound)
-			return
+	return out
+}
+
+func rangesJSON(rs []ring.Range) [][2]uint16 {
+	out := make([][2]uint16, len(rs))
+	for i, r := range rs {
+		out[i] = [2]uint16{r.From, r.To}
+	}
+	return out
+}
+
+// Forget declares the dead member name gone for good
+// (gossip.Membership.Forget). Every member then counts it as left: its
+// slots' grants and its vote no longer count, so a cluster that lost a
+// majority of its voters for good can go on (slots.Voters). Only a member
+// this node sees dead may be forgotten.
+func (a api) Forget(name string) error {
+	n := a.n
+	if n.cluster == nil {
+		return &Error{Code: CodeInvalidArgument, Field: "name", Message: "a standalone node has no members to forget"}
+	}
+	if _, ok := n.view.Load().member(name); !ok || name == n.cfg.Name {
+		return &Error{Code: CodeNotFound, Field: "name", Message: fmt.Sprintf("no other member is named %q", name)}
+	}
+	if err := n.cluster.mem.Forget(name); err != nil {
+		if errors.Is(err, gossip.ErrNotDead) {
+			return &Error{Code: CodeConflict, Field: "name", Message: err.Error() + ": only a dead member can be forgotten"}
 		}
-		writeError(w, asError(err))
-		return
+		return &Error{Code: CodeNotFound, Field: "name", Message: err.Error()}
 	}
-	exs, err := n.store.Executions(slot, id, limit)
-	if err != nil {
-		writeError(w, asError(err))
-		return
-	}
-	out := make([]ExecutionResponse, len(exs))
-	for i := range exs {
-		out[i] = executionResponse(&exs[i])
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Executions []ExecutionResponse `json:"executions"`
-	}{out})
+	n.log.Warn("member forgotten by an operator: it counts as left", "member", name)
+	return nil
 }
 
-func (n *Node) handleStats(w http.ResponseWriter, _ *http.Request) {
-	st, err := n.stats()
-	if err != nil {
-		writeError(w, asError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, st)
-}
+// The view as the API sees it (httpapi.View).
 
-func (n *Node) handleSnapshot(w http.ResponseWriter, r *http.Request) {
-	snap, err := n.Snapshot(r.Context())
-	if err != nil {
-		writeError(w, asError(err))
-		return
-	}
-	writeJSON(w, http.StatusOK, snap)
-}
-
-func (n *Node) handleHealth(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-// handleReady answers 200 {"status":"ready"} on a ready healthy node, 200
-// {"status":"degraded","reasons":[...]} on a ready node the safety net
-// flags (overdue tasks), and 503 with the error shape, plus "status" and
-// "reasons", while it is not ready: loading, joining, taking slots over,
-// or owning slots it does not fire (stalled ones among the reasons).
-func (n *Node) handleReady(w http.ResponseWriter, _ *http.Request) {
-	reasons := n.healthReasons()
-	if !n.Ready() {
-		msg := n.notReadyReason()
-		status := "not_ready"
-		if len(reasons) > 0 {
-			status, msg = "degraded", msg+"; "+strings.Join(reasons, "; ")
-		}
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "reasons": append([]string{n.notReadyReason()}, reasons...),
-			"error": &Error{Code: CodeUnavailable, Message: msg}})
-		return
-	}
-	if len(reasons) > 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "degraded", "reasons": reasons})
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-func (n *Node) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	if n.metrics == nil {
-		writeError(w, errStopping)
-		return
-	}
-	n.metrics.handler.ServeHTTP(w, r)
-}
-
-// handleTestCallback is a built-in callback receiver for trying Chime
-// without writing one: it answers ?status= (default 200) after ?delay_ms=
-// (default 0, at most 60000) and echoes the fire's headers, and checks
-// X-Chime-Signature with this node's signing keys ("signature": valid,
-// invalid, expired, missing, or "no key" when the node has none). The
-// verdict is reported, not enforced: the status stays ?status=.
-func (n *Node) handleTestCallback(w http.ResponseWriter, r *http.Request) {
-	status := http.StatusOK
-	if s := r.URL.Query().Get("status"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 200 || v > 599 {
-			writeError(w, invalid("status", "status must be an HTTP status code 200..599"))
-			return
-		}
-		status = v
-	}
-	if s := r.URL.Query().Get("delay_ms"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 || v > 60000 {
-			writeError(w, invalid("delay_ms", "delay_ms must be 0..60000"))
-			return
-		}
-		select {
-		case <-time.After(time.Duration(v) * time.Millisecond):
-		case <-r.Context().Done():
-			return
-		}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	sig := dispatch.SignatureInvalid
-	switch {
-	case err != nil || len(body) > 1<<20:
-		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
-	default:
-		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, n.signingKeys(), time.Now())
-	}
-	writeJSON(w, status, map[string]string{
-		"task_id":   r.Header.Get("X-Chime-Task-Id"),
-		"fire_id":   r.Header.Get("X-Chime-Fire-Id"),
-		"due_at":    r.Header.Get("X-Chime-Due-At"),
-		"attempt":   r.Header.Get("X-Chime-Attempt"),
-		"signature": sig,
-	})
-}
-
-// signingKeys returns the node's callback signing keys, current first.
-func (n *Node) signingKeys() [][]byte {
-	var keys [][]byte
-	for _, k := range [][]byte{n.cfg.Dispatch.SigningKey, n.cfg.Dispatch.SigningKeyNext} {
-		if len(k) > 0 {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
+func (v *view) Owns(s uint16) bool                 { return v.owns(s) }
+func (v *view) Owner(s uint16) (ring.Member, bool) { return v.owner(s) }
+func (v *view) Members() []ring.Member             { return v.table.Members() }

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"strings"
 	"testing"
 )
@@ -106,7 +107,7 @@ func TestBatchMixedValidAndInvalid(t *testing.T) {
 		{"callback_url":"http://127.0.0.1:9/","every_ms":60000}
 	]}`
 	var res struct {
-		Results []batchResult `json:"results"`
+		Results []httpapi.BatchResult `json:"results"`
 	}
 	if code := tn.do(t, "POST", "/v1/tasks:batch", body, &res); code != 200 {
 		t.Fatalf("status %d", code)
@@ -114,7 +115,7 @@ func TestBatchMixedValidAndInvalid(t *testing.T) {
 	want := []struct {
 		status int
 		field  string
-		code   Code
+		code   httpapi.Code
 	}{{201, "", ""}, {400, "callback_url", CodeInvalidArgument}, {400, "cron", CodeInvalidArgument}, {409, "", CodeConflict}, {201, "", ""}}
 	if len(res.Results) != len(want) {
 		t.Fatalf("%d results, want %d", len(res.Results), len(want))

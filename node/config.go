@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -73,7 +74,7 @@ type Config struct {
 	// header (the DNS rebinding guard, see edge.go).
 	PublicHosts []string
 	// Limits bounds request sizes.
-	Limits Limits
+	Limits httpapi.Limits
 	// Dispatch configures the callback dispatcher.
 	Dispatch DispatchConfig
 
@@ -155,7 +156,7 @@ func DefaultConfig() Config {
 		LoadInterval:  5 * time.Second,
 		MisfireGrace:  5 * time.Second,
 		OverdueAfter:  10 * time.Second,
-		Limits:        DefaultLimits(),
+		Limits:        httpapi.DefaultLimits(),
 		Dispatch:      DefaultDispatchConfig(),
 		WriteQueue:    1024,
 		MaxGroupTasks: 16384,

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"io"
 	"net/http"
 	"strings"
@@ -67,7 +68,7 @@ func TestCorruptRecordIsSkippedAndQuarantined(t *testing.T) {
 	tn = restartNode(t, cfg)
 
 	var page struct {
-		Tasks []TaskResponse `json:"tasks"`
+		Tasks []httpapi.TaskResponse `json:"tasks"`
 	}
 	if code := tn.do(t, "GET", "/v1/tasks", nil, &page); code != http.StatusOK || len(page.Tasks) != 2 {
 		t.Fatalf("listing with a corrupt record = %d, %d tasks; want 200 with the 2 good ones", code, len(page.Tasks))

@@ -1,6 +1,8 @@
 // Package node wires one Chime node: the Pebble store (package storage), a
 // writer goroutine, the timing-wheel loop (package wheel), the callback
-// dispatcher and the HTTP API of docs/API.md, and in a cluster the
+// dispatcher (package node/dispatch) and the HTTP API of docs/API.md
+// (package node/httpapi, which reaches the node through httpapi.Backend,
+// implemented in api.go), and in a cluster the
 // membership (package ring/gossip), the ownership machine (package slots),
 // replication and anti-entropy. The pure packages it wires (wheel, ring,
 // slots) start no goroutines and read no clock; node starts the goroutines
@@ -83,10 +85,10 @@
 //     AntiEntropyInterval is 0): has the replicas of a slice of the owned
 //     slots compare checksums each tick. Stops on antiEntropy.close.
 //
-// HTTP handlers run on the server's goroutines (cmd/chime owns the
-// server); a batch split over owners, a cluster-wide listing, the
-// dashboard snapshot and the key fan-out start goroutines that end with
-// their request.
+// HTTP handlers (package node/httpapi) run on the server's goroutines
+// (cmd/chime owns the server); a batch split over owners, a cluster-wide
+// listing, the dashboard snapshot and the key fan-out start goroutines
+// that end with their request.
 //
 // # Guarantees
 //

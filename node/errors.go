@@ -1,102 +1,46 @@
 package node
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
+
+	"github.com/chime-scheduler/chime/node/httpapi"
 )
 
-// Code is the machine-readable error code of the API's error body.
-type Code string
+// The node answers in the API's error shape, which package httpapi owns;
+// these short names keep the writer's, the ownership driver's and the
+// internal endpoints' code as it was.
 
-// Error codes of the HTTP contract (API.md "Errors").
+// Error is an API error (httpapi.Error).
+type Error = httpapi.Error
+
+// Error codes (httpapi.Code).
 const (
-	CodeInvalidArgument Code = "invalid_argument" // 400
-	CodeNotFound        Code = "not_found"        // 404
-	CodeConflict        Code = "conflict"         // 409
-	CodeUnauthenticated Code = "unauthenticated"  // 401
-	CodeTooLarge        Code = "too_large"        // 413
-	CodeOverloaded      Code = "overloaded"       // 429
-	CodeUnavailable     Code = "unavailable"      // 503
-	CodeInternal        Code = "internal"         // 500
-
-	CodeForbidden            Code = "forbidden"              // 403
-	CodeMisdirected          Code = "misdirected_request"    // 421
-	CodeUnsupportedMediaType Code = "unsupported_media_type" // 415
+	CodeInvalidArgument      = httpapi.CodeInvalidArgument
+	CodeNotFound             = httpapi.CodeNotFound
+	CodeConflict             = httpapi.CodeConflict
+	CodeUnauthenticated      = httpapi.CodeUnauthenticated
+	CodeTooLarge             = httpapi.CodeTooLarge
+	CodeOverloaded           = httpapi.CodeOverloaded
+	CodeUnavailable          = httpapi.CodeUnavailable
+	CodeInternal             = httpapi.CodeInternal
+	CodeForbidden            = httpapi.CodeForbidden
+	CodeMisdirected          = httpapi.CodeMisdirected
+	CodeUnsupportedMediaType = httpapi.CodeUnsupportedMediaType
 )
 
-// HTTPStatus returns the status code that carries c.
-func (c Code) HTTPStatus() int {
-	switch c {
-	case CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeConflict:
-		return http.StatusConflict
-	case CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeOverloaded:
-		return http.StatusTooManyRequests
-	case CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeMisdirected:
-		return http.StatusMisdirectedRequest
-	case CodeUnsupportedMediaType:
-		return http.StatusUnsupportedMediaType
-	}
-	return http.StatusInternalServerError
-}
-
-// Error is an API error: a code, a human message and, when one input field
-// is to blame, its name (JSON name, dotted for nested fields, e.g.
-// "headers.Host" or "tasks[3].cron").
-type Error struct {
-	Code    Code   `json:"code"`
-	Message string `json:"message"`
-	Field   string `json:"field,omitempty"`
-	// Status overrides Code.HTTPStatus when non-zero (a field that is too
-	// large is a 400 with code too_large, a whole body too large a 413).
-	Status int `json:"-"`
-}
-
-// HTTPStatus is the status code the error is answered with.
-func (e *Error) HTTPStatus() int {
-	if e.Status != 0 {
-		return e.Status
-	}
-	return e.Code.HTTPStatus()
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
-	}
-	return fmt.Sprintf("%s: %s", e.Code, e.Message)
-}
-
-// invalid returns an invalid_argument error naming field.
-func invalid(field, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
-}
-
-// Errors every layer of node returns for the common cases.
 var (
-	errNotFound   = &Error{Code: CodeNotFound, Message: "task not found"}
-	errExists     = &Error{Code: CodeConflict, Message: "a task with this id exists"}
-	errOverloaded = &Error{Code: CodeOverloaded, Message: "write queue is full; retry later"}
-	errStopping   = &Error{Code: CodeUnavailable, Message: "node is shutting down"}
+	errNotFound   = httpapi.ErrNotFound
+	errExists     = httpapi.ErrExists
+	errOverloaded = httpapi.ErrOverloaded
+	errStopping   = httpapi.ErrStopping
 )
 
-// asError converts any error into an *Error, wrapping unknown ones as internal.
-func asError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &Error{Code: CodeInternal, Message: err.Error()}
+func invalid(field, format string, args ...any) *Error {
+	return httpapi.Invalid(field, format, args...)
 }
+
+func asError(err error) *Error { return httpapi.AsError(err) }
+
+func writeError(w http.ResponseWriter, e *Error) { httpapi.WriteError(w, e) }
+
+func writeJSON(w http.ResponseWriter, status int, v any) { httpapi.WriteJSON(w, status, v) }

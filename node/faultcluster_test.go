@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -667,11 +668,11 @@ func (c *faultCluster) create(idList []string, first time.Time, step time.Durati
 	via := c.pick()
 	code, body := c.request(via, http.MethodPost, "/v1/tasks:batch", map[string]any{"tasks": tasks})
 	var ans struct {
-		Results []batchResult `json:"results"`
+		Results []httpapi.BatchResult `json:"results"`
 	}
 	if code != http.StatusOK || json.Unmarshal(body, &ans) != nil || len(ans.Results) != len(idList) {
 		c.t.Logf("%v: batch of %d via %s: %d %s", fakeClock{}, len(idList), c.nodes[via].name, code, bytes.TrimSpace(body))
-		ans.Results = make([]batchResult, len(idList))
+		ans.Results = make([]httpapi.BatchResult, len(idList))
 	}
 	ok := 0
 	for j, id := range idList {

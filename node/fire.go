@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -55,7 +56,7 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 	due := t.NextDue
 	missed := t.Spec.Kind != storage.KindOnce && now-due > grace
 	if missed && t.Spec.Misfire == storage.MisfireSkip {
-		t.NextDue = firstAfter(&t.Spec, due, now)
+		t.NextDue = schedule.FirstAfter(&t.Spec, due, now)
 		if t.NextDue == 0 {
 			t.Status = storage.StatusDone
 		}
@@ -111,7 +112,7 @@ func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) 
 	// Only a plain failure is retried: gone and denied (a refused callback
 	// address: retrying cannot help, and must not dial it) end the fire.
 	if r.Outcome == dispatch.OutcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
-		inf.NextAttemptAt = now + int64(backoff(inf.Attempt, r.RetryAfter, rnd))
+		inf.NextAttemptAt = now + int64(schedule.Backoff(inf.Attempt, r.RetryAfter, rnd))
 		return ex, finishRetry
 	}
 	t.LastFire = &storage.LastFire{
@@ -171,9 +172,9 @@ func advance(t *storage.Task, inf *storage.Inflight, now int64) {
 		return
 	}
 	if inf.Misfired && t.Spec.Misfire == storage.MisfireFireOnce {
-		t.NextDue = firstAfter(&t.Spec, inf.Due, now)
+		t.NextDue = schedule.FirstAfter(&t.Spec, inf.Due, now)
 	} else {
-		t.NextDue = nextDue(&t.Spec, inf.Due)
+		t.NextDue = schedule.NextDue(&t.Spec, inf.Due)
 	}
 	if t.NextDue == 0 && t.Status == storage.StatusScheduled {
 		t.Status = storage.StatusDone // a cron expression with no further occurrence

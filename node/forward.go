@@ -1,12 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -14,27 +11,22 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
-	"github.com/chime-scheduler/chime/slots"
-	"github.com/chime-scheduler/chime/storage"
 	"github.com/valyala/fasthttp"
 )
 
 // Headers of calls between nodes.
 const (
 	// hdrHop counts how often a request was forwarded; a node that is not
-	// the owner forwards only while it is below maxHops.
+	// the owner forwards only while it is below the API's hop limit.
 	hdrHop = "X-Chime-Hop"
 	// hdrForwardedBy names the node that forwarded the request.
 	hdrForwardedBy = "X-Chime-Forwarded-By"
 	// hdrAuth authenticates a call between nodes: "<unix ms>:<hex HMAC>".
 	hdrAuth = "X-Chime-Auth"
 )
-
-// maxHops bounds forwarding: a request is forwarded at most twice (a table
-// change in flight can make the first owner wrong), then answered 503.
-const maxHops = 2
 
 // authSkew is how far the timestamp of a signed call may be from this
 // node's clock: it bounds how long a captured call can be replayed.
@@ -131,33 +123,12 @@ func (f *forwarder) close() {
 	}
 }
 
-// hops returns how often r was forwarded already. The header counts only on
-// a signed call from a member: a client cannot make a node refuse by
-// sending it. body is the request's body, already read.
-func (n *Node) hops(r *http.Request, body []byte) int {
-	h := r.Header.Get(hdrHop)
-	if h == "" || n.fwd == nil {
-		return 0
-	}
-	v, err := strconv.Atoi(h)
-	if err != nil || v < 0 {
-		return 0
-	}
-	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
-		return 0
-	}
-	return v
-}
-
 // call is one request to another node, answered in full.
 type call struct {
 	status int
 	header http.Header // only the headers relayed to clients
 	body   []byte
 }
-
-// relayed are the answer headers a forwarded answer keeps.
-var relayed = []string{"Content-Type", "Retry-After", "X-Chime-Node", "WWW-Authenticate"}
 
 // do sends method uri to member m with body, signed, and reads the answer.
 // hop is the hop count the callee sees. Errors are transport failures and
@@ -203,171 +174,10 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 		return call{}, err
 	}
 	c := call{status: resp.StatusCode(), header: http.Header{}, body: append([]byte(nil), resp.Body()...)}
-	for _, k := range relayed {
+	for _, k := range httpapi.Relayed {
 		if v := resp.Header.Peek(k); len(v) > 0 {
 			c.header.Set(k, string(v))
 		}
 	}
 	return c, nil
-}
-
-// errNoOwner answers a request for a slot no member owns yet.
-var errNoOwner = &Error{Code: CodeUnavailable, Message: "no member owns this slot yet: the cluster is forming"}
-
-// routed answers r by forwarding it to the owner of id's slot when that is
-// another node, and reports whether it did (or refused: no owner, hop
-// limit, owner unreachable). body is the request body as it should reach
-// the owner. A node that owns the slot answers itself (false).
-func (n *Node) routed(w http.ResponseWriter, r *http.Request, id string, body []byte) bool {
-	v := n.view.Load()
-	s := slots.Of(id)
-	if v.owns(s) {
-		return false
-	}
-	owner, ok := v.owner(s)
-	if !ok {
-		writeError(w, errNoOwner)
-		return true
-	}
-	n.forwardTo(w, r, owner, body)
-	return true
-}
-
-// forwardTo relays r to owner and its answer back.
-func (n *Node) forwardTo(w http.ResponseWriter, r *http.Request, owner ring.Member, body []byte) {
-	hop := n.hops(r, body)
-	if hop >= maxHops {
-		writeError(w, &Error{Code: CodeUnavailable, Message: fmt.Sprintf(
-			"not the owner after %d forwards (owner here: %s): the slot table is changing", hop, owner.Name)})
-		return
-	}
-	c, err := n.fwd.do(r.Context(), owner, r.Method, r.URL.RequestURI(), body, r.Header, hop+1)
-	if err != nil {
-		n.metrics.forwarded.WithLabelValues("error").Inc()
-		writeError(w, unreachable(owner, err))
-		return
-	}
-	n.metrics.forwarded.WithLabelValues("ok").Inc()
-	for _, k := range relayed {
-		if v := c.header.Get(k); v != "" {
-			w.Header().Set(k, v)
-		}
-	}
-	w.WriteHeader(c.status)
-	_, _ = w.Write(c.body)
-}
-
-// unreachable is the 503 for an owner that did not answer.
-func unreachable(owner ring.Member, err error) *Error {
-	msg := err.Error()
-	if errors.Is(err, context.DeadlineExceeded) {
-		msg = "timed out"
-	}
-	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("owner %s (%s) is unreachable: %s", owner.Name, owner.HTTPAddr, msg)}
-}
-
-// withID returns the JSON object raw with "id":id added as its first
-// member. raw is a valid object without an id (the caller decoded it).
-func withID(raw []byte, id string) []byte {
-	raw = bytes.TrimSpace(raw)
-	rest := bytes.TrimSpace(raw[1:]) // after '{'
-	out := make([]byte, 0, len(raw)+len(id)+8)
-	out = append(out, `{"id":`...)
-	out = strconv.AppendQuote(out, id) // ids are [A-Za-z0-9._:-]: no escapes
-	if len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
-}
-
-// splitBatch forwards the tasks of a batch whose slots other nodes own, one
-// sub-batch per owner in parallel, and takes them out of tasks (nil) so the
-// caller stores only its own. Their results land in results (same index)
-// by the time the returned wg is done. raws are the tasks' JSON
-// objects, with generated ids filled in.
-func (n *Node) splitBatch(r *http.Request, reqBody []byte, raws []json.RawMessage, tasks []*storage.Task, results []batchResult) *remoteBatch {
-	rb := &remoteBatch{}
-	v := n.view.Load()
-	groups := map[string][]int{}
-	owners := map[string]ring.Member{}
-	for i, t := range tasks {
-		if t == nil || v.owns(t.Slot) {
-			continue
-		}
-		o, ok := v.owner(t.Slot)
-		if !ok {
-			results[i].Status, results[i].Error = errNoOwner.HTTPStatus(), errNoOwner
-			tasks[i] = nil
-			continue
-		}
-		groups[o.Name] = append(groups[o.Name], i)
-		owners[o.Name] = o
-		tasks[i] = nil
-	}
-	if len(groups) == 0 {
-		return rb
-	}
-	hop := n.hops(r, reqBody) // the whole request's count decides for every sub-batch
-	for name, idx := range groups {
-		owner := owners[name]
-		fail := func(e *Error) {
-			for _, i := range idx {
-				results[i].Status, results[i].Error = e.HTTPStatus(), e
-			}
-		}
-		if hop >= maxHops {
-			fail(&Error{Code: CodeUnavailable, Message: fmt.Sprintf(
-				"not the owner after %d forwards (owner here: %s): the slot table is changing", hop, name)})
-			continue
-		}
-		var body bytes.Buffer
-		body.WriteString(`{"tasks":[`)
-		for k, i := range idx {
-			if k > 0 {
-				body.WriteByte(',')
-			}
-			body.Write(raws[i])
-		}
-		body.WriteString("]}")
-		rb.n++
-		rb.wg.Go(func() {
-			c, err := n.fwd.do(r.Context(), owner, http.MethodPost, "/v1/tasks:batch", body.Bytes(), r.Header, hop+1)
-			if err != nil {
-				n.metrics.forwarded.WithLabelValues("error").Inc()
-				fail(unreachable(owner, err))
-				return
-			}
-			n.metrics.forwarded.WithLabelValues("ok").Inc()
-			if c.status != http.StatusOK {
-				var eb struct {
-					Error *Error `json:"error"`
-				}
-				if json.Unmarshal(c.body, &eb) != nil || eb.Error == nil {
-					eb.Error = &Error{Code: CodeInternal, Message: fmt.Sprintf("owner %s answered %d", name, c.status)}
-				}
-				eb.Error.Status = c.status
-				fail(eb.Error)
-				return
-			}
-			var ans struct {
-				Results []batchResult `json:"results"`
-			}
-			if err := json.Unmarshal(c.body, &ans); err != nil || len(ans.Results) != len(idx) {
-				fail(&Error{Code: CodeInternal, Message: fmt.Sprintf("owner %s answered a malformed batch result", name)})
-				return
-			}
-			for k, i := range idx {
-				res := ans.Results[k]
-				res.Index = i
-				results[i] = res
-			}
-		})
-	}
-	return rb
-}
-
-// remoteBatch is the part of a batch forwarded to other nodes.
-type remoteBatch struct {
-	n  int // sub-batches sent
-	wg sync.WaitGroup
 }

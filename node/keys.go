@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 )
@@ -74,7 +75,7 @@ type KeysAnswer struct {
 func (n *Node) handleKeys(w http.ResponseWriter, r *http.Request) {
 	req := keyRequest{Op: keyList}
 	if r.Method == http.MethodPost {
-		body, e := n.readBodyLimit(w, r, maxKeyBody)
+		body, e := httpapi.ReadBody(w, r, maxKeyBody)
 		if e != nil {
 			writeError(w, e)
 			return

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -30,10 +31,8 @@ type Node struct {
 	loop    *loop
 	disp    *dispatch.Dispatcher
 	metrics *metrics
-	handler http.Handler
+	api     *httpapi.Server  // the HTTP API (api.go)
 	policy  *dispatch.Policy // the callback address policy, for create-time checks
-	tokens  apiTokens        // the bearer tokens (edge.go)
-	guard   hostGuard        // the Host check (edge.go)
 	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
 	// one backup of a node at a time.
 	backupMu sync.Mutex
@@ -103,7 +102,7 @@ func New(cfg Config) (*Node, error) {
 			n.fwd.tls = cfg.TLS.Client
 		}
 	}
-	n.handler = n.routes()
+	n.api = newAPI(n)
 	return n, nil
 }
 
@@ -408,7 +407,12 @@ func (n *Node) installView(old, v *view) {
 }
 
 // Handler is the node's HTTP API.
-func (n *Node) Handler() http.Handler { return n.handler }
+func (n *Node) Handler() http.Handler { return n.api }
+
+// GuardHost wraps h (the dashboard) in the API's Host check: without an API
+// token, a request whose Host is not loopback, the node's own address or
+// a Config.PublicHosts name gets 421 in the error shape.
+func (n *Node) GuardHost(h http.Handler) http.Handler { return n.api.GuardHost(h) }
 
 // Close stops the node gracefully: no new fires start, running callbacks
 // get until ctx ends to finish (their results are recorded), everything

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func TestOneShotTasksFireExactlyOnceNeverEarly(t *testing.T) {
 		tasks[i] = map[string]any{"id": id, "callback_url": rcv.url("/cb"), "due_at": due.UTC().Format(time.RFC3339Nano)}
 	}
 	var res struct {
-		Results []batchResult `json:"results"`
+		Results []httpapi.BatchResult `json:"results"`
 	}
 	for i := 0; i < n; i += 1000 {
 		if code := tn.do(t, "POST", "/v1/tasks:batch", map[string]any{"tasks": tasks[i : i+1000]}, &res); code != 200 {

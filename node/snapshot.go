@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -441,7 +442,7 @@ type HostLatency = dispatch.HostLatency
 // the per-host latency view, with any user:password masked
 // (https://***@host): the view is on the dashboard and in the snapshot.
 func callbackHost(u string) string {
-	return RedactURL(callbackAuthority(u))
+	return httpapi.RedactURL(callbackAuthority(u))
 }
 
 // callbackAuthority is the scheme://[userinfo@]host:port part of u.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/chime-scheduler/chime/wheel"
@@ -728,7 +729,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 			if t.LastFire != nil {
 				last = t.LastFire.DueAt // stay on the fixed-rate grid
 			}
-			t.NextDue = firstAfter(&t.Spec, last, op.now)
+			t.NextDue = schedule.FirstAfter(&t.Spec, last, op.now)
 		default:
 			op.errs = []*Error{{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}}
 			return

@@ -25,12 +25,29 @@ deny ./ring "$pure|^$mod/" "ring is a pure function (stdlib and xxhash only)"
 deny ./slots "$pure|^$mod/(node|storage|wheel|ui|bench|cmd)" "slots is pure"
 deny ./storage "github.com/hashicorp/memberlist|^$mod/(node|ui|bench|cmd|ring|wheel)" "storage only stores"
 deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
+deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
+deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
 for p in $(go list ./... | grep -v "^$mod/storage"); do
   if go list -f '{{join .Imports "\n"}}' "$p" | grep -q '^github.com/cockroachdb/pebble'; then
     echo "check-deps: $p imports pebble directly; go through storage.Store"
+    fail=1
+  fi
+done
+
+# httpapi uses storage's record types only (Task, Spec, Position, …),
+# never the store itself.
+if grep -nE '\bstorage\.(Store|Open|Options|Batch|MemFS|NewMemFS|SlotOps|SlotMeta)\b' node/httpapi/*.go | grep -v '_test.go:'; then
+  echo "check-deps: node/httpapi uses the store; it may use storage's record types only (the node reads and writes through httpapi.Backend)"
+  fail=1
+fi
+
+# Only cmd/ imports node: the node's parts are its sub-packages, which it wires.
+for p in $(go list ./... | grep -v "^$mod/cmd/"); do
+  if go list -f '{{join .Imports "\n"}}' "$p" | grep -qxF "$mod/node"; then
+    echo "check-deps: $p imports node; only cmd/ may (node wires its sub-packages, not the other way round)"
     fail=1
   fi
 done

@@ -21,7 +21,7 @@ import (
 )
 
 // exportRecord is one line of `chime export`: a task's spec as the API
-// echoes it (node.TaskResponse) and its schedule state.
+// echoes it (httpapi.TaskResponse) and its schedule state.
 type exportRecord struct {
 	ID          string            `json:"id"`
 	CallbackURL string            `json:"callback_url"`

@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/oklog/ulid/v2"
 )
@@ -496,12 +497,12 @@ func FuzzDecodeTaskRequest(f *testing.F) {
 		if validateID(id) != nil || id == "" {
 			t.Fatalf("validate(%q) accepted id %q", data, id)
 		}
-		due, err := firstDue(&spec, specNow)
+		due, err := schedule.FirstDue(&spec, specNow)
 		if err != nil || due == 0 {
-			t.Fatalf("firstDue(%+v) = %d, %v after validate accepted %q", spec, due, err, data)
+			t.Fatalf("schedule.FirstDue(%+v) = %d, %v after validate accepted %q", spec, due, err, data)
 		}
-		nextDue(&spec, due)
-		firstAfter(&spec, due, due+1)
+		schedule.NextDue(&spec, due)
+		schedule.FirstAfter(&spec, due, due+1)
 		task := &storage.Task{ID: id, Spec: spec, Status: storage.StatusScheduled, NextDue: due, CreatedAt: specNow.UnixNano()}
 		if _, err := json.Marshal(taskResponse(task, "n1")); err != nil {
 			t.Fatalf("json.Marshal(taskResponse) of %q: %v", data, err)

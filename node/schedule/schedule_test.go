@@ -1,4 +1,4 @@
-package node
+package schedule
 
 import (
 	"errors"
@@ -103,27 +103,27 @@ func TestFirstDue(t *testing.T) {
 
 		{name: "cron never matches", spec: cronSpec("0 0 30 2 *", "", 0), now: "2026-03-01T12:00:00Z", wantErr: errNoOccurrence},
 		{name: "cron invalid", spec: cronSpec("0 0 *", "", 0), now: "2026-03-01T12:00:00Z", wantErr: errBadCron},
-		{name: "timezone invalid", spec: cronSpec("@daily", "Nowhere/City", 0), now: "2026-03-01T12:00:00Z", wantErr: errBadTimezone},
-		{name: "every overflows int64", spec: everySpec(maxSpanMs, 0), now: "2262-01-01T00:00:00Z", wantErr: errNoOccurrence},
+		{name: "timezone invalid", spec: cronSpec("@daily", "Nowhere/City", 0), now: "2026-03-01T12:00:00Z", wantErr: ErrBadTimezone},
+		{name: "every overflows int64", spec: everySpec(MaxSpanMs, 0), now: "2262-01-01T00:00:00Z", wantErr: errNoOccurrence},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Unix(0, at(t, tt.now))
-			got, err := firstDue(tt.spec, now)
+			got, err := FirstDue(tt.spec, now)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
-					t.Errorf("firstDue(%+v, %s) = %s, %v; want error %v", tt.spec, tt.now, instant(got), err, tt.wantErr)
+					t.Errorf("FirstDue(%+v, %s) = %s, %v; want error %v", tt.spec, tt.now, instant(got), err, tt.wantErr)
 				}
 				return
 			}
 			if err != nil || got != at(t, tt.want) {
-				t.Errorf("firstDue(%+v, %s) = %s, %v; want %s", tt.spec, tt.now, instant(got), err, tt.want)
+				t.Errorf("FirstDue(%+v, %s) = %s, %v; want %s", tt.spec, tt.now, instant(got), err, tt.want)
 			}
 		})
 	}
 	t.Run("unknown kind", func(t *testing.T) {
-		if got, err := firstDue(&storage.Spec{}, time.Unix(0, 1)); err == nil {
-			t.Errorf("firstDue(kind 0) = %d, nil; want an error", got)
+		if got, err := FirstDue(&storage.Spec{}, time.Unix(0, 1)); err == nil {
+			t.Errorf("FirstDue(kind 0) = %d, nil; want an error", got)
 		}
 	})
 }
@@ -174,20 +174,20 @@ func TestNextDue(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := nextDue(tt.spec, at(t, tt.after))
+			got := NextDue(tt.spec, at(t, tt.after))
 			if instant(got) != tt.want && !(tt.want != "0" && got == at(t, tt.want)) {
-				t.Errorf("nextDue(%+v, %s) = %s, want %s", tt.spec, tt.after, instant(got), tt.want)
+				t.Errorf("NextDue(%+v, %s) = %s, want %s", tt.spec, tt.after, instant(got), tt.want)
 			}
 		})
 	}
 	t.Run("every near the end of int64", func(t *testing.T) {
-		if got := nextDue(everySpec(1000, 0), math.MaxInt64-10); got != 0 {
-			t.Errorf("nextDue(every 1s, MaxInt64-10) = %d, want 0", got)
+		if got := NextDue(everySpec(1000, 0), math.MaxInt64-10); got != 0 {
+			t.Errorf("NextDue(every 1s, MaxInt64-10) = %d, want 0", got)
 		}
 	})
 }
 
-// Repeated nextDue calls from the logical due stay on the schedule however
+// Repeated NextDue calls from the logical due stay on the schedule however
 // late each fire completes: the result never depends on completion time.
 func TestNextDueIsDriftFree(t *testing.T) {
 	tests := []struct {
@@ -207,10 +207,10 @@ func TestNextDueIsDriftFree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			due := at(t, tt.from)
 			for range tt.n {
-				due = nextDue(tt.spec, due)
+				due = NextDue(tt.spec, due)
 			}
 			if due != at(t, tt.want) {
-				t.Errorf("%d × nextDue(%+v) from %s = %s, want %s", tt.n, tt.spec, tt.from, instant(due), tt.want)
+				t.Errorf("%d × NextDue(%+v) from %s = %s, want %s", tt.n, tt.spec, tt.from, instant(due), tt.want)
 			}
 		})
 	}
@@ -247,15 +247,15 @@ func TestFirstAfter(t *testing.T) {
 			if tt.due != "" {
 				due = at(t, tt.due)
 			}
-			got := firstAfter(tt.spec, due, at(t, tt.now))
+			got := FirstAfter(tt.spec, due, at(t, tt.now))
 			if instant(got) != tt.want && !(tt.want != "0" && got == at(t, tt.want)) {
-				t.Errorf("firstAfter(%+v, %s, %s) = %s, want %s", tt.spec, tt.due, tt.now, instant(got), tt.want)
+				t.Errorf("FirstAfter(%+v, %s, %s) = %s, want %s", tt.spec, tt.due, tt.now, instant(got), tt.want)
 			}
 		})
 	}
 	t.Run("every near the end of int64", func(t *testing.T) {
-		if got := firstAfter(everySpec(maxSpanMs, 0), 1, math.MaxInt64-10); got != 0 {
-			t.Errorf("firstAfter(every 10y, 1, MaxInt64-10) = %d, want 0", got)
+		if got := FirstAfter(everySpec(MaxSpanMs, 0), 1, math.MaxInt64-10); got != 0 {
+			t.Errorf("FirstAfter(every 10y, 1, MaxInt64-10) = %d, want 0", got)
 		}
 	})
 }
@@ -284,8 +284,8 @@ func TestBackoffWithoutJitter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("n=%d/retry_after=%v", tt.n, tt.retryAfter), func(t *testing.T) {
-			if got := backoff(tt.n, tt.retryAfter, nil); got != tt.want {
-				t.Errorf("backoff(%d, %v, nil) = %v, want %v", tt.n, tt.retryAfter, got, tt.want)
+			if got := Backoff(tt.n, tt.retryAfter, nil); got != tt.want {
+				t.Errorf("Backoff(%d, %v, nil) = %v, want %v", tt.n, tt.retryAfter, got, tt.want)
 			}
 		})
 	}
@@ -296,31 +296,31 @@ func TestBackoffJitter(t *testing.T) {
 	t.Logf("seed (%d, %d)", seed1, seed2)
 	rnd := rand.New(rand.NewPCG(seed1, seed2))
 	for n := 1; n <= 9; n++ {
-		base := backoff(n, 0, nil)
+		base := Backoff(n, 0, nil)
 		lo, hi := base*8/10, base*12/10
 		gotMin, gotMax := time.Duration(math.MaxInt64), time.Duration(0)
 		for range 1000 {
-			d := backoff(n, 0, rnd)
+			d := Backoff(n, 0, rnd)
 			if d < lo || d >= hi {
-				t.Fatalf("backoff(%d) = %v, want in [%v, %v)", n, d, lo, hi)
+				t.Fatalf("Backoff(%d) = %v, want in [%v, %v)", n, d, lo, hi)
 			}
 			gotMin, gotMax = min(gotMin, d), max(gotMax, d)
 		}
 		// 1000 uniform draws cover both ends of the ±20 % band.
 		if gotMin > base*82/100 || gotMax < base*118/100 {
-			t.Errorf("backoff(%d) over 1000 draws spans [%v, %v], want close to [%v, %v)", n, gotMin, gotMax, lo, hi)
+			t.Errorf("Backoff(%d) over 1000 draws spans [%v, %v], want close to [%v, %v)", n, gotMin, gotMax, lo, hi)
 		}
 	}
 	t.Run("retry_after is not jittered", func(t *testing.T) {
-		if got := backoff(2, 3*time.Second, rnd); got != 3*time.Second {
-			t.Errorf("backoff(2, 3s, rnd) = %v, want 3s", got)
+		if got := Backoff(2, 3*time.Second, rnd); got != 3*time.Second {
+			t.Errorf("Backoff(2, 3s, rnd) = %v, want 3s", got)
 		}
 	})
 	t.Run("same seed same waits", func(t *testing.T) {
 		a, b := rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 7))
 		for n := 1; n < 20; n++ {
-			if x, y := backoff(n, 0, a), backoff(n, 0, b); x != y {
-				t.Fatalf("backoff(%d) with equal seeds = %v and %v", n, x, y)
+			if x, y := Backoff(n, 0, a), Backoff(n, 0, b); x != y {
+				t.Fatalf("Backoff(%d) with equal seeds = %v and %v", n, x, y)
 			}
 		}
 	})
@@ -472,7 +472,7 @@ func BenchmarkNextDue(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if nextDue(bc.spec, after) == 0 {
+				if NextDue(bc.spec, after) == 0 {
 					b.Fatal("no next due")
 				}
 			}
@@ -490,7 +490,7 @@ func BenchmarkNextDue(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if (compiledSchedule{s, loc}).next(after) == 0 {
+			if (Compiled{s, loc}).next(after) == 0 {
 				b.Fatal("no next due")
 			}
 		}

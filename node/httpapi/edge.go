@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 // The API's edge: who may call what, from which page. Three checks run in
 // front of every handler (withCommon), in this order:
@@ -112,18 +112,18 @@ type hostGuard struct {
 	names map[string]bool // lower case, without port or brackets
 }
 
-func newHostGuard(cfg *Config) hostGuard {
-	g := hostGuard{off: cfg.APIToken != "", names: map[string]bool{}}
+func newHostGuard(apiToken, httpAddr string, publicHosts []string) hostGuard {
+	g := hostGuard{off: apiToken != "", names: map[string]bool{}}
 	add := func(h string) {
 		if h = hostOnly(h); h != "" && !net.ParseIP(h).IsUnspecified() {
 			g.names[h] = true
 		}
 	}
-	for _, h := range cfg.PublicHosts {
+	for _, h := range publicHosts {
 		add(h)
 	}
 	// Other members forward to this node by the address it advertises.
-	add(cfg.HTTPAddr)
+	add(httpAddr)
 	return g
 }
 
@@ -169,10 +169,10 @@ func errHost(host string) *Error {
 // GuardHost wraps h (the dashboard) in the node's Host check: without an API
 // token, a request whose Host is not loopback, the node's own address or
 // a Config.PublicHosts name gets 421 in the error shape.
-func (n *Node) GuardHost(h http.Handler) http.Handler {
+func (s *Server) GuardHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !n.guard.allowed(r.Host) {
-			writeError(w, errHost(r.Host))
+		if !s.guard.allowed(r.Host) {
+			WriteError(w, errHost(r.Host))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -181,18 +181,18 @@ func (n *Node) GuardHost(h http.Handler) http.Handler {
 
 // checkEdge runs the edge checks on r (see the top of this file) and
 // returns the refusal, or r with its role in the context.
-func (n *Node) checkEdge(r *http.Request) (*http.Request, *Error) {
+func (s *Server) checkEdge(r *http.Request) (*http.Request, *Error) {
 	p := r.URL.Path
 	if strings.HasPrefix(p, "/internal/") {
 		return r, nil
 	}
-	if !n.guard.allowed(r.Host) {
+	if !s.guard.allowed(r.Host) {
 		return r, errHost(r.Host)
 	}
 	if !strings.HasPrefix(p, "/v1/") && p != "/metrics" {
 		return r, nil
 	}
-	ro := n.tokens.requestRole(r)
+	ro := s.tokens.requestRole(r)
 	switch {
 	case ro == roleNone:
 		return r, &Error{Code: CodeUnauthenticated, Field: "Authorization", Message: "missing or wrong bearer token"}

@@ -1,6 +1,4 @@
-package node
-
-// This file holds due-time arithmetic: when a task first fires, when it fires
+// Package schedule holds due-time arithmetic: when a task first fires, when it fires
 // next, and how long a failed fire waits before its retry. It is pure (time
 // comes in as values) except for a memo of parsed cron expressions.
 //
@@ -8,6 +6,7 @@ package node
 // Periodic tasks are drift-free: the next due time is computed from the
 // previous *logical* due time and the schedule, never from when a callback
 // finished.
+package schedule
 
 import (
 	"cmp"
@@ -29,13 +28,32 @@ import (
 var (
 	// errBadCron: the cron expression does not parse or is out of bounds.
 	errBadCron = errors.New("invalid cron expression")
-	// errBadTimezone: the timezone is not a loadable IANA name.
-	errBadTimezone = errors.New("unknown timezone")
+	// ErrBadTimezone: the timezone is not a loadable IANA name.
+	ErrBadTimezone = errors.New("unknown timezone")
 	// errNoOccurrence: the schedule has no occurrence in the searched window
 	// (the cron library searches 5 years ahead), or the next one would not fit
 	// in int64 nanoseconds.
 	errNoOccurrence = errors.New("schedule has no occurrence within 5 years")
 )
+
+// Bounds of a schedule (API.md "Task (request body)").
+const (
+	// MaxSpan bounds how far ahead anything may be scheduled (delay_ms,
+	// due_at, start_at, every_ms, @every): 10 years of 365.25 days. It keeps
+	// every instant far inside int64 nanoseconds (year 2262).
+	MaxSpan   = 87660 * time.Hour
+	MaxSpanMs = int64(MaxSpan / time.Millisecond)
+	// MaxCronLen bounds a cron expression, MaxTimezoneLen a zone name.
+	MaxCronLen     = 256
+	MaxTimezoneLen = 64
+)
+
+// HasTZPrefix reports whether a cron expression names its own zone, which the
+// cron library would honour and we do not (the timezone field does that).
+func HasTZPrefix(expr string) bool {
+	s := strings.TrimSpace(expr)
+	return strings.HasPrefix(s, "TZ=") || strings.HasPrefix(s, "CRON_TZ=")
+}
 
 // cronParser accepts 5 fields, 6 with seconds first, and descriptors
 // (@daily, @every 5s, …). A parser is an immutable options value.
@@ -45,15 +63,15 @@ var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | 
 // nanoseconds (year 2262).
 var lastInstant = time.Unix(math.MaxInt64/int64(time.Second), 0)
 
-// compiledSchedule is a parsed cron expression and the zone it runs in.
-type compiledSchedule struct {
+// Compiled is a parsed cron expression and the zone it runs in.
+type Compiled struct {
 	sched cron.Schedule
 	loc   *time.Location
 }
 
 // next returns the first occurrence strictly after ns, or 0 if there is none
 // (within the cron library's 5-year search, and before year 2262).
-func (c compiledSchedule) next(ns int64) int64 {
+func (c Compiled) next(ns int64) int64 {
 	// The parsed schedule has Location == time.Local, which robfig/cron reads
 	// as "the zone of the argument": passing the instant in c.loc makes the
 	// expression run in c.loc whatever the machine's local zone is.
@@ -64,7 +82,7 @@ func (c compiledSchedule) next(ns int64) int64 {
 	return t.UnixNano()
 }
 
-// firstDue returns the first due instant of a new task created at now:
+// FirstDue returns the first due instant of a new task created at now:
 //   - once: Spec.DueAt (which may be in the past: the task fires at once);
 //   - every: StartAt if set and not in the past, else now + every; a StartAt
 //     in the past gives the first point of the grid StartAt + k·every that is
@@ -77,7 +95,7 @@ func (c compiledSchedule) next(ns int64) int64 {
 //
 // It fails for an invalid spec (bad cron or zone, every <= 0) and when the
 // schedule has no occurrence (errNoOccurrence).
-func firstDue(spec *storage.Spec, now time.Time) (int64, error) {
+func FirstDue(spec *storage.Spec, now time.Time) (int64, error) {
 	nowNs := now.UnixNano()
 	switch spec.Kind {
 	case storage.KindOnce:
@@ -89,7 +107,7 @@ func firstDue(spec *storage.Spec, now time.Time) (int64, error) {
 		}
 		return orNoOccurrence(gridFrom(spec.StartAt, nowNs, every))
 	case storage.KindCron:
-		c, err := compileSchedule(spec.Cron, spec.Timezone)
+		c, err := Compile(spec.Cron, spec.Timezone)
 		if err != nil {
 			return 0, err
 		}
@@ -117,14 +135,14 @@ func gridFrom(start, now, every int64) (int64, bool) {
 	return gridPoint(start, (now-start+every-1)/every, every)
 }
 
-// nextDue returns the occurrence that follows the logical due time after: for
+// NextDue returns the occurrence that follows the logical due time after: for
 // fixed rate after + every, for cron the schedule's next occurrence strictly
 // after after (and not before StartAt) in the task's timezone. It returns 0
 // when there is none: for one-shot tasks, for a spec that no longer
 // compiles, on int64 overflow and when the cron has no occurrence within 5
 // years. Repeated calls from the previous result enumerate every occurrence,
 // which is what misfire fire_all needs.
-func nextDue(spec *storage.Spec, after int64) int64 {
+func NextDue(spec *storage.Spec, after int64) int64 {
 	switch spec.Kind {
 	case storage.KindEvery:
 		every, err := everyNs(spec)
@@ -134,7 +152,7 @@ func nextDue(spec *storage.Spec, after int64) int64 {
 		next, _ := addNs(after, every)
 		return next
 	case storage.KindCron:
-		c, err := compileSchedule(spec.Cron, spec.Timezone)
+		c, err := Compile(spec.Cron, spec.Timezone)
 		if err != nil {
 			return 0
 		}
@@ -150,7 +168,7 @@ func nextDue(spec *storage.Spec, after int64) int64 {
 	return 0
 }
 
-// firstAfter returns the first occurrence strictly after now, for the misfire
+// FirstAfter returns the first occurrence strictly after now, for the misfire
 // policies fire_once and skip. due is a known occurrence, normally the
 // task's missed NextDue: fixed-rate schedules (every_ms, and cron's
 // "@every d") stay on the grid due + k·period, so a misfire does not shift
@@ -158,8 +176,8 @@ func nextDue(spec *storage.Spec, after int64) int64 {
 // unset too; if due is already after now it is the answer. Other cron
 // schedules do not need due: the result is the next occurrence after now
 // (and not before StartAt). It returns 0 for one-shot tasks and whenever
-// nextDue would.
-func firstAfter(spec *storage.Spec, due, now int64) int64 {
+// NextDue would.
+func FirstAfter(spec *storage.Spec, due, now int64) int64 {
 	switch spec.Kind {
 	case storage.KindEvery:
 		every, err := everyNs(spec)
@@ -168,7 +186,7 @@ func firstAfter(spec *storage.Spec, due, now int64) int64 {
 		}
 		return gridAfter(cmp.Or(due, spec.StartAt), now, every)
 	case storage.KindCron:
-		c, err := compileSchedule(spec.Cron, spec.Timezone)
+		c, err := Compile(spec.Cron, spec.Timezone)
 		if err != nil {
 			return 0
 		}
@@ -196,7 +214,7 @@ func gridAfter(anchor, now, every int64) int64 {
 
 // everyNs returns a fixed-rate task's period in nanoseconds.
 func everyNs(spec *storage.Spec) (int64, error) {
-	if spec.EveryMs <= 0 || spec.EveryMs > maxSpanMs {
+	if spec.EveryMs <= 0 || spec.EveryMs > MaxSpanMs {
 		return 0, fmt.Errorf("every_ms %d out of range", spec.EveryMs)
 	}
 	return spec.EveryMs * int64(time.Millisecond), nil
@@ -236,14 +254,14 @@ const (
 	retryAfterLimit = time.Hour
 )
 
-// backoff returns the wait before retry number n (n = 1 is the first retry;
+// Backoff returns the wait before retry number n (n = 1 is the first retry;
 // n < 1 counts as 1). Without retryAfter it is min(2^(n-1) s, 60 s) scaled by
 // a factor drawn uniformly from [0.8, 1.2) using rnd, so waits lie in
 // [0.8 s, 72 s); the jitter applies at the cap too, so retries of many tasks
 // failing together stay spread out. A nil rnd means no jitter. If retryAfter
 // > 0 (the receiver's Retry-After) the wait is exactly retryAfter, capped at
 // 1 hour. rnd is not safe for concurrent use; the caller owns it.
-func backoff(n int, retryAfter time.Duration, rnd *rand.Rand) time.Duration {
+func Backoff(n int, retryAfter time.Duration, rnd *rand.Rand) time.Duration {
 	if retryAfter > 0 {
 		return min(retryAfter, retryAfterLimit)
 	}
@@ -260,10 +278,10 @@ func backoff(n int, retryAfter time.Duration, rnd *rand.Rand) time.Duration {
 	return d
 }
 
-// compileSchedule returns the parsed form of a cron expression in timezone tz
+// Compile returns the parsed form of a cron expression in timezone tz
 // ("" = UTC), from the package's memo. Errors wrap errBadCron or
-// errBadTimezone.
-func compileSchedule(expr, tz string) (compiledSchedule, error) {
+// ErrBadTimezone.
+func Compile(expr, tz string) (Compiled, error) {
 	return schedules.get(expr, tz)
 }
 
@@ -272,7 +290,7 @@ func compileSchedule(expr, tz string) (compiledSchedule, error) {
 // minute-of-day for a couple of zones, at roughly 200 B an entry (< 1 MiB).
 const scheduleCacheSize = 4096
 
-// schedules memoizes compileSchedule. It is package-level because it caches a
+// schedules memoizes Compile. It is package-level because it caches a
 // pure function: results are identical with or without it, so it is not
 // state that nodes sharing a process could observe.
 var schedules = newScheduleCache(scheduleCacheSize)
@@ -295,7 +313,7 @@ type scheduleKey struct{ expr, tz string }
 
 type scheduleEntry struct {
 	key scheduleKey
-	val compiledSchedule
+	val Compiled
 }
 
 // newScheduleCache returns an empty cache holding at most size schedules.
@@ -309,7 +327,7 @@ func newScheduleCache(size int) *scheduleCache {
 // get returns the compiled schedule for (expr, tz), parsing it on a miss.
 // Failures are not cached. A hit costs a map lookup and a list move under
 // the mutex.
-func (c *scheduleCache) get(expr, tz string) (compiledSchedule, error) {
+func (c *scheduleCache) get(expr, tz string) (Compiled, error) {
 	k := scheduleKey{expr, tz}
 	c.mu.Lock()
 	if el, ok := c.mu.entries[k]; ok {
@@ -324,14 +342,14 @@ func (c *scheduleCache) get(expr, tz string) (compiledSchedule, error) {
 	if !ok {
 		var err error
 		if loc, err = loadZone(tz); err != nil {
-			return compiledSchedule{}, err
+			return Compiled{}, err
 		}
 	}
 	sched, err := parseCron(expr)
 	if err != nil {
-		return compiledSchedule{}, err
+		return Compiled{}, err
 	}
-	v := compiledSchedule{sched: sched, loc: loc}
+	v := Compiled{sched: sched, loc: loc}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -370,12 +388,12 @@ func loadZone(tz string) (*time.Location, error) {
 	if tz == "" {
 		return time.UTC, nil
 	}
-	if tz == "Local" || len(tz) > maxTimezoneLen {
-		return nil, fmt.Errorf("%w %q", errBadTimezone, tz)
+	if tz == "Local" || len(tz) > MaxTimezoneLen {
+		return nil, fmt.Errorf("%w %q", ErrBadTimezone, tz)
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return nil, fmt.Errorf("%w %q", errBadTimezone, tz)
+		return nil, fmt.Errorf("%w %q", ErrBadTimezone, tz)
 	}
 	return loc, nil
 }
@@ -386,17 +404,17 @@ func loadZone(tz string) (*time.Location, error) {
 // longer than 10 years. @every periods below 1 s are rounded up to 1 s and
 // sub-second parts dropped, as the library does.
 func parseCron(expr string) (cron.Schedule, error) {
-	if len(expr) > maxCronLen {
-		return nil, fmt.Errorf("%w: longer than %d bytes", errBadCron, maxCronLen)
+	if len(expr) > MaxCronLen {
+		return nil, fmt.Errorf("%w: longer than %d bytes", errBadCron, MaxCronLen)
 	}
-	if hasTZPrefix(expr) {
+	if HasTZPrefix(expr) {
 		return nil, fmt.Errorf("%w %q: TZ= and CRON_TZ= prefixes are not supported; use the timezone field", errBadCron, expr)
 	}
 	sched, err := cronParser.Parse(strings.TrimSpace(expr))
 	if err != nil {
 		return nil, fmt.Errorf("%w %q: %v", errBadCron, expr, err)
 	}
-	if d, ok := sched.(cron.ConstantDelaySchedule); ok && d.Delay > maxSpan {
+	if d, ok := sched.(cron.ConstantDelaySchedule); ok && d.Delay > MaxSpan {
 		return nil, fmt.Errorf("%w %q: @every period longer than 10 years", errBadCron, expr)
 	}
 	return sched, nil

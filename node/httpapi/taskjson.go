@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 // This file renders stored records as the API's response bodies (API.md
 // "Task (response body)" and the executions listing).

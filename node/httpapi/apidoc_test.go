@@ -1,4 +1,4 @@
-package node
+package httpapi
 
 import (
 	"go/ast"
@@ -14,19 +14,19 @@ import (
 
 // TestAPIDocListsEveryRoute checks that docs/API.md names every route the
 // code serves: each "METHOD /path" pattern registered with mux.HandleFunc
-// in routes() (node/api.go), the /internal/v1/ ones included, and each path
+// in routes() (node/httpapi/server.go), the /internal/v1/ ones included, and each path
 // the `chime serve` handler (cmd/chime/handler.go) routes itself: the
 // dashboard's /ui/ and /v1/ws. The routes are read from the source with
 // go/ast, so a route added to the code without a line in the reference
 // fails here.
 func TestAPIDocListsEveryRoute(t *testing.T) {
-	docBytes, err := os.ReadFile("../docs/API.md")
+	docBytes, err := os.ReadFile("../../docs/API.md")
 	if err != nil {
 		t.Fatalf("read the API reference: %v", err)
 	}
 	doc := string(docBytes)
 
-	routes := muxPatterns(t, "api.go", "routes")
+	routes := muxPatterns(t, "server.go", "routes")
 	if len(routes) < 20 {
 		t.Fatalf("found %d patterns in routes() (%q): the parse no longer finds them", len(routes), routes)
 	}
@@ -42,7 +42,7 @@ func TestAPIDocListsEveryRoute(t *testing.T) {
 		}
 	}
 
-	served, redirects := servePaths(t, "../cmd/chime/handler.go")
+	served, redirects := servePaths(t, "../../cmd/chime/handler.go")
 	for _, want := range []string{"/ui/", "/v1/ws"} {
 		if !slices.Contains(served, want) {
 			t.Errorf("cmd/chime/handler.go no longer serves %s itself: update this test", want)

@@ -1,0 +1,497 @@
+package httpapi
+
+// This file turns a task request body (API.md "Task (request body)") into a
+// normalized storage.Spec: strict JSON decoding first (decode.go), then field-by-field
+// validation. Every problem comes back as an *Error that names the JSON field
+// to blame, so a client can point at it.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/chime-scheduler/chime/node/schedule"
+	"github.com/chime-scheduler/chime/storage"
+	"github.com/oklog/ulid/v2"
+)
+
+// Limits bounds what one request may carry. A zero field means its default.
+type Limits struct {
+	// MaxPayloadBytes bounds a task's payload (the raw JSON as sent). Default
+	// 64 KiB: payloads live in every stored task record and in every callback,
+	// so they are kept small; anything bigger belongs in the receiver's store
+	// with a reference in the payload.
+	MaxPayloadBytes int
+	// MaxBatchTasks bounds the tasks of one POST /v1/tasks:batch. Default
+	// 10000 (API.md): large enough to amortize HTTP and fsync cost (batches of
+	// 1000 already reach the storage ceiling, research/limits.md), small
+	// enough that one batch cannot monopolize the write path.
+	MaxBatchTasks int
+	// MaxBodyBytes bounds a whole request body. Default 8 MiB: 10000 typical
+	// tasks of ~500 B fit with room to spare, while a runaway client cannot make
+	// a node buffer an unbounded body.
+	MaxBodyBytes int64
+}
+
+// DefaultLimits returns the limits of API.md.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxPayloadBytes: 64 << 10,
+		MaxBatchTasks:   10000,
+		MaxBodyBytes:    8 << 20,
+	}
+}
+
+// withDefaults returns l with every zero or negative field set to its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.MaxPayloadBytes <= 0 {
+		l.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if l.MaxBatchTasks <= 0 {
+		l.MaxBatchTasks = d.MaxBatchTasks
+	}
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = d.MaxBodyBytes
+	}
+	return l
+}
+
+// Request limits that are part of the contract rather than configuration.
+const (
+	maxIDLen          = 128
+	maxURLLen         = 4096 // longer callback URLs are rejected; keeps records bounded
+	maxHeaders        = 64
+	maxHeaderNameLen  = 256
+	maxHeaderValueLen = 8 << 10
+	maxLabels         = 16
+	maxLabelKeyLen    = 63
+	maxLabelValueLen  = 255 // characters (runes)
+	minEveryMs        = 100
+	maxTimeoutMs      = 300000
+	defaultTimeoutMs  = 5000
+	maxMaxRetries     = 100
+	defaultMaxRetries = 3
+	maxMaxFails       = 1000000
+
+	// maxSpan bounds how far ahead anything may be scheduled (delay_ms,
+	// due_at, start_at, every_ms, @every).
+	maxSpan   = schedule.MaxSpan
+	maxSpanMs = schedule.MaxSpanMs
+)
+
+// validate checks every field and returns the task id (a new ULID when the
+// request has none) and the normalized storage.Spec. now is the request time:
+// delay_ms counts from it and future bounds are relative to it. The first
+// problem found is returned as an *Error with Code invalid_argument (or
+// too_large, Status 400, for an oversized payload) and Field the JSON name of
+// the field ("headers.Host", "labels.<key>" for nested ones). Problems are
+// looked for in field order, and within headers and labels the smallest
+// offending key is reported, so the answer is deterministic.
+//
+// validate does not modify r. The returned Spec shares Payload, Headers and
+// Labels with r.
+func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec, *Error) {
+	lim = lim.withDefaults()
+	id := r.ID
+	if id == "" {
+		id = ulid.Make().String()
+	} else if e := validateID(id); e != nil {
+		return "", storage.Spec{}, e
+	}
+
+	spec := storage.Spec{CallbackURL: r.CallbackURL}
+	if e := validateCallbackURL(r.CallbackURL); e != nil {
+		return "", storage.Spec{}, e
+	}
+	if e := r.validateSchedule(now, &spec); e != nil {
+		return "", storage.Spec{}, e
+	}
+
+	if len(r.Payload) > lim.MaxPayloadBytes {
+		return "", storage.Spec{}, &Error{
+			Code:    CodeTooLarge,
+			Field:   "payload",
+			Message: fmt.Sprintf("payload is %d bytes; at most %d allowed", len(r.Payload), lim.MaxPayloadBytes),
+			Status:  http.StatusBadRequest,
+		}
+	}
+	if len(r.Payload) > 0 && string(r.Payload) != "null" {
+		if !r.decoded && !json.Valid(r.Payload) { // decoded payloads are known valid
+			return "", storage.Spec{}, Invalid("payload", "must be valid JSON")
+		}
+		spec.Payload = r.Payload
+	}
+
+	if e := validateHeaders(r.Headers); e != nil {
+		return "", storage.Spec{}, e
+	}
+	spec.Headers = nonEmpty(r.Headers)
+
+	spec.TimeoutMs = defaultTimeoutMs
+	if r.TimeoutMs != nil {
+		if *r.TimeoutMs < 1 || *r.TimeoutMs > maxTimeoutMs {
+			return "", storage.Spec{}, Invalid("timeout_ms", "must be between 1 and %d, got %d", maxTimeoutMs, *r.TimeoutMs)
+		}
+		spec.TimeoutMs = *r.TimeoutMs
+	}
+	spec.MaxRetries = defaultMaxRetries
+	if r.MaxRetries != nil {
+		if *r.MaxRetries < 0 || *r.MaxRetries > maxMaxRetries {
+			return "", storage.Spec{}, Invalid("max_retries", "must be between 0 and %d, got %d", maxMaxRetries, *r.MaxRetries)
+		}
+		spec.MaxRetries = *r.MaxRetries
+	}
+
+	periodic := spec.Kind != storage.KindOnce
+	spec.Misfire = storage.MisfireFireOnce
+	if r.Misfire != "" {
+		if !periodic {
+			return "", storage.Spec{}, Invalid("misfire", "applies only to every_ms or cron tasks")
+		}
+		m, ok := parseMisfire(r.Misfire)
+		if !ok {
+			return "", storage.Spec{}, Invalid("misfire", "must be one of fire_once, skip, fire_all, got %q", clip(r.Misfire))
+		}
+		spec.Misfire = m
+	}
+	if r.MaxFails != nil {
+		if !periodic {
+			return "", storage.Spec{}, Invalid("max_fails", "applies only to every_ms or cron tasks")
+		}
+		if *r.MaxFails < 0 || *r.MaxFails > maxMaxFails {
+			return "", storage.Spec{}, Invalid("max_fails", "must be between 0 and %d, got %d", maxMaxFails, *r.MaxFails)
+		}
+		spec.MaxFails = *r.MaxFails
+	}
+
+	if e := validateLabels(r.Labels); e != nil {
+		return "", storage.Spec{}, e
+	}
+	spec.Labels = nonEmpty(r.Labels)
+	if _, e := r.initialStatus(); e != nil {
+		return "", storage.Spec{}, e
+	}
+	return id, spec, nil
+}
+
+// initialStatus returns the status a new task starts in (request field
+// status): scheduled unless "paused" is asked for.
+func (r *TaskRequest) initialStatus() (storage.Status, *Error) {
+	switch r.Status {
+	case "", storage.StatusScheduled.String():
+		return storage.StatusScheduled, nil
+	case storage.StatusPaused.String():
+		return storage.StatusPaused, nil
+	}
+	return 0, Invalid("status", "must be scheduled or paused, got %q", clip(r.Status))
+}
+
+// validateSchedule checks the schedule fields (exactly one of delay_ms,
+// due_at, every_ms, cron; then timezone and start_at) and fills them into spec.
+func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error {
+	given := r.scheduleKeys
+	if !r.decoded {
+		// Built in Go, not decoded: canonical order.
+		for _, f := range [...]string{fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron} {
+			if r.scheduleSet(f) {
+				given = append(given, f)
+			}
+		}
+	}
+	switch len(given) {
+	case 0:
+		return Invalid("schedule", "one of delay_ms, due_at, every_ms or cron is required")
+	case 1:
+	default:
+		return Invalid(given[1], "only one of delay_ms, due_at, every_ms or cron may be set; got %s and %s", given[0], given[1])
+	}
+
+	nowNs := now.UnixNano()
+	switch given[0] {
+	case fieldDelayMs:
+		d := *r.DelayMs
+		if d < 0 || d > maxSpanMs {
+			return Invalid(fieldDelayMs, "must be between 0 and %d (10 years), got %d", maxSpanMs, d)
+		}
+		spec.Kind = storage.KindOnce
+		spec.DelayMs = d
+		spec.DueAt = nowNs + d*int64(time.Millisecond)
+	case fieldDueAt:
+		ns, e := parseInstant(fieldDueAt, *r.DueAt, now)
+		if e != nil {
+			return e
+		}
+		spec.Kind = storage.KindOnce
+		spec.DueAt = ns
+	case fieldEveryMs:
+		e := *r.EveryMs
+		if e < minEveryMs || e > maxSpanMs {
+			return Invalid(fieldEveryMs, "must be between %d and %d (10 years), got %d", minEveryMs, maxSpanMs, e)
+		}
+		spec.Kind = storage.KindEvery
+		spec.EveryMs = e
+	case fieldCron:
+		expr := *r.Cron
+		switch {
+		case strings.TrimSpace(expr) == "":
+			return Invalid(fieldCron, "must not be empty")
+		case len(expr) > schedule.MaxCronLen:
+			return Invalid(fieldCron, "must be at most %d bytes", schedule.MaxCronLen)
+		case schedule.HasTZPrefix(expr):
+			return Invalid(fieldCron, "must not carry a TZ= or CRON_TZ= prefix; use the timezone field")
+		}
+		spec.Kind = storage.KindCron
+		spec.Cron = expr
+		spec.Timezone = r.Timezone
+		if _, err := schedule.Compile(expr, r.Timezone); err != nil {
+			if errors.Is(err, schedule.ErrBadTimezone) {
+				return Invalid("timezone", "unknown timezone %q; want an IANA name such as Europe/Berlin", clip(r.Timezone))
+			}
+			return Invalid(fieldCron, "%v", err)
+		}
+	}
+
+	if r.Timezone != "" && spec.Kind != storage.KindCron {
+		return Invalid("timezone", "applies only to cron tasks")
+	}
+	if r.StartAt != "" {
+		if spec.Kind == storage.KindOnce {
+			return Invalid("start_at", "applies only to every_ms or cron tasks")
+		}
+		ns, e := parseInstant("start_at", r.StartAt, now)
+		if e != nil {
+			return e
+		}
+		spec.StartAt = ns
+	}
+	if spec.Kind == storage.KindCron {
+		// A cron that never matches (e.g. "0 0 30 2 *") is a mistake to report now,
+		// not a task that silently never fires.
+		if _, err := schedule.FirstDue(spec, now); err != nil {
+			return Invalid(fieldCron, "%v", err)
+		}
+	}
+	return nil
+}
+
+// parseInstant parses an RFC 3339 instant for field and bounds it to
+// (1970-01-01, now + 10 years]. Instants in the past are allowed.
+func parseInstant(field, s string, now time.Time) (int64, *Error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, Invalid(field, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z, got %q", clip(s))
+	}
+	if !t.After(time.Unix(0, 0)) {
+		return 0, Invalid(field, "must be after 1970-01-01T00:00:00Z, got %q", s)
+	}
+	if t.After(now.Add(maxSpan)) {
+		return 0, Invalid(field, "must be at most 10 years from now, got %q", s)
+	}
+	return t.UnixNano(), nil
+}
+
+// validateID checks a client-chosen task id.
+func validateID(id string) *Error {
+	if len(id) > maxIDLen {
+		return Invalid("id", "must be 1 to %d characters, got %d", maxIDLen, len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if !isIDChar(id[i]) {
+			return Invalid("id", "may contain only A-Z a-z 0-9 . _ ~ : -; found %q at byte %d", id[i], i)
+		}
+	}
+	if id == "." || id == ".." {
+		// They would be path segments in /v1/tasks/{id}, which HTTP
+		// clients and routers resolve away.
+		return Invalid("id", "may not be %q", id)
+	}
+	return nil
+}
+
+func isIDChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+		c == '.' || c == '_' || c == '~' || c == ':' || c == '-'
+}
+
+// validateCallbackURL checks that u is an absolute http or https URL with a host.
+func validateCallbackURL(u string) *Error {
+	const field = "callback_url"
+	if u == "" {
+		return Invalid(field, "is required")
+	}
+	if len(u) > maxURLLen {
+		return Invalid(field, "must be at most %d bytes", maxURLLen)
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		return Invalid(field, "is not a valid URL: %v", err)
+	}
+	if p.Scheme != "http" && p.Scheme != "https" {
+		return Invalid(field, "must be an absolute http or https URL, got scheme %q", p.Scheme)
+	}
+	if p.Hostname() == "" {
+		return Invalid(field, "must name a host")
+	}
+	return nil
+}
+
+// forbiddenHeaders are callback headers a task may not set: Host routes the
+// request, and the framing headers would corrupt it. X-Chime-* is checked
+// separately. Keys are lower case.
+var forbiddenHeaders = map[string]bool{
+	"host":              true,
+	"content-length":    true,
+	"transfer-encoding": true,
+	"connection":        true,
+}
+
+// validateHeaders checks the extra callback headers.
+func validateHeaders(h map[string]string) *Error {
+	if len(h) > maxHeaders {
+		return Invalid("headers", "at most %d headers allowed, got %d", maxHeaders, len(h))
+	}
+	var (
+		worst    *Error
+		worstKey string
+	)
+	lower := make(map[string]string, len(h))
+	for name, value := range h {
+		if worst != nil && name >= worstKey {
+			continue
+		}
+		if e := validateHeader(name, value); e != nil {
+			worst, worstKey = e, name
+			continue
+		}
+		l := strings.ToLower(name)
+		if other, dup := lower[l]; dup {
+			// Report on the larger of the two names, so the answer does not
+			// depend on map order.
+			n := max(name, other)
+			if worst == nil || n < worstKey {
+				worst, worstKey = Invalid("headers."+clip(n), "header %q given twice (names are case-insensitive)", clip(n)), n
+			}
+			continue
+		}
+		lower[l] = name
+	}
+	return worst
+}
+
+// validateHeader checks one header.
+func validateHeader(name, value string) *Error {
+	field := "headers." + clip(name)
+	if name == "" || len(name) > maxHeaderNameLen {
+		return Invalid(field, "header name must be 1 to %d characters", maxHeaderNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return Invalid(field, "header name may contain only token characters (RFC 9110); found %q", name[i])
+		}
+	}
+	l := strings.ToLower(name)
+	if forbiddenHeaders[l] {
+		return Invalid(field, "header %s may not be set", name)
+	}
+	if strings.HasPrefix(l, "x-chime-") {
+		return Invalid(field, "X-Chime-* headers are reserved for Chime")
+	}
+	if len(value) > maxHeaderValueLen {
+		return Invalid(field, "header value must be at most %d bytes", maxHeaderValueLen)
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return Invalid(field, "header value may not contain control characters (CR, LF, NUL, …)")
+		}
+	}
+	return nil
+}
+
+// isTokenChar reports whether c may appear in an HTTP field name (tchar).
+func isTokenChar(c byte) bool {
+	if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// validateLabels checks the user labels.
+func validateLabels(labels map[string]string) *Error {
+	if len(labels) > maxLabels {
+		return Invalid("labels", "at most %d labels allowed, got %d", maxLabels, len(labels))
+	}
+	var (
+		worst    *Error
+		worstKey string
+	)
+	for k, v := range labels {
+		if worst != nil && k >= worstKey {
+			continue
+		}
+		if e := validateLabel(k, v); e != nil {
+			worst, worstKey = e, k
+		}
+	}
+	return worst
+}
+
+// validateLabel checks one label. Keys exclude ':' because the list filter is
+// label=k:v.
+func validateLabel(k, v string) *Error {
+	field := "labels." + clip(k)
+	if k == "" || len(k) > maxLabelKeyLen {
+		return Invalid(field, "label key must be 1 to %d characters", maxLabelKeyLen)
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-' || c == '/') {
+			return Invalid(field, "label key may contain only A-Z a-z 0-9 . _ - /; found %q", c)
+		}
+	}
+	if n := utf8.RuneCountInString(v); n > maxLabelValueLen {
+		return Invalid(field, "label value must be at most %d characters, got %d", maxLabelValueLen, n)
+	}
+	return nil
+}
+
+// parseMisfire is the inverse of storage.Misfire.String.
+func parseMisfire(s string) (storage.Misfire, bool) {
+	for m := storage.MisfireFireOnce; m <= storage.MisfireFireAll; m++ {
+		if m.String() == s {
+			return m, true
+		}
+	}
+	return 0, false
+}
+
+// nonEmpty returns m, or nil when it is empty, so stored records carry no
+// empty maps.
+func nonEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// maxEcho bounds how much of a client's input an error message repeats.
+const maxEcho = 128
+
+// clip returns s cut to at most maxEcho bytes (on a rune boundary, with "…"
+// appended when cut), for echoing client input in error messages and field
+// names.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	i := maxEcho
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
