@@ -469,9 +469,9 @@ func (m *Machine) setMajority(ok bool) {
 // and the grants we hold are void, as our owner may have forgotten us.
 func (m *Machine) lostMajority() {
 	m.evMajority, m.evBroken = false, true
-	m.dropGrants()
 	for s := range m.slots {
 		si := &m.slots[s]
+		si.grantor, si.releasedTo = false, ""
 		if len(si.dropped) == 0 {
 			continue
 		}
@@ -482,18 +482,6 @@ func (m *Machine) lostMajority() {
 		}
 		si.dropped = nil
 		m.persistGrantee(Slot(s))
-	}
-}
-
-// dropGrants gives up every grant and release this node holds: cut off
-// from the majority, it must not act on them later. Its owner may have
-// declared it dead meanwhile and fire on in degraded mode (lease.go),
-// which is safe only because a grantee cut off gives its grant up; the
-// owner grants it again with its next heartbeat once it hears a majority.
-func (m *Machine) dropGrants() {
-	for s := range m.slots {
-		si := &m.slots[s]
-		si.grantor, si.releasedTo = false, ""
 	}
 }
 
@@ -529,9 +517,6 @@ func (m *Machine) updateEvidence() {
 	}
 	if !ok && !m.evBroken && (last.IsZero() || m.now.Sub(last) >= m.cfg.deadAfter()) {
 		m.lostMajority()
-	}
-	if !ok && m.evMajority {
-		m.dropGrants()
 	}
 	m.evMajority = ok
 }
