@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,7 +83,9 @@ func getCluster(url string) (procClusterView, error) {
 }
 
 // startCluster starts k chime processes that join each other and waits
-// until every one sees all k active and the same table.
+// until every one sees all k active and the same table. The k start at
+// once, as scripts/cluster.sh up starts them: each has every other in its
+// join list.
 func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	t.Helper()
 	ports := freeGossipPorts(t, 2*k) // gossip, then HTTP (so a restart can reuse it)
@@ -96,7 +97,10 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	for i := range k {
 		args := append([]string{"--name", fmt.Sprintf("n%d", i+1), "--gossip-addr", addrs[i],
 			"--join", strings.Join(addrs, ","), "--http-addr", "127.0.0.1:" + strconv.Itoa(ports[k+i])}, extra...)
-		procs = append(procs, startChime(t, t.TempDir(), args...))
+		procs = append(procs, launchChime(t, t.TempDir(), args...))
+	}
+	for _, p := range procs {
+		p.awaitReady(t)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -564,7 +568,6 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	}
 	createAll(t, procs[0].url, tasks)
 	victim := procs[2]
-	dataDir, args := argAfter(victim.cmd.Args, "--data-dir"), victim.cmd.Args[6:] // after chime serve --data-dir D --http-addr A
 	victim.signal(t, syscall.SIGKILL)
 	// Wait until the survivors took n3's slots over (a write to one works).
 	var ofVictim []string
@@ -631,7 +634,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		return true
 	})
 	// n3 comes back on its old data and takes its slots back.
-	back := startChime(t, dataDir, args...)
+	back := victim.restart(t)
 	procs[2] = back
 	if left := time.Until(due); left < time.Second {
 		t.Fatalf("n3 was back only %v before the tasks' due time; the test needs it back before", left)
@@ -707,11 +710,9 @@ func TestClusterRefusesToRunOpen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := chimeBinary(t)
 	gossip := fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0])
-	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)
-	cmd.Env = append(os.Environ(), "CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY=", "CHIME_API_TOKEN=")
-	cmd.SysProcAttr = childProcAttr()
+	cmd := chimeCmd(t, []string{"CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY="},
+		"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)
 	done := make(chan struct{})
 	var out []byte
 	var err error

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,13 +29,40 @@ import (
 )
 
 // Process-level tests: they build the real chime binary, run it as a child
-// process on loopback and kill it. Every child is killed in t.Cleanup.
+// process on loopback and kill it. chimeCmd is the one way they run the
+// binary (a node, a CLI command, a node expected to refuse to start):
+// every child gets the test binary's environment and dies with the test
+// binary (childProcAttr); every node is also killed in t.Cleanup.
 
 var (
 	buildOnce sync.Once
 	builtBin  string
 	buildErr  error
 )
+
+// TestMain builds nothing itself (a run of the unit tests alone needs no
+// binary: chimeBinary builds it on first use) but removes the binary at
+// the end, and lets up to procTestParallel tests run side by side unless
+// -parallel is given: the parallel tests here mostly wait for due times
+// and handovers (see t.Parallel in them), and -parallel defaults to
+// GOMAXPROCS, 2 on the CI machine. The tests that are timing-sensitive or
+// heavy are not parallel, so they run first, alone.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(procTestParallel, runtime.GOMAXPROCS(0))))
+	}
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// procTestParallel is how many parallel tests run at once by default.
+const procTestParallel = 4
 
 // chimeBinary builds ./cmd/chime once per test run.
 func chimeBinary(t *testing.T) string {
@@ -54,13 +85,32 @@ func chimeBinary(t *testing.T) string {
 	return builtBin
 }
 
+// chimeCmd returns the command that runs the chime binary with args. Its
+// environment has no API token or address from the caller's, and the test
+// binary's cluster secret and gossip key (a node in cluster mode refuses
+// to start without them); env entries are added last, so they override.
+// The child is SIGKILLed when the test binary dies, even on a panic or a
+// -timeout (childProcAttr).
+func chimeCmd(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(chimeBinary(t), args...)
+	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_ADDR=",
+		"CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = childProcAttr()
+	return cmd
+}
+
 // chimeProc is one running `chime serve`.
 type chimeProc struct {
-	cmd  *exec.Cmd
-	url  string
-	logs *bytes.Buffer
-	mu   *sync.Mutex
-	done chan struct{}
+	cmd     *exec.Cmd
+	dataDir string   // its --data-dir
+	args    []string // the flags after serve --data-dir D --http-addr 127.0.0.1:0
+	url     string
+	urlc    chan string // the URL it serves, once it logged it
+	logs    *bytes.Buffer
+	mu      *sync.Mutex
+	done    chan struct{}
 }
 
 // testClusterSecret and testGossipKey secure every cluster the tests
@@ -79,13 +129,24 @@ var servingRe = regexp.MustCompile(`http=(https?://127\.0\.0\.1:\d+)`)
 // waits until /readyz answers 200.
 func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	t.Helper()
-	bin := chimeBinary(t)
+	p := launchChime(t, dataDir, args...)
+	p.awaitReady(t)
+	return p
+}
+
+// restart starts p again, once it has exited, on the same data dir with
+// the same flags (name, addresses, join list), and waits until it is ready.
+func (p *chimeProc) restart(t *testing.T) *chimeProc {
+	t.Helper()
+	return startChime(t, p.dataDir, p.args...)
+}
+
+// launchChime starts `chime serve` with dataDir and args and returns at
+// once; awaitReady waits for it.
+func launchChime(t *testing.T, dataDir string, args ...string) *chimeProc {
+	t.Helper()
 	all := append([]string{"serve", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(bin, all...)
-	// No token from the environment; the test binary's cluster secret and
-	// gossip key (a node in cluster mode refuses to start without them).
-	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
-	cmd.SysProcAttr = childProcAttr() // killed with the test binary, even on a panic
+	cmd := chimeCmd(t, nil, all...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +154,8 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &chimeProc{cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	p := &chimeProc{cmd: cmd, dataDir: dataDir, args: slices.Clone(args), urlc: make(chan string, 1),
+		logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
@@ -101,7 +163,6 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			t.Logf("chime logs:\n%s", p.log())
 		}
 	})
-	urlc := make(chan string, 1)
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stderr)
@@ -112,15 +173,21 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			p.mu.Unlock()
 			if m := servingRe.FindStringSubmatch(line); m != nil {
 				select {
-				case urlc <- m[1]:
+				case p.urlc <- m[1]:
 				default:
 				}
 			}
 		}
 		_ = cmd.Wait()
 	}()
+	return p
+}
+
+// awaitReady waits until p serves and its /readyz answers 200.
+func (p *chimeProc) awaitReady(t *testing.T) {
+	t.Helper()
 	select {
-	case p.url = <-urlc:
+	case p.url = <-p.urlc:
 	case <-p.done:
 		t.Fatalf("chime exited before serving:\n%s", p.log())
 	case <-time.After(30 * time.Second):
@@ -135,7 +202,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
