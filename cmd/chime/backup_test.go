@@ -25,6 +25,7 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs chime processes")
 	}
+	parallelProcs(t, 1)
 	const n = 500
 	fl := newFireLog(t)
 	src := startChime(t, t.TempDir())

@@ -466,6 +466,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, owners := startFiringCluster(t)
 	const n = 1500
 	due := time.Now().Add(6 * time.Second)
@@ -532,6 +533,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, _ := startFiringCluster(t)
 	const n = 2000
 	first := time.Now().Add(3 * time.Second)
@@ -593,6 +595,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, owners := startFiringCluster(t)
 	const n = 600
 	due := time.Now().Add(20 * time.Second)
@@ -745,6 +748,7 @@ func TestClusterRefusesToRunOpen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 1)
 	gossip := fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0])
 	cmd := chimeCmd(t, []string{"CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY="},
 		"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)

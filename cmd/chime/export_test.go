@@ -109,6 +109,7 @@ func TestExportImport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
+	parallelProcs(t, 4)
 	const n = 10000
 	start := time.Now()
 	chimeBinary(t)
