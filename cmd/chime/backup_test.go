@@ -93,10 +93,7 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 	}
 
 	startChime(t, dir)
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	fl.awaitCount(n, 30*time.Second)
 	time.Sleep(time.Second) // room for a repeat
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

@@ -399,10 +399,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	}
 
 	// Every task fires exactly once, never early.
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < singles+batched && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(singles+batched, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // let duplicates, if any, arrive
 	fl.mu.Lock()
 	want := map[string]int{}
@@ -490,10 +487,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	procs[victim].signal(t, syscall.SIGKILL)
 	t.Logf("killed %s (owner of %d of the %d tasks) %v before the first due time", name, perOwner[name], n, due.Sub(killed).Round(time.Millisecond))
 
-	deadline := time.Now().Add(40 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(n, 40*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -550,10 +544,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	if code := procs[1].cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("n2 exited with %d after SIGTERM", code)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(n, 30*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -695,10 +686,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		}
 	}
 	want := n - len(deleted)
-	deadline = time.Now().Add(40 * time.Second)
-	for fl.count() < want && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(want, 40*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

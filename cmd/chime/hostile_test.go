@@ -400,10 +400,7 @@ func TestHostileInput(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(60 * time.Second)
-	for fl.count() < len(tasks) && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	fl.awaitCount(len(tasks), 60*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

@@ -361,6 +361,15 @@ func (f *fireLog) count() int {
 	return len(f.got)
 }
 
+// awaitCount waits until tasks of n distinct ids have fired, or d has
+// passed; the caller checks what arrived.
+func (f *fireLog) awaitCount(n int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for f.count() < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func postJSON(t *testing.T, url string, body any, out any) int {
 	t.Helper()
 	buf, _ := json.Marshal(body)
@@ -454,10 +463,7 @@ func TestCrashLosesNoAcknowledgedTask(t *testing.T) {
 	}
 
 	startChime(t, dataDir)
-	deadline := time.Now().Add(60 * time.Second)
-	for rcv.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	rcv.awaitCount(n, 60*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
@@ -653,10 +659,7 @@ func TestCrashWhileFiringLosesNothing(t *testing.T) {
 		t.Logf("warning: %d of %d fired before the kill; the test wants the kill mid-burst", before, n)
 	}
 	startChime(t, dataDir)
-	deadline := time.Now().Add(60 * time.Second)
-	for rcv.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	rcv.awaitCount(n, 60*time.Second)
 	time.Sleep(time.Second)
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
