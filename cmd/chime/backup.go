@@ -69,11 +69,8 @@ flags:
 // runBackup runs `chime backup`.
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
-	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, backupUsage); fs.PrintDefaults() }
 	var cf commonFlags
-	cf.register(fs)
+	fs := tc.commandFlags("backup", backupUsage, &cf)
 	out := fs.String("out", "", "`directory` for the archives and manifest.json (created; must not hold a manifest.json)")
 	pos, help, err := parseArgs(fs, args)
 	if help || err != nil {

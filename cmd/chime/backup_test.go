@@ -25,6 +25,7 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs chime processes")
 	}
+	parallelProcs(t, 1)
 	const n = 500
 	fl := newFireLog(t)
 	src := startChime(t, t.TempDir())
@@ -72,7 +73,7 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 	if sum := sha256.Sum256(ab); hex.EncodeToString(sum[:]) != man.Archives[0].SHA256 || int64(len(ab)) != man.Archives[0].Bytes {
 		t.Fatalf("archive %s does not match the manifest %+v", archive, man.Archives[0])
 	}
-	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(src.dataDir(t)), ".*-backup-*"))
+	leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(src.dataDir), ".*-backup-*"))
 	if len(leftovers) > 0 {
 		t.Errorf("checkpoint directories left behind: %v", leftovers)
 	}
@@ -92,10 +93,7 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 	}
 
 	startChime(t, dir)
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	fl.awaitCount(n, 30*time.Second)
 	time.Sleep(time.Second) // room for a repeat
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -110,16 +108,6 @@ func TestBackupRestoreFiresEveryTaskOnce(t *testing.T) {
 		}
 	}
 	t.Logf("whole test: %v", time.Since(start).Round(time.Millisecond))
-}
-
-// dataDir is the --data-dir the process was started with.
-func (p *chimeProc) dataDir(t *testing.T) string {
-	t.Helper()
-	d := argAfter(p.cmd.Args, "--data-dir")
-	if d == "" {
-		t.Fatal("no --data-dir")
-	}
-	return d
 }
 
 // archiveEntry is one entry of a hand-made archive.

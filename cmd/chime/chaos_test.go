@@ -155,10 +155,8 @@ func TestChaos(t *testing.T) {
 		procs[kill].signal(t, syscall.SIGKILL)
 	})
 	r.fault(22*time.Second, "restart "+killName, func() {
-		// serve --data-dir D --http-addr 127.0.0.1:0, then startCluster's
-		// flags: the name, the gossip and HTTP addresses and the join list.
-		old := procs[kill]
-		p := startChime(t, argAfter(old.cmd.Args, "--data-dir"), old.cmd.Args[6:]...)
+		// The same name, gossip and HTTP addresses and join list.
+		p := procs[kill].restart(t)
 		procs[kill] = p
 		r.setLive(kill, p)
 	})

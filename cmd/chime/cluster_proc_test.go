@@ -2,13 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,8 +83,44 @@ func getCluster(url string) (procClusterView, error) {
 	return cv, json.NewDecoder(resp.Body).Decode(&cv)
 }
 
+// readTableVersion reads table_version from GET /v1/cluster, decoding only up
+// to it: the whole view (every member's ranges, a few hundred KB) takes a
+// tenth of a second to decode under -race.
+func readTableVersion(url string) (uint64, error) {
+	resp, err := http.Get(url + "/v1/cluster")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("/v1/cluster: %d", resp.StatusCode)
+	}
+	dec := json.NewDecoder(resp.Body)
+	if _, err := dec.Token(); err != nil { // {
+		return 0, err
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0, err
+		}
+		if key == "table_version" {
+			var v uint64
+			err := dec.Decode(&v)
+			return v, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return 0, err
+		}
+	}
+	return 0, errors.New("/v1/cluster has no table_version")
+}
+
 // startCluster starts k chime processes that join each other and waits
-// until every one sees all k active and the same table.
+// until every one sees all k active and the same table. The k start at
+// once, as scripts/cluster.sh up starts them: each has every other in its
+// join list.
 func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	t.Helper()
 	ports := freeGossipPorts(t, 2*k) // gossip, then HTTP (so a restart can reuse it)
@@ -96,7 +132,10 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	for i := range k {
 		args := append([]string{"--name", fmt.Sprintf("n%d", i+1), "--gossip-addr", addrs[i],
 			"--join", strings.Join(addrs, ","), "--http-addr", "127.0.0.1:" + strconv.Itoa(ports[k+i])}, extra...)
-		procs = append(procs, startChime(t, t.TempDir(), args...))
+		procs = append(procs, launchChime(t, t.TempDir(), args...))
+	}
+	for _, p := range procs {
+		p.awaitReady(t)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -360,10 +399,7 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 	}
 
 	// Every task fires exactly once, never early.
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < singles+batched && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(singles+batched, 30*time.Second)
 	time.Sleep(500 * time.Millisecond) // let duplicates, if any, arrive
 	fl.mu.Lock()
 	want := map[string]int{}
@@ -427,6 +463,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, owners := startFiringCluster(t)
 	const n = 1500
 	due := time.Now().Add(6 * time.Second)
@@ -450,10 +487,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	procs[victim].signal(t, syscall.SIGKILL)
 	t.Logf("killed %s (owner of %d of the %d tasks) %v before the first due time", name, perOwner[name], n, due.Sub(killed).Round(time.Millisecond))
 
-	deadline := time.Now().Add(40 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(n, 40*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -493,6 +527,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, _ := startFiringCluster(t)
 	const n = 2000
 	first := time.Now().Add(3 * time.Second)
@@ -509,10 +544,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	if code := procs[1].cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("n2 exited with %d after SIGTERM", code)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(n, 30*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -554,6 +586,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 3)
 	procs, fl, owners := startFiringCluster(t)
 	const n = 600
 	due := time.Now().Add(20 * time.Second)
@@ -564,7 +597,6 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 	}
 	createAll(t, procs[0].url, tasks)
 	victim := procs[2]
-	dataDir, args := argAfter(victim.cmd.Args, "--data-dir"), victim.cmd.Args[6:] // after chime serve --data-dir D --http-addr A
 	victim.signal(t, syscall.SIGKILL)
 	// Wait until the survivors took n3's slots over (a write to one works).
 	var ofVictim []string
@@ -631,7 +663,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		return true
 	})
 	// n3 comes back on its old data and takes its slots back.
-	back := startChime(t, dataDir, args...)
+	back := victim.restart(t)
 	procs[2] = back
 	if left := time.Until(due); left < time.Second {
 		t.Fatalf("n3 was back only %v before the tasks' due time; the test needs it back before", left)
@@ -654,10 +686,7 @@ func TestRestartWithOldDataResurrectsNothing(t *testing.T) {
 		}
 	}
 	want := n - len(deleted)
-	deadline = time.Now().Add(40 * time.Second)
-	for fl.count() < want && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(want, 40*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
@@ -707,11 +736,10 @@ func TestClusterRefusesToRunOpen(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	bin := chimeBinary(t)
+	parallelProcs(t, 1)
 	gossip := fmt.Sprintf("127.0.0.1:%d", freeGossipPorts(t, 1)[0])
-	cmd := exec.Command(bin, "serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)
-	cmd.Env = append(os.Environ(), "CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY=", "CHIME_API_TOKEN=")
-	cmd.SysProcAttr = childProcAttr()
+	cmd := chimeCmd(t, []string{"CHIME_CLUSTER_SECRET=", "CHIME_GOSSIP_KEY="},
+		"serve", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--gossip-addr", gossip)
 	done := make(chan struct{})
 	var out []byte
 	var err error

@@ -28,6 +28,7 @@ func TestClusterScript(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster of processes")
 	}
+	parallelProcs(t, 3)
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("scripts/cluster.sh needs bash")
 	}

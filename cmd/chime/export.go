@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,11 +71,8 @@ flags:
 // runExport runs `chime export`.
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
-	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, exportUsage); fs.PrintDefaults() }
 	var cf commonFlags
-	cf.register(fs)
+	fs := tc.commandFlags("export", exportUsage, &cf)
 	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive)")
 	page := fs.Int("page", 1000, "tasks per listing request (`N`, 1..1000); lower it if pages of large tasks exceed the client's answer limit")
 	pos, help, err := parseArgs(fs, args)
@@ -309,11 +305,8 @@ type importItem struct {
 // runImport runs `chime import`.
 func runImport(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) error {
 	tc := &taskCmd{stdin: stdin, stdout: stdout, stderr: stderr, env: env}
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, importUsage); fs.PrintDefaults() }
 	var cf commonFlags
-	cf.register(fs)
+	fs := tc.commandFlags("import", importUsage, &cf)
 	replace := fs.Bool("replace", false, "replace tasks that exist (PUT) instead of skipping them")
 	file := fs.String("file", "-", "NDJSON `file` to read (- for stdin)")
 	pos, help, err := parseArgs(fs, args)

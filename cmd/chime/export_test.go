@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -19,8 +18,7 @@ import (
 // set) and returns its stdout, stderr and error.
 func runBin(t *testing.T, in string, args ...string) (string, string, error) {
 	t.Helper()
-	cmd := exec.Command(chimeBinary(t), args...)
-	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_ADDR=")
+	cmd := chimeCmd(t, nil, args...)
 	if in != "" {
 		f, err := os.Open(in)
 		if err != nil {
@@ -111,6 +109,7 @@ func TestExportImport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts four processes")
 	}
+	parallelProcs(t, 4)
 	const n = 10000
 	start := time.Now()
 	chimeBinary(t)

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -70,58 +72,54 @@ func TestHostileInput(t *testing.T) {
 	secret := testClusterSecret
 	host := func(i int) string { return strings.TrimPrefix(procs[i].url, "http://") }
 
-	// 1,000 tasks due during and after the attack.
+	// 1,000 tasks due during and after the attack (the rows take about
+	// 5 s).
 	start := time.Now()
 	var tasks []map[string]any
 	for i := range 1000 {
 		tasks = append(tasks, map[string]any{"id": fmt.Sprintf("h-%d", i), "callback_url": fl.srv.URL,
-			"due_at": start.Add(3*time.Second + time.Duration(i)*15*time.Millisecond).Format(time.RFC3339Nano)})
+			"due_at": start.Add(2*time.Second + time.Duration(i)*6*time.Millisecond).Format(time.RFC3339Nano)})
 	}
 	createAll(t, procs[0].url, tasks)
 
 	sample := []int{0, 5, 7, 100, 4096, 8191, 12000, 16383}
-	epochs := func() (string, error) {
-		var b strings.Builder
-		for i := range procs {
-			for _, s := range sample {
-				req, _ := http.NewRequest("GET", procs[i].url+"/internal/v1/slots/"+strconv.Itoa(s), nil)
-				signCall(req, secret, "n"+strconv.Itoa(1+(i+1)%3), "n"+strconv.Itoa(i+1), nil, time.Now())
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return "", err
-				}
-				var d struct {
-					Machine string `json:"machine"`
-				}
-				err = json.NewDecoder(resp.Body).Decode(&d)
-				resp.Body.Close()
-				m := machineRe.FindStringSubmatch(d.Machine)
-				if err != nil || resp.StatusCode != 200 || m == nil {
-					return "", fmt.Errorf("n%d slot %d: %d %q %v", i+1, s, resp.StatusCode, d.Machine, err)
-				}
-				fmt.Fprintf(&b, "n%d/%d=%s@%s ", i+1, s, m[1], m[2])
-			}
+	// The state of the cluster, read all at once (73 rows, each followed
+	// by this check, add up on 2 cores): per node its readiness and table,
+	// the epochs of the sample slots, and the gossip keyring.
+	slotEpoch := func(i, s int) (string, error) {
+		req, _ := http.NewRequest("GET", procs[i].url+"/internal/v1/slots/"+strconv.Itoa(s), nil)
+		signCall(req, secret, "n"+strconv.Itoa(1+(i+1)%3), "n"+strconv.Itoa(i+1), nil, time.Now())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
 		}
-		return b.String(), nil
+		var d struct {
+			Machine string `json:"machine"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&d)
+		resp.Body.Close()
+		m := machineRe.FindStringSubmatch(d.Machine)
+		if err != nil || resp.StatusCode != 200 || m == nil {
+			return "", fmt.Errorf("n%d slot %d: %d %q %v", i+1, s, resp.StatusCode, d.Machine, err)
+		}
+		return fmt.Sprintf("n%d/%d=%s@%s ", i+1, s, m[1], m[2]), nil
 	}
-	state := func() (string, error) {
-		var b strings.Builder
-		for i, p := range procs {
-			resp, err := http.Get(p.url + "/readyz")
-			if err != nil {
-				return "", fmt.Errorf("n%d: %v", i+1, err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				return "", fmt.Errorf("n%d /readyz %d", i+1, resp.StatusCode)
-			}
-			cv, err := getCluster(p.url)
-			if err != nil {
-				return "", err
-			}
-			fmt.Fprintf(&b, "n%d table %x; ", i+1, cv.TableVersion)
+	table := func(i int) (string, error) {
+		resp, err := http.Get(procs[i].url + "/readyz")
+		if err != nil {
+			return "", fmt.Errorf("n%d: %v", i+1, err)
 		}
-		// The gossip keyring: a key call must not have changed it.
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("n%d /readyz %d", i+1, resp.StatusCode)
+		}
+		v, err := readTableVersion(procs[i].url)
+		if err != nil {
+			return "", fmt.Errorf("n%d: %v", i+1, err)
+		}
+		return fmt.Sprintf("n%d table %x; ", i+1, v), nil
+	}
+	keyring := func() (string, error) { // a key call must not have changed it
 		resp, err := http.Get(procs[0].url + "/v1/cluster/keys")
 		if err != nil {
 			return "", err
@@ -131,9 +129,27 @@ func TestHostileInput(t *testing.T) {
 		if resp.StatusCode != 200 {
 			return "", fmt.Errorf("keys: %d %s", resp.StatusCode, keys)
 		}
-		b.Write(bytes.TrimSpace(keys))
-		e, err := epochs()
-		return b.String() + " " + e, err
+		return string(bytes.TrimSpace(keys)) + " ", nil
+	}
+	state := func() (string, error) {
+		var reads []func() (string, error)
+		for i := range procs {
+			reads = append(reads, func() (string, error) { return table(i) })
+		}
+		reads = append(reads, keyring)
+		for i := range procs {
+			for _, s := range sample {
+				reads = append(reads, func() (string, error) { return slotEpoch(i, s) })
+			}
+		}
+		parts := make([]string, len(reads))
+		errs := make([]error, len(reads))
+		var wg sync.WaitGroup
+		for k, read := range reads {
+			wg.Go(func() { parts[k], errs[k] = read() })
+		}
+		wg.Wait()
+		return strings.Join(parts, ""), errors.Join(errs...)
 	}
 	before, err := state()
 	if err != nil {
@@ -384,10 +400,7 @@ func TestHostileInput(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(60 * time.Second)
-	for fl.count() < len(tasks) && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	fl.awaitCount(len(tasks), 60*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()

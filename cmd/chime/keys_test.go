@@ -133,9 +133,8 @@ func TestGossipKeyRotation(t *testing.T) {
 	// n3 restarts with the old key in its environment: the keyring file in
 	// its data directory wins, and it rejoins.
 	victim := procs[2]
-	dataDir, args := argAfter(victim.cmd.Args, "--data-dir"), victim.cmd.Args[6:] // after chime serve --data-dir D --http-addr A
 	victim.signal(t, syscall.SIGTERM)
-	procs[2] = startChime(t, dataDir, args...)
+	procs[2] = victim.restart(t)
 	if !strings.Contains(procs[2].log(), "not in the keyring file") {
 		t.Errorf("the restarted node did not log that it ignored the old key:\n%s", procs[2].log())
 	}

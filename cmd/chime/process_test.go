@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -25,12 +27,71 @@ import (
 )
 
 // Process-level tests: they build the real chime binary, run it as a child
-// process on loopback and kill it. Every child is killed in t.Cleanup.
+// process on loopback and kill it. chimeCmd is the one way they run the
+// binary (a node, a CLI command, a node expected to refuse to start):
+// every child gets the test binary's environment and dies with the test
+// binary (childProcAttr); every node is also killed in t.Cleanup.
 
 var (
 	buildOnce sync.Once
 	builtBin  string
 	buildErr  error
+)
+
+// TestMain builds nothing itself (a run of the unit tests alone needs no
+// binary: chimeBinary builds it on first use) but removes the binary at
+// the end. Unless -parallel is given, it lets every parallel test start
+// (parallelProcs bounds what they run at once, not -parallel, whose
+// default is GOMAXPROCS).
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "64")
+	}
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
+}
+
+// parallelProcs marks t parallel, and then waits until the parallel tests
+// running hold fewer than procBudget chime processes with the n that t
+// runs at its peak (released at its end). The process tests that mostly
+// wait (for due times, a restart, a handover) and whose checks do not
+// depend on the machine being quiet call it; Go runs them together after
+// all the others, which run one at a time before them, alone: the
+// timing-sensitive ones (TestChaos's silence bound, TestGossipKeyRotation's
+// watch for any suspicion, TestHostileInput's unchanged epochs,
+// TestClusterOfThreeProcesses's fires per owner and 503 bound), the heavy
+// ones (TestFollowerKillLosesNothing's 20,000 tasks, the in-process
+// clusters and the browser), and TestTLSCluster, which changes
+// http.DefaultTransport. The budget keeps the parallel phase below the
+// load of the largest serial test (TestChaos's 5-6 processes): on 2 cores
+// shared with other work, two 3-node clusters starting beside each other
+// left slots unwritable (503) after the cluster had agreed.
+func parallelProcs(t *testing.T, n int) {
+	t.Helper()
+	t.Parallel()
+	procBudgetMu.Lock() // one taker at a time: no two tests each half-served
+	for range n {
+		procBudget <- struct{}{}
+	}
+	procBudgetMu.Unlock()
+	t.Cleanup(func() {
+		for range n {
+			<-procBudget
+		}
+	})
+}
+
+const procBudgetSize = 4
+
+var (
+	procBudget   = make(chan struct{}, procBudgetSize)
+	procBudgetMu sync.Mutex
 )
 
 // chimeBinary builds ./cmd/chime once per test run.
@@ -54,13 +115,32 @@ func chimeBinary(t *testing.T) string {
 	return builtBin
 }
 
+// chimeCmd returns the command that runs the chime binary with args. Its
+// environment has no API token or address from the caller's, and the test
+// binary's cluster secret and gossip key (a node in cluster mode refuses
+// to start without them); env entries are added last, so they override.
+// The child is SIGKILLed when the test binary dies, even on a panic or a
+// -timeout (childProcAttr).
+func chimeCmd(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(chimeBinary(t), args...)
+	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_ADDR=",
+		"CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = childProcAttr()
+	return cmd
+}
+
 // chimeProc is one running `chime serve`.
 type chimeProc struct {
-	cmd  *exec.Cmd
-	url  string
-	logs *bytes.Buffer
-	mu   *sync.Mutex
-	done chan struct{}
+	cmd     *exec.Cmd
+	dataDir string   // its --data-dir
+	args    []string // the flags after serve --data-dir D --http-addr 127.0.0.1:0
+	url     string
+	urlc    chan string // the URL it serves, once it logged it
+	logs    *bytes.Buffer
+	mu      *sync.Mutex
+	done    chan struct{}
 }
 
 // testClusterSecret and testGossipKey secure every cluster the tests
@@ -79,13 +159,24 @@ var servingRe = regexp.MustCompile(`http=(https?://127\.0\.0\.1:\d+)`)
 // waits until /readyz answers 200.
 func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	t.Helper()
-	bin := chimeBinary(t)
+	p := launchChime(t, dataDir, args...)
+	p.awaitReady(t)
+	return p
+}
+
+// restart starts p again, once it has exited, on the same data dir with
+// the same flags (name, addresses, join list), and waits until it is ready.
+func (p *chimeProc) restart(t *testing.T) *chimeProc {
+	t.Helper()
+	return startChime(t, p.dataDir, p.args...)
+}
+
+// launchChime starts `chime serve` with dataDir and args and returns at
+// once; awaitReady waits for it.
+func launchChime(t *testing.T, dataDir string, args ...string) *chimeProc {
+	t.Helper()
 	all := append([]string{"serve", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0"}, args...)
-	cmd := exec.Command(bin, all...)
-	// No token from the environment; the test binary's cluster secret and
-	// gossip key (a node in cluster mode refuses to start without them).
-	cmd.Env = append(os.Environ(), "CHIME_API_TOKEN=", "CHIME_CLUSTER_SECRET="+testClusterSecret, "CHIME_GOSSIP_KEY="+testGossipKey)
-	cmd.SysProcAttr = childProcAttr() // killed with the test binary, even on a panic
+	cmd := chimeCmd(t, nil, all...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +184,8 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &chimeProc{cmd: cmd, logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	p := &chimeProc{cmd: cmd, dataDir: dataDir, args: slices.Clone(args), urlc: make(chan string, 1),
+		logs: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
@@ -101,7 +193,6 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			t.Logf("chime logs:\n%s", p.log())
 		}
 	})
-	urlc := make(chan string, 1)
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stderr)
@@ -112,15 +203,21 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 			p.mu.Unlock()
 			if m := servingRe.FindStringSubmatch(line); m != nil {
 				select {
-				case urlc <- m[1]:
+				case p.urlc <- m[1]:
 				default:
 				}
 			}
 		}
 		_ = cmd.Wait()
 	}()
+	return p
+}
+
+// awaitReady waits until p serves and its /readyz answers 200.
+func (p *chimeProc) awaitReady(t *testing.T) {
+	t.Helper()
 	select {
-	case p.url = <-urlc:
+	case p.url = <-p.urlc:
 	case <-p.done:
 		t.Fatalf("chime exited before serving:\n%s", p.log())
 	case <-time.After(30 * time.Second):
@@ -135,7 +232,7 @@ func startChime(t *testing.T, dataDir string, args ...string) *chimeProc {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
@@ -264,6 +361,15 @@ func (f *fireLog) count() int {
 	return len(f.got)
 }
 
+// awaitCount waits until tasks of n distinct ids have fired, or d has
+// passed; the caller checks what arrived.
+func (f *fireLog) awaitCount(n int, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for f.count() < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func postJSON(t *testing.T, url string, body any, out any) int {
 	t.Helper()
 	buf, _ := json.Marshal(body)
@@ -285,6 +391,7 @@ func TestCrashLosesNoAcknowledgedTask(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 1)
 	dataDir := t.TempDir()
 	rcv := newFireLog(t)
 	p := startChime(t, dataDir)
@@ -356,10 +463,7 @@ func TestCrashLosesNoAcknowledgedTask(t *testing.T) {
 	}
 
 	startChime(t, dataDir)
-	deadline := time.Now().Add(60 * time.Second)
-	for rcv.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	rcv.awaitCount(n, 60*time.Second)
 	time.Sleep(500 * time.Millisecond)
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()
@@ -389,6 +493,7 @@ func TestSIGTERMIsGraceful(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 1)
 	dataDir := t.TempDir()
 	var mu sync.Mutex
 	calls := 0
@@ -443,6 +548,7 @@ func TestCrashMidFireRepeatsTheSameFire(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 1)
 	dataDir := t.TempDir()
 	var mu sync.Mutex
 	var fireIDs []string
@@ -516,6 +622,7 @@ func TestCrashWhileFiringLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
+	parallelProcs(t, 1)
 	dataDir := t.TempDir()
 	rcv := newFireLog(t)
 	p := startChime(t, dataDir)
@@ -552,10 +659,7 @@ func TestCrashWhileFiringLosesNothing(t *testing.T) {
 		t.Logf("warning: %d of %d fired before the kill; the test wants the kill mid-burst", before, n)
 	}
 	startChime(t, dataDir)
-	deadline := time.Now().Add(60 * time.Second)
-	for rcv.count() < n && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	rcv.awaitCount(n, 60*time.Second)
 	time.Sleep(time.Second)
 	rcv.mu.Lock()
 	defer rcv.mu.Unlock()

@@ -155,6 +155,17 @@ func (tc *taskCmd) newFlagSet(verb, synopsis string) *flag.FlagSet {
 	return fs
 }
 
+// commandFlags returns the flag set of a command other than task (export,
+// import, backup) with the common flags in cf; its -h prints usage and the
+// flags to stderr.
+func (tc *taskCmd) commandFlags(name, usage string, cf *commonFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(tc.stderr)
+	fs.Usage = func() { fmt.Fprint(tc.stderr, usage); fs.PrintDefaults() }
+	cf.register(fs)
+	return fs
+}
+
 // parseArgs parses flags that may come before, between or after positional
 // arguments (`get ID --json`), and returns the positional ones. A "--" ends
 // flag parsing; everything after it is positional. It reports help=true

@@ -126,10 +126,7 @@ func TestTLSCluster(t *testing.T) {
 
 	// Failover over TLS: n3 dies before the first due time.
 	procs[2].signal(t, syscall.SIGKILL)
-	deadline = time.Now().Add(40 * time.Second)
-	for fl.count() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	fl.awaitCount(n, 40*time.Second)
 	time.Sleep(time.Second)
 	fl.mu.Lock()
 	defer fl.mu.Unlock()
