@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
@@ -124,6 +125,17 @@ func (v *view) fires(s uint16) bool { return v.quorum && v.owned.has(s) }
 // owner returns the member that owns slot s; ok is false when no member is
 // eligible (a node that has not finished joining alone).
 func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
+
+// member returns the member named name.
+func (v *view) member(name string) (gossip.Member, bool) {
+	i, ok := slices.BinarySearchFunc(v.members, name, func(m gossip.Member, n string) int {
+		return strings.Compare(m.Name, n)
+	})
+	if !ok {
+		return gossip.Member{}, false
+	}
+	return v.members[i], true
+}
 
 // settled reports whether no membership change happened within d before now.
 func (v *view) settled(now time.Time, d time.Duration) bool {

@@ -24,6 +24,7 @@ deny ./wheel "$pure|^$mod/" "wheel is a pure data structure (stdlib only)"
 deny ./ring "$pure|^$mod/" "ring is a pure function (stdlib and xxhash only)"
 deny ./slots "$pure|^$mod/(node|storage|wheel|ui|bench|cmd)" "slots is pure"
 deny ./storage "github.com/hashicorp/memberlist|^$mod/(node|ui|bench|cmd|ring|wheel)" "storage only stores"
+deny ./node/ownership "github.com/cockroachdb/pebble|^$mod/(node|storage|wheel|ui|bench|cmd)(/|$)" "the ownership executor reaches the node only through the interfaces it is built with"
 deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
