@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -128,13 +128,7 @@ func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
 
 // member returns the member named name.
 func (v *view) member(name string) (gossip.Member, bool) {
-	i, ok := slices.BinarySearchFunc(v.members, name, func(m gossip.Member, n string) int {
-		return strings.Compare(m.Name, n)
-	})
-	if !ok {
-		return gossip.Member{}, false
-	}
-	return v.members[i], true
+	return ownership.FindMember(v.members, name)
 }
 
 // settled reports whether no membership change happened within d before now.

@@ -58,14 +58,11 @@ type Reject struct {
 func (Reject) kind() uint8 { return kindReject }
 func (Reject) size() int   { return msgFixed }
 
-func (m Reject) appendTo(b []byte) []byte {
-	return binary.AppendUvarint(appendSlot(b, m.Slot), uint64(m.Epoch))
-}
+func (m Reject) appendTo(b []byte) []byte { return appendSlotEpoch(b, m.Slot, m.Epoch) }
 
 func decodeReject(r *decoder) Msg {
 	m := r.rejects.next(r.left)
-	m.Slot = r.slot()
-	m.Epoch = r.epoch()
+	m.Slot, m.Epoch = r.slotEpoch()
 	return m
 }
 

@@ -1,8 +1,6 @@
 package ownership
 
 import (
-	"encoding/binary"
-
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -22,14 +20,11 @@ type SnapshotRequest struct {
 func (SnapshotRequest) kind() uint8 { return kindSnapshotRequest }
 func (SnapshotRequest) size() int   { return msgFixed }
 
-func (m SnapshotRequest) appendTo(b []byte) []byte {
-	return binary.AppendUvarint(appendSlot(b, m.Slot), uint64(m.Epoch))
-}
+func (m SnapshotRequest) appendTo(b []byte) []byte { return appendSlotEpoch(b, m.Slot, m.Epoch) }
 
 func decodeSnapshotRequest(r *decoder) Msg {
 	m := r.snapReqs.next(r.left)
-	m.Slot = r.slot()
-	m.Epoch = r.epoch()
+	m.Slot, m.Epoch = r.slotEpoch()
 	return m
 }
 
@@ -49,14 +44,11 @@ type NoReplica struct {
 func (NoReplica) kind() uint8 { return kindNoReplica }
 func (NoReplica) size() int   { return msgFixed }
 
-func (m NoReplica) appendTo(b []byte) []byte {
-	return binary.AppendUvarint(appendSlot(b, m.Slot), uint64(m.Epoch))
-}
+func (m NoReplica) appendTo(b []byte) []byte { return appendSlotEpoch(b, m.Slot, m.Epoch) }
 
 func decodeNoReplica(r *decoder) Msg {
 	m := r.noReplicas.next(r.left)
-	m.Slot = r.slot()
-	m.Epoch = r.epoch()
+	m.Slot, m.Epoch = r.slotEpoch()
 	return m
 }
 

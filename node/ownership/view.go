@@ -26,14 +26,17 @@ func (v *View) settled(now time.Time, d time.Duration) bool {
 }
 
 // member returns the member named name.
-func (v *View) member(name string) (gossip.Member, bool) {
-	i, ok := slices.BinarySearchFunc(v.Members, name, func(m gossip.Member, n string) int {
+func (v *View) member(name string) (gossip.Member, bool) { return FindMember(v.Members, name) }
+
+// FindMember returns the member named name among members, sorted by name.
+func FindMember(members []gossip.Member, name string) (gossip.Member, bool) {
+	i, ok := slices.BinarySearchFunc(members, name, func(m gossip.Member, n string) int {
 		return strings.Compare(m.Name, n)
 	})
 	if !ok {
 		return gossip.Member{}, false
 	}
-	return v.Members[i], true
+	return members[i], true
 }
 
 // memberChange is one change of membership the machine hears of.

@@ -288,6 +288,17 @@ func (r *reader) flags(known uint8) uint8 {
 	return f
 }
 
+// slotEpoch reads the body of the messages that carry only a slot and an
+// epoch (appendSlotEpoch).
+func (r *reader) slotEpoch() (slots.Slot, slots.Epoch) {
+	s := r.slot()
+	return s, r.epoch()
+}
+
+func appendSlotEpoch(b []byte, s slots.Slot, e slots.Epoch) []byte {
+	return binary.AppendUvarint(appendSlot(b, s), uint64(e))
+}
+
 func appendSlot(b []byte, s slots.Slot) []byte { return append(b, byte(s>>8), byte(s)) }
 
 func appendName(b []byte, s string) []byte {
