@@ -48,7 +48,7 @@ type Snapshots interface {
 // Sender delivers encoded batches to another node.
 type Sender interface {
 	// Send posts bodies to node to in order, stopping at the first
-	// failure, within its own timeout; it reports whether all arrived.
+	// failure, within a timeout of its own; nil means all arrived.
 	Send(to ring.Member, bodies [][]byte) error
 }
 
@@ -154,9 +154,9 @@ func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, 
 	return e, nil
 }
 
-// TickEvery is how often the machine gets a Tick: below Lease/8 and a
+// tickEvery is how often the machine gets a Tick: below Lease/8 and a
 // third of the pause gap, so a delayed tick does not read as a pause.
-func (e *Executor) TickEvery() time.Duration {
+func (e *Executor) tickEvery() time.Duration {
 	return min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3)
 }
 
@@ -171,7 +171,7 @@ func (e *Executor) Run() {
 	defer close(e.done)
 	e.watch.last.Store(e.d.Clock.Now().UnixNano())
 	go e.watch.run(e.d.Clock, e.stop)
-	tc, stopTicker := e.d.Clock.NewTicker(e.TickEvery())
+	tc, stopTicker := e.d.Clock.NewTicker(e.tickEvery())
 	defer stopTicker()
 	for {
 		tick := false
