@@ -41,7 +41,7 @@ run: build ## run one node with ./chime-data
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
 	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
-	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node:FuzzDecodeCtl ./node:FuzzDecodeAE \
+	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node/ownership:FuzzDecodeCtl ./node:FuzzDecodeAE \
 	./node:FuzzCallAuth ./node:FuzzReplicate ./node/httpapi:FuzzBatchEnvelope ./node/httpapi:FuzzListCursor ./node/dispatch:FuzzRetryAfter ./node/dispatch:FuzzVerifySignature
 FUZZTIME ?= 30s
 

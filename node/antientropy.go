@@ -25,7 +25,7 @@ import (
 // "not comparable" and the slot is tried again in a later pass.
 //
 // A mismatch resyncs the replica's copy through the path a replication gap
-// takes: the owner posts ctlGapSeen for (slot, replica) to its ctl, whose
+// takes: the owner posts GapSeen for (slot, replica) to its ctl, whose
 // machine sends the replica a snapshot (slots.SnapshotRequest ->
 // SendSnapshot). If the same replica mismatches again, the owner first
 // recomputes its own checksum (storage.RepairSlotChecksum): a replica's
@@ -156,7 +156,7 @@ func (w *writer) checkSums(op *writeOp) error {
 	op.ae.results = make([]uint8, len(op.ae.items))
 	op.ae.epochs = make([]uint64, len(op.ae.items))
 	for i, it := range op.ae.items {
-		role, known, _ := w.repl.ctl.state(it.Slot)
+		role, known, _ := w.ctl.State(it.Slot)
 		op.ae.epochs[i] = known
 		op.ae.results[i] = aeNotComparable
 		if op.ae.version != storage.ChecksumVersion || role == slots.RoleOwner || role == slots.RoleSealing {
@@ -251,7 +251,7 @@ func newAntiEntropy(n *Node, interval time.Duration) *antiEntropy {
 	// Hold a resynced pair for twice the lease: ctl asks for one snapshot
 	// per (slot, replica) within a lease, so a check sooner could count a
 	// resync that is not made.
-	return &antiEntropy{n: n, interval: interval, st: newAEState(aeRecheck*interval, 2*n.ctl.cfg.Lease),
+	return &antiEntropy{n: n, interval: interval, st: newAEState(aeRecheck*interval, 2*n.lease),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -285,16 +285,16 @@ func (a *antiEntropy) tick(now time.Time) {
 	a.next = (from + per) % slots.Count
 	var cand []uint16
 	due := map[uint16][]string{}
-	under, _ := c.flagged() // ascending
+	under, _ := c.Flagged() // ascending
 	for s := uint16(from); int(s) < from+per; s++ {
-		if role, _, _ := c.state(s); role != slots.RoleOwner {
+		if role, _, _ := c.State(s); role != slots.RoleOwner {
 			continue
 		}
 		if _, ok := slices.BinarySearch(under, s); ok {
 			continue // its follower is being fed a snapshot: nothing to compare yet
 		}
 		m := n.writer.repl.position(s)
-		for _, r := range c.replicas(s) {
+		for _, r := range c.Replicas(s) {
 			if a.st.due(slotNode{s, r}, m.Epoch, m.Seq, now) {
 				due[s] = append(due[s], r)
 			}
@@ -381,7 +381,7 @@ func (a *antiEntropy) answered(k slotNode, it aeItem, res uint8, epoch uint64, n
 	n.metrics.aeResyncs.Inc()
 	// The path a replication gap takes: the machine streams the replica a
 	// snapshot of the slot.
-	n.ctl.post(ctlGapSeen{slot: k.slot, epoch: epoch, from: k.node})
+	n.ctl.GapSeen(k.slot, epoch, k.node)
 }
 
 // callAntiEntropy sends one check request to member m.

@@ -211,8 +211,8 @@ func deleteTask(t *testing.T, tn *testNode, id string) {
 // roles returns the owner and the follower of slot s among a and b.
 func roles(t *testing.T, s uint16, a, b *testNode) (owner, follower *testNode) {
 	t.Helper()
-	ra, _, _ := a.ctl.state(s)
-	rb, _, _ := b.ctl.state(s)
+	ra, _, _ := a.ctl.State(s)
+	rb, _, _ := b.ctl.State(s)
 	switch {
 	case ra == slots.RoleOwner && rb == slots.RoleFollower:
 		return a, b

@@ -110,33 +110,9 @@ func (a api) awaitHeld(ctx context.Context, ss ...uint16) bool {
 	if n.ctl == nil {
 		return true
 	}
-	held := func() bool {
-		for _, s := range ss {
-			if n.ctl.holds(s) == 0 {
-				return false
-			}
-		}
-		return true
-	}
-	if held() {
-		return true
-	}
-	deadline := time.NewTimer(moveWait)
-	defer deadline.Stop()
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return held()
-		case <-deadline.C:
-			return held()
-		case <-poll.C:
-			if held() {
-				return true
-			}
-		}
-	}
+	ctx, cancel := context.WithTimeout(ctx, moveWait)
+	defer cancel()
+	return n.ctl.AwaitHeld(ctx, ss...)
 }
 
 // submit hands op to the writer and waits for it; the error is the op's

@@ -134,12 +134,9 @@ const protoVersion = 1
 // so tests run several in one process on memnet.
 type cluster struct {
 	name, httpAddr string
-	// fresh: advertised in Meta.Fresh from the start (the node holds no
-	// slot state); see setFresh.
-	fresh bool
-	tls   bool // HTTPAddr serves HTTPS: advertised in Meta.TLS
-	now   func() time.Time
-	log   *slog.Logger
+	meta           clusterMeta
+	now            func() time.Time
+	log            *slog.Logger
 	// install receives every new view with the one it replaces, in order,
 	// never concurrently.
 	install func(old, v *view)
@@ -154,7 +151,14 @@ type cluster struct {
 	seq    uint64     // views built; guarded by mu
 }
 
-func newCluster(name, httpAddr string, cfg ClusterConfig, now func() time.Time, log *slog.Logger, install func(old, v *view)) (*cluster, error) {
+// clusterMeta is what a node advertises of itself from the start.
+type clusterMeta struct {
+	// fresh: the node holds no slot state (Meta.Fresh); see setGenesis.
+	fresh bool
+	tls   bool // HTTPAddr serves HTTPS (Meta.TLS)
+}
+
+func newCluster(name, httpAddr string, cfg ClusterConfig, meta clusterMeta, now func() time.Time, log *slog.Logger, install func(old, v *view)) (*cluster, error) {
 	g := cfg.Gossip
 	g.Name = name
 	if g.Logger == nil {
@@ -164,7 +168,7 @@ func newCluster(name, httpAddr string, cfg ClusterConfig, now func() time.Time, 
 	if err != nil {
 		return nil, fmt.Errorf("node: cluster: %w", err)
 	}
-	return &cluster{name: name, httpAddr: httpAddr, now: now, log: log, install: install,
+	return &cluster{name: name, httpAddr: httpAddr, meta: meta, now: now, log: log, install: install,
 		cfg: cfg, mem: mem, stop: make(chan struct{}), cur: newView(name, nil, time.Time{}, 0)}, nil
 }
 
@@ -184,7 +188,7 @@ func (c *cluster) ready() bool {
 // start starts gossip as a joining member (owning nothing), joins the
 // seeds, then turns active. Views are built from then on.
 func (c *cluster) start() error {
-	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion, Fresh: c.fresh, TLS: c.tls}
+	meta := gossip.Meta{HTTPAddr: c.httpAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: protoVersion, Fresh: c.meta.fresh, TLS: c.meta.tls}
 	if err := c.mem.Start(meta); err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}

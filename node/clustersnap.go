@@ -47,7 +47,7 @@ type memberAnswer struct {
 // slotHealth returns this node's under-replicated and importing slots.
 func (n *Node) slotHealth() (under, importing []uint16) {
 	if n.ctl != nil {
-		under, importing = n.ctl.flagged()
+		under, importing = n.ctl.Flagged()
 	}
 	return under, importing
 }

@@ -70,13 +70,17 @@
 //     views and installs them in order (Node.installView). joinLoop joins
 //     through the seeds, turns the node active and retries seeds until
 //     each was seen. Both stop on cluster.close (leave) or cluster.kill.
-//   - ctl (ctl.run, ctl.go): owns slots.Machine; feeds it views, ticks,
-//     other nodes' messages and what the writer applied, carries out its
-//     effects and publishes per slot the role, epoch and firing gate. It
-//     sends the machine's messages to each peer on a goroutine per peer in
-//     flight (POST /internal/v1/ctl), and runs the stall watch
-//     (stallWatch.run, stallwatch.go), which only beats every 50 ms. All
-//     stop on ctl.close, before the node leaves the gossip.
+//   - ctl (ownership.Executor.Run, package node/ownership, wired in
+//     ownership.go): owns slots.Machine; feeds it views, ticks, other
+//     nodes' messages and what the writer applied (all posted to its
+//     ownership.Board, n.ctl), carries out its effects through the
+//     interfaces it was built with and publishes on the board per slot the
+//     role, epoch and firing gate, waking requests held for a moving slot
+//     (awaitHeld). It sends the machine's messages to each peer on a
+//     goroutine per peer in flight (POST /internal/v1/ctl), and runs the
+//     stall watch (stallWatch.run, stalls.go), which only beats every 50
+//     ms. All stop on Executor.Close (n.exec), before the node leaves the
+//     gossip.
 //   - shipper (shipper.run, replicate.go): sends queued replication
 //     messages (write groups, slot snapshots) to the replicas in rounds,
 //     one request per peer in parallel. Stops on shipper.close, after the

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -204,7 +205,7 @@ func (c *faultCluster) epochsBehind() []string {
 		holder := ""
 		for _, i := range up {
 			n := c.nodes[i].n
-			r, e, f := n.ctl.state(s)
+			r, e, f := n.ctl.State(s)
 			if n.cfg.Name == o.Name {
 				own, ownRole, firing = e, r, f
 			}
@@ -275,14 +276,12 @@ func (c *faultCluster) explain(id string) string {
 // debug returns node i's ownership machine's description of slot s
 // (Machine.Debug, as GET /internal/v1/slots/{slot} shows it).
 func (c *faultCluster) debug(i int, s uint16) string {
-	ch := make(chan string, 1)
-	c.nodes[i].n.ctl.post(ctlDebug{slot: s, out: ch})
-	select {
-	case d := <-ch:
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if d, ok := c.nodes[i].n.ctl.Debug(ctx, s); ok {
 		return d
-	case <-time.After(time.Second):
-		return "(no answer from ctl)"
 	}
+	return "(no answer from ctl)"
 }
 
 // report fails t with every violation.

@@ -528,7 +528,7 @@ func (c *faultCluster) names(idx []int) []string {
 func (c *faultCluster) roles(i int) map[slots.Role]int {
 	out := map[slots.Role]int{}
 	for s := range uint16(slots.Count) {
-		r, _, _ := c.nodes[i].n.ctl.state(s)
+		r, _, _ := c.nodes[i].n.ctl.State(s)
 		out[r]++
 	}
 	return out

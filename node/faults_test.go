@@ -389,7 +389,7 @@ func TestFaultForgetLostNodes(t *testing.T) {
 		j := c.add()
 		c.start(j, c.seeds(1))
 		sleepUntil(time.Now().Add(10 * time.Second))
-		if f := c.nodes[0].n.ctl.counts.Load().Firing; f != 0 {
+		if f := c.nodes[0].n.ctl.Counts().Firing; f != 0 {
 			t.Errorf("%v: n1 fires %d slots with two of its three voters lost and a joiner, want none", fakeClock{}, f)
 		}
 		forget := func(name string, want int) {
@@ -403,7 +403,7 @@ func TestFaultForgetLostNodes(t *testing.T) {
 		forget("n2", http.StatusOK)
 		forget("n3", http.StatusOK)
 		c.settle(first.Add(1500*time.Millisecond + faultsSettle))
-		if f := c.nodes[0].n.ctl.counts.Load().Firing; f == 0 {
+		if f := c.nodes[0].n.ctl.Counts().Firing; f == 0 {
 			t.Errorf("%v: n1 fires nothing after the lost nodes were forgotten", fakeClock{})
 		}
 		report(t, c.check(checkOpts{}))

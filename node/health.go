@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -17,8 +17,8 @@ import (
 //
 //   - Stalled slots: slots the table names this node owner that have not
 //     been firing for Config.OverdueAfter or longer (no lease, not taken
-//     over, unavailable). The ownership goroutine checks every slot each
-//     few ticks (ctl.checkStalls).
+//     over, unavailable). The ownership executor checks every slot each
+//     few ticks (node/ownership, stalls.go).
 //   - Overdue tasks: tasks in the slots this node owns that were due more
 //     than OverdueAfter ago and have not fired: a due index scan of the
 //     overdue part only, every overdueScanEvery (watchOverdue). Normally
@@ -35,69 +35,13 @@ const overdueScanEvery = 2 * time.Second
 // overdueMax caps the overdue count: the scan stops there.
 const overdueMax = 1_000_000
 
-// stallReport is the last stall check: the stalled slots, ascending, and
-// how many of them are stalled for each reason.
-type stallReport struct {
-	Slots   []uint16
-	Reasons map[string]int
-}
+// stallReport is the last stall check (the ownership executor's).
+type stallReport = ownership.StallReport
 
 // health holds the safety net's last readings.
 type health struct {
 	stalled atomic.Pointer[stallReport]
 	overdue atomic.Int64 // -1 before the first scan
-}
-
-// Reasons a slot is stalled, as in stallReport.Reasons and /readyz.
-const (
-	stallUnavailable = "unavailable"    // no live node holds a copy it may take over from
-	stallImporting   = "not_taken_over" // the table gives it here; the handover or promotion has not happened
-	stallNoLease     = "owner_not_firing"
-	stallNoClaim     = "no_claim" // the table names this node; the ownership machine holds nothing yet
-)
-
-// checkStalls updates the stall report from the machine and the table:
-// the ctl goroutine's, every few ticks. O(slots).
-func (c *ctl) checkStalls(now time.Time) {
-	v := c.view
-	if v == nil {
-		return
-	}
-	if c.notFiring == nil {
-		c.notFiring = make([]time.Time, slots.Count)
-	}
-	after := c.n.cfg.OverdueAfter
-	rep := &stallReport{Reasons: map[string]int{}}
-	for s := range slots.Count {
-		sl := slots.Slot(s)
-		if !v.owns(uint16(s)) || c.m.Firing(sl) {
-			c.notFiring[s] = time.Time{}
-			continue
-		}
-		if c.notFiring[s].IsZero() {
-			c.notFiring[s] = now
-		}
-		if now.Sub(c.notFiring[s]) < after {
-			continue
-		}
-		rep.Slots = append(rep.Slots, uint16(s))
-		switch r := c.m.State(sl).Role; {
-		case c.m.Unavailable(sl):
-			rep.Reasons[stallUnavailable]++
-		case r == slots.RoleImporting:
-			rep.Reasons[stallImporting]++
-		case r == slots.RoleOwner || r == slots.RoleSealing:
-			rep.Reasons[stallNoLease]++
-		default:
-			rep.Reasons[stallNoClaim]++
-		}
-	}
-	old := c.n.health.stalled.Swap(rep)
-	if len(rep.Slots) > 0 && (old == nil || len(old.Slots) == 0) {
-		s := rep.Slots[0]
-		c.n.log.Error("owned slots stalled: not firing", "slots", len(rep.Slots), "reasons", rep.Reasons,
-			"for_over", after, "example", s, "machine", c.m.Debug(slots.Slot(s)))
-	}
 }
 
 // stalledSlots returns the last stall report (empty for a standalone node).

@@ -12,8 +12,8 @@ import (
 
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
+	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring/gossip"
-	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -40,9 +40,10 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
-	ship    *shipper     // replication to replicas; nil standalone
-	ctl     *ctl         // slot ownership (slots.Machine); nil standalone
-	ae      *antiEntropy // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
+	ship    *shipper            // replication to replicas; nil standalone
+	ctl     *ownership.Board    // slot ownership: the executor's inbox and published state; nil standalone
+	exec    *ownership.Executor // runs the ownership machine (slots.Machine); nil standalone
+	ae      *antiEntropy        // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
 
 	sampler    sampler
 	hosts      *dispatch.HostStats
@@ -134,6 +135,9 @@ func (n *Node) Start() error {
 			return err
 		}
 	}
+	if n.cfg.Cluster != nil {
+		n.ctl = ownership.NewBoard()
+	}
 	var wr *writer
 	n.metrics = newMetrics(gauges{
 		storeBytes:    func() float64 { return float64(st.Stats().DiskBytes) },
@@ -154,13 +158,13 @@ func (n *Node) Start() error {
 			if n.ctl == nil {
 				return 0
 			}
-			return float64(n.ctl.counts.Load().Importing)
+			return float64(n.ctl.Counts().Importing)
 		},
 		unavailable: func() float64 {
 			if n.ctl == nil {
 				return 0
 			}
-			return float64(n.ctl.counts.Load().Unavailable)
+			return float64(n.ctl.Counts().Unavailable)
 		},
 		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
 		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
@@ -175,7 +179,7 @@ func (n *Node) Start() error {
 			if n.ctl == nil {
 				return 0
 			}
-			return float64(n.ctl.counts.Load().UnderReplicated)
+			return float64(n.ctl.Counts().UnderReplicated)
 		},
 	})
 	var lp *loop
@@ -195,6 +199,7 @@ func (n *Node) Start() error {
 		},
 		counted: func(d int64) { n.tasks.delta.Add(d) },
 		view:    n.view.Load,
+		ctl:     n.ctl,
 		metas:   metas,
 		log:     n.log,
 		now:     n.now,
@@ -218,39 +223,33 @@ func (n *Node) Start() error {
 	if n.cfg.Cluster != nil {
 		n.ship = newShipper(n, replTimeout)
 		wr.repl.ship = n.ship
-		mv := make(map[uint16]storageMetaView, len(metas))
-		for s, m := range metas {
-			mv[s] = storageMetaView{role: m.Role, epoch: m.OwnEpoch, seq: m.OwnSeq, grantee: m.Grantee}
-		}
-		ct, err := newCtl(n, n.cfg.Cluster.ownershipConfig(n.cfg.Name), mv)
-		if err != nil {
-			st.Close()
-			return err
-		}
 		voters, err := st.Voters()
 		if err != nil {
 			st.Close()
 			return err
 		}
-		ct.voters, ct.savedVoters = *slots.NewVoters(voters), voters
-		n.ctl = ct
-		wr.repl.ctl = ct
-		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, n.now, n.log, n.installView)
+		persisted := slotStates(metas)
+		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, clusterMeta{fresh: len(persisted) == 0, tls: n.cfg.TLS != nil},
+			n.now, n.log, n.installView)
 		if err != nil {
 			st.Close()
 			return err
 		}
-		c.fresh, c.tls = ct.fresh, n.cfg.TLS != nil
-		n.cluster = c
+		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c)
+		if err != nil {
+			st.Close()
+			return err
+		}
+		n.cluster, n.exec = c, ex
 	}
 	n.disp.Start()
 	go wr.run()
 	go lp.run()
 	if n.cluster != nil {
 		go n.ship.run()
-		go n.ctl.run()
+		go n.exec.Run()
 		if err := n.cluster.start(); err != nil {
-			n.ctl.close()
+			n.exec.Close()
 			lp.close()
 			close(wr.stop)
 			<-wr.done
@@ -344,8 +343,8 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	if c := n.cluster; c != nil {
-		k := n.ctl.counts.Load()
-		return c.ready() && n.ctl.tabled.Load() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
+		k := n.ctl.Counts()
+		return c.ready() && n.ctl.Tabled() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
 	}
 	return true
 }
@@ -364,9 +363,9 @@ func (n *Node) notReadyReason() string {
 		return "loading due tasks"
 	}
 	if c := n.cluster; c != nil {
-		k := n.ctl.counts.Load()
+		k := n.ctl.Counts()
 		switch {
-		case !c.ready() || !n.ctl.tabled.Load():
+		case !c.ready() || !n.ctl.Tabled():
 			return "joining: the cluster view has not settled"
 		case k.Importing > 0 || k.Unavailable > 0:
 			return fmt.Sprintf("taking slots over: %d importing, %d unavailable", k.Importing, k.Unavailable)
@@ -395,7 +394,7 @@ func (n *Node) installView(old, v *view) {
 	}
 	n.leftMu.Unlock()
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
-	n.ctl.post(ctlView{old: old, v: v})
+	n.ctl.ViewChanged(ownView(old), ownView(v))
 	n.metrics.noteView(v)
 	n.noteMembers(old, v)
 	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
@@ -504,11 +503,11 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 				// The machine stops before the node leaves: once the
 				// others see it left, it acts on no grant any more (they
 				// forget it as a suspect at once, see slots.MemberDead).
-				n.ctl.close()
+				n.exec.Close()
 				n.cluster.close()
 			default:
 				n.cluster.kill()
-				n.ctl.close()
+				n.exec.Close()
 			}
 		}
 		close(n.writer.stop)
@@ -541,14 +540,12 @@ func (n *Node) drain(ctx context.Context) {
 	// Once the others drop this node from their tables, its slots' new
 	// owners take them by handover (this node seals each: no fire in
 	// flight, then hands over its final (epoch, seq)).
-	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.counts.Load().Owned == 0 }) {
-		ch := make(chan string, 1)
-		n.ctl.post(ctlOwnedReport{out: ch})
-		select {
-		case r := <-ch:
+	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }) {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if r, ok := n.ctl.OwnedReport(rctx); ok {
 			n.log.Warn("drain: slots not handed over in time", "left", r)
-		case <-time.After(time.Second):
 		}
+		cancel()
 	}
 	n.ship.flush(ctx, 5*time.Second)
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))

@@ -15,7 +15,7 @@ import (
 )
 
 // Replication: every write group the writer commits for slots this node
-// owns is also applied by each of the slot's replicas (ctl.replicas: the
+// owns is also applied by each of the slot's replicas (Board.Replicas: the
 // follower the ownership machine feeds, and any node that may still hold
 // its lease grant) before the group's API writes are acknowledged. The unit
 // is storage.SlotOps: the exact key mutations of one slot in one group,
@@ -317,13 +317,13 @@ func (s *shipper) round() bool {
 			q.wait.settle(q.msg.Slot, why)
 		}
 		if why == "" && q.to == "" {
-			c.post(slots.Applied{Slot: slots.Slot(q.msg.Slot), Seq: q.msg.Seq})
+			c.Post(slots.Applied{Slot: slots.Slot(q.msg.Slot), Seq: q.msg.Seq})
 		}
 	}
-	for _, i := range shipOrder(batch, c) {
+	for _, i := range shipOrder(batch, c.Holds) {
 		q := batch[i]
 		slot := q.msg.Slot
-		ep := c.holds(slot)
+		ep := c.Holds(slot)
 		var targets []string
 		if q.to != "" {
 			// A snapshot the machine asked for: owners, sealers and
@@ -337,7 +337,7 @@ func (s *shipper) round() bool {
 				continue
 			}
 			left := 0
-			for _, r := range c.replicas(slot) {
+			for _, r := range c.Replicas(slot) {
 				if !q.acked[r] {
 					targets = append(targets, r)
 					left++
@@ -440,14 +440,14 @@ func (s *shipper) round() bool {
 					finished[i] = true
 				}
 			case replStale:
-				c.post(slots.EpochSeen{Slot: slots.Slot(q.msg.Slot), Epoch: slots.Epoch(o.epochs[k]), From: o.name})
+				c.Post(slots.EpochSeen{Slot: slots.Slot(q.msg.Slot), Epoch: slots.Epoch(o.epochs[k]), From: o.name})
 				finish(i, "another node holds a newer epoch of the slot")
 			case replGap:
 				if q.to != "" {
 					finished[i] = true
 					continue
 				}
-				c.post(ctlGapSeen{slot: q.msg.Slot, epoch: o.epochs[k], from: o.name})
+				c.GapSeen(q.msg.Slot, o.epochs[k], o.name)
 			default:
 				if o.err != nil {
 					s.n.log.Debug("replicate", "to", o.name, "err", o.err)
@@ -463,7 +463,7 @@ func (s *shipper) round() bool {
 		}
 		if q.to == "" {
 			all := true
-			for _, r := range c.replicas(q.msg.Slot) {
+			for _, r := range c.Replicas(q.msg.Slot) {
 				all = all && q.acked[r]
 			}
 			if all {
@@ -492,19 +492,26 @@ func (s *shipper) round() bool {
 	return len(keep) > 0
 }
 
+// slotNode names a slot's copy at a node.
+type slotNode struct {
+	slot uint16
+	node string
+}
+
 // shipOrder returns the order in which round considers batch: live
 // writes first (clients wait for their acks), then snapshots of slots this
 // node no longer owns (the final copy a handover or takeover waits for),
 // then the rest (a follower or importer catching up). Within each class
 // the queue's order stands.
-func shipOrder(batch []*queued, c *ctl) []int {
+// holds gives the epoch at which this node holds a slot (0: it does not).
+func shipOrder(batch []*queued, holds func(slot uint16) uint64) []int {
 	order := make([]int, 0, len(batch))
 	for pass := range 3 {
 		for i, q := range batch {
 			class := 0
 			if q.to != "" {
 				class = 2
-				if c.holds(q.msg.Slot) == 0 {
+				if holds(q.msg.Slot) == 0 {
 					class = 1
 				}
 			}
@@ -576,8 +583,8 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 	// Durable now: the machine may acknowledge the snapshots it got.
 	for i, m := range req.Msgs {
 		if m.Snap && op.replRes[i] == replOK {
-			n.ctl.post(ctlSnap{gen: op.gens[i], ev: slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}})
+			n.ctl.SnapshotApplied(slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
+				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}, op.gens[i])
 		}
 	}
 	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})

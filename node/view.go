@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -124,6 +125,11 @@ func (v *view) fires(s uint16) bool { return v.quorum && v.owned.has(s) }
 // owner returns the member that owns slot s; ok is false when no member is
 // eligible (a node that has not finished joining alone).
 func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
+
+// member returns the member named name.
+func (v *view) member(name string) (gossip.Member, bool) {
+	return ownership.FindMember(v.members, name)
+}
 
 // settled reports whether no membership change happened within d before now.
 func (v *view) settled(now time.Time, d time.Duration) bool {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -117,7 +118,7 @@ type syncGroup struct {
 	jobs  []*dispatch.Job
 	// applied: the slots' seqs this group committed at their current
 	// epoch, for the ownership machine.
-	applied []any
+	applied []slots.Event
 	sums    bool // some op is opSums or opCheckSums
 	err     error
 }
@@ -134,6 +135,7 @@ type writerDeps struct {
 	rebuildIDs func()                      // asks for a larger id filter; never blocks
 	counted    func(delta int64)           // tasks created (+) and deleted (-)
 	view       func() *view                // the current view: a slot not owned is not fired
+	ctl        *ownership.Board            // the slots' ownership; nil standalone
 	metas      map[uint16]storage.SlotMeta // every slot's replication position, as stored
 	log        *slog.Logger
 	now        func() time.Time
@@ -319,7 +321,7 @@ func (w *writer) group(first *writeOp) {
 		w.metrics.commit.Observe(time.Since(start).Seconds())
 	}
 	if len(g.applied) > 0 && g.err == nil {
-		w.repl.ctl.post(g.applied...)
+		w.ctl.Post(g.applied...)
 	}
 	// Checksums are read here, with the group committed and every slot's
 	// position advanced: the two match (antientropy.go).

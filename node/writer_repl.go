@@ -12,7 +12,6 @@ import (
 // goroutine changes it; metaMu lets ctl and the shipper read.
 type writerRepl struct {
 	ship *shipper // nil: standalone, nothing is replicated
-	ctl  *ctl     // the slots' ownership; nil standalone
 
 	metaMu sync.RWMutex
 	meta   map[uint16]storage.SlotMeta // every slot's data position and ownership state; guarded by metaMu
@@ -68,10 +67,10 @@ func (r *writerRepl) gen(slot uint16) uint64 {
 // (it owns it, sees a majority and its lease covers every node that could
 // have taken it). Otherwise writes answer 503 and nothing of it fires.
 func (w *writer) active(slot uint16) bool {
-	if w.repl.ctl == nil {
+	if w.ctl == nil {
 		return w.view().fires(slot)
 	}
-	_, _, firing := w.repl.ctl.state(slot)
+	_, _, firing := w.ctl.State(slot)
 	return firing
 }
 
@@ -80,10 +79,10 @@ func (w *writer) active(slot uint16) bool {
 // true, since it owns every slot. Results of callbacks are recorded while
 // the node holds the slot, so that a handover carries them.
 func (w *writer) holds(slot uint16) (uint64, bool) {
-	if w.repl.ctl == nil {
+	if w.ctl == nil {
 		return 0, w.view().fires(slot)
 	}
-	e := w.repl.ctl.holds(slot)
+	e := w.ctl.Holds(slot)
 	return e, e != 0
 }
 
@@ -153,7 +152,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	n := 0
 	for i := range op.repl {
 		m := &op.repl[i]
-		role, known, _ := w.repl.ctl.state(m.Slot)
+		role, known, _ := w.ctl.State(m.Slot)
 		op.epochs[i] = known
 		own := role == slots.RoleOwner || role == slots.RoleSealing
 		cur := w.repl.position(m.Slot)
@@ -164,7 +163,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		case own:
 			// The sender holds a newer epoch: this node must step down
 			// first (the machine does so on this news), then resync.
-			w.repl.ctl.post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
+			w.ctl.Post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
 			op.replRes[i] = replGap
 			continue
 		case m.Reset && m.SnapEpoch == m.Epoch && cur.Epoch == m.Epoch && m.Seq < cur.Seq:

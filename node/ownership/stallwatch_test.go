@@ -1,4 +1,4 @@
-package node
+package ownership
 
 import (
 	"testing"
@@ -29,7 +29,7 @@ func TestStallWatchTake(t *testing.T) {
 	stop := make(chan struct{})
 	var r stallWatch
 	r.last.Store(time.Now().UnixNano())
-	go r.run(stop)
+	go r.run(realClock{}, stop)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	if got := r.take(time.Now()); got > 250*time.Millisecond {

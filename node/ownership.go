@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/chime-scheduler/chime/node/ownership"
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// The wiring of the slot-ownership executor (package node/ownership): the
+// node's parts behind the small interfaces it takes, and its endpoints.
+
+// newOwnership builds the executor of a cluster node on board b, from the
+// slot states and voters persisted in st.
+func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.SlotState, voters []string,
+	wr *writer, st *storage.Store, c *cluster) (*ownership.Executor, error) {
+	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
+	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
+		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: maxCtlBody}
+	store := ownStore{w: wr, st: st}
+	return ownership.New(cfg, persisted, voters, b, ownership.Deps{
+		Persister: store,
+		Data:      store,
+		Snapshots: ownShip{n.ship},
+		Sender:    ownSender{fwd: n.fwd, timeout: mc.Settle},
+		Clock:     nodeClock{n.now},
+		Log:       n.log,
+		Gained: func(ss []uint16) {
+			n.metrics.takeovers.Add(float64(len(ss)))
+			n.loop.gain(ss)
+		},
+		Genesis: c.setGenesis,
+		Stalled: func(r *ownership.StallReport) { n.health.stalled.Store(r) },
+	})
+}
+
+// slotStates returns the ownership states among stored slot metas.
+func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotState {
+	out := make(map[slots.Slot]slots.SlotState, len(metas))
+	for s, m := range metas {
+		if m.Role == 0 && m.OwnEpoch == 0 {
+			continue
+		}
+		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee}
+	}
+	return out
+}
+
+// ownView is what the executor needs of v.
+func ownView(v *view) ownership.View {
+	return ownership.View{Table: v.table, Members: v.members, Changed: v.changed, Owns: v.owns}
+}
+
+// ownStore is the executor's Persister and SlotData: the writer, and the
+// store for the voters.
+type ownStore struct {
+	w  *writer
+	st *storage.Store
+}
+
+func (o ownStore) PersistStates(ps []slots.Persist) error     { return o.w.persistStates(ps) }
+func (o ownStore) SetVoters(vs []string) error                { return o.st.SetVoters(vs) }
+func (o ownStore) DropSlots(ss []uint16, gens []uint64) error { return o.w.dropSlots(ss, gens) }
+func (o ownStore) IdleSlots(ss []uint16) ([]uint16, error)    { return o.w.sealCheck(ss) }
+func (o ownStore) Seq(s uint16) uint64                        { return o.w.repl.position(s).Seq }
+
+// ownShip streams the executor's snapshots through the shipper.
+type ownShip struct{ s *shipper }
+
+func (o ownShip) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
+	o.s.sendSnapshot(slot, epoch, to, sent, grant, owner)
+}
+
+// ownSender posts the executor's batches to POST /internal/v1/ctl.
+type ownSender struct {
+	fwd     *forwarder
+	timeout time.Duration
+}
+
+func (o ownSender) Send(to ring.Member, bodies [][]byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	for _, body := range bodies {
+		res, err := o.fwd.do(ctx, to, http.MethodPost, "/internal/v1/ctl", body,
+			http.Header{"Content-Type": {"application/octet-stream"}}, 0)
+		if err != nil {
+			return err
+		}
+		if res.status != http.StatusOK {
+			return fmt.Errorf("status %d: %s", res.status, res.body)
+		}
+	}
+	return nil
+}
+
+// nodeClock is the node's clock (Config.Now) with real tickers.
+type nodeClock struct{ now func() time.Time }
+
+func (c nodeClock) Now() time.Time { return c.now() }
+
+func (nodeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// handleCtl receives another node's machine messages.
+func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
+	from, body, e := n.readSigned(r, "ctl", maxCtlBody)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	if n.ctl == nil {
+		writeError(w, invalid("from", "ctl: not a cluster member"))
+		return
+	}
+	if err := n.ctl.Receive(from, body); errors.Is(err, ownership.ErrSender) {
+		writeError(w, invalid("from", "%v", err))
+		return
+	} else if err != nil {
+		writeError(w, invalid("body", "%v", err))
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// handleSlotDebug shows the ownership machine's view of one slot.
+func (n *Node) handleSlotDebug(w http.ResponseWriter, r *http.Request) {
+	if _, _, e := n.readSigned(r, "slots", 0); e != nil {
+		writeError(w, e)
+		return
+	}
+	s, err := strconv.Atoi(r.PathValue("slot"))
+	if err != nil || s < 0 || s >= slots.Count || n.ctl == nil {
+		writeError(w, invalid("slot", "want a slot number below %d in a cluster", slots.Count))
+		return
+	}
+	if d, ok := n.ctl.Debug(r.Context(), uint16(s)); ok {
+		writeJSON(w, http.StatusOK, map[string]any{"node": n.cfg.Name, "slot": s, "machine": d})
+	}
+}

@@ -1,0 +1,282 @@
+package ownership
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// execute carries out effects: every Persist first (durable before
+// anything else happens), then the rest in order; then it publishes the
+// slots touched (every slot if all) and recounts if recount.
+func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, recount bool) {
+	var persist []slots.Persist
+	for _, ef := range effs {
+		if p, ok := ef.(slots.Persist); ok {
+			persist = append(persist, p)
+		}
+	}
+	e.lastPersist = 0
+	if len(persist) > 0 {
+		pt := e.d.Clock.Now()
+		err := e.d.Persister.PersistStates(persist)
+		e.lastPersist = e.d.Clock.Now().Sub(pt)
+		if err != nil {
+			e.d.Log.Error("persist slot ownership: effects not carried out", "err", err)
+			return
+		}
+	}
+	var gained, drops []uint16
+	for _, ef := range effs {
+		switch ef := ef.(type) {
+		case slots.Persist:
+			touched[uint16(ef.Slot)] = true
+		case slots.StartFiring:
+			touched[uint16(ef.Slot)] = true
+			gained = append(gained, uint16(ef.Slot))
+		case slots.StopFiring:
+			touched[uint16(ef.Slot)] = true
+		case slots.Heartbeat:
+			e.send(ef.To, beatOf(ef))
+		case slots.Ack:
+			e.send(ef.To, ackOf(ef))
+		case slots.RequestSnapshot:
+			e.send(ef.From, &SnapshotRequest{Slot: ef.Slot, Epoch: ef.Epoch})
+		case slots.SendNoReplica:
+			e.send(ef.To, &NoReplica{Slot: ef.Slot, Epoch: ef.Epoch})
+		case slots.OfferHandover:
+			e.send(ef.To, offerOf(ef))
+		case slots.SendHandover:
+			touched[uint16(ef.Slot)] = true
+			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant})
+		case slots.RejectLowerEpoch:
+			e.send(ef.To, &Reject{Slot: ef.Slot, Epoch: ef.Epoch})
+		case slots.Announce:
+			if v := e.view; v != nil {
+				msg := &Announce{Slot: ef.Slot, Epoch: ef.Epoch, Replicated: ef.Replicated}
+				for _, m := range v.Table.Members() {
+					if m.Name != e.self {
+						e.send(m.Name, msg)
+					}
+				}
+			}
+		case slots.SendSnapshot:
+			touched[uint16(ef.Slot)] = true
+			e.d.Snapshots.SendSnapshot(uint16(ef.Slot), uint64(ef.Epoch), ef.To, ef.Sent, ef.Grant, ef.Owner)
+		case slots.Seal:
+			touched[uint16(ef.Slot)] = true
+			e.sealing[uint16(ef.Slot)] = true
+		case slots.DropSlot:
+			touched[uint16(ef.Slot)] = true
+			drops = append(drops, uint16(ef.Slot))
+		case slots.MarkUnderReplicated:
+			e.b.setFlag(e.b.underRep, uint16(ef.Slot), ef.On)
+		case slots.MarkUnavailable:
+			e.b.setFlag(e.b.unavail, uint16(ef.Slot), ef.On)
+		}
+	}
+	if len(drops) > 0 {
+		gens := make([]uint64, len(drops))
+		for i, s := range drops {
+			gens[i] = e.dropGen[s]
+		}
+		if err := e.d.Data.DropSlots(drops, gens); err != nil {
+			e.d.Log.Error("drop slot data", "err", err)
+		}
+	}
+	changed := false
+	if all {
+		for s := range slots.Count {
+			changed = e.publish(uint16(s)) || changed
+		}
+	} else {
+		for s := range touched {
+			changed = e.publish(s) || changed
+		}
+	}
+	if changed {
+		e.b.notify()
+	}
+	if len(gained) > 0 {
+		e.d.Gained(gained)
+	}
+	if recount {
+		cnt := e.m.Counts()
+		e.b.counts.Store(&cnt)
+	}
+	if e.hadTable {
+		e.b.tabled.Store(true)
+	}
+}
+
+// publish makes slot s's machine state visible to the data path and
+// reports whether its role, epoch or firing changed.
+func (e *Executor) publish(s uint16) bool {
+	st := e.m.State(slots.Slot(s))
+	v := uint64(st.Epoch)<<8 | uint64(st.Role)
+	if e.m.Firing(slots.Slot(s)) {
+		v |= 1 << 7
+	}
+	changed := e.b.setPub(s, v)
+	owner := st.Role == slots.RoleOwner || st.Role == slots.RoleSealing
+	if !owner && !e.b.hasReplicas(s) {
+		return changed // the common case: nothing to replicate to, before or now
+	}
+	e.b.setReplicas(s, e.m.Replicas(slots.Slot(s)))
+	return changed
+}
+
+// checkSeals reports Sealed for the sealing slots that have no callback
+// running any more (their results are committed).
+func (e *Executor) checkSeals() []slots.Effect {
+	var ss []uint16
+	for s := range e.sealing {
+		if e.m.State(slots.Slot(s)).Role != slots.RoleSealing {
+			delete(e.sealing, s)
+			continue
+		}
+		ss = append(ss, s)
+	}
+	if len(ss) == 0 {
+		return nil
+	}
+	idle, err := e.d.Data.IdleSlots(ss)
+	if err != nil {
+		return nil
+	}
+	var effs []slots.Effect
+	for _, s := range idle {
+		delete(e.sealing, s)
+		effs = append(effs, e.m.Step(slots.Sealed{Slot: slots.Slot(s), Seq: e.d.Data.Seq(s)})...)
+	}
+	return effs
+}
+
+// send queues msg for node to.
+func (e *Executor) send(to string, msg Msg) {
+	q := e.out[to]
+	if len(q) >= maxOutbox {
+		q = q[len(q)-maxOutbox/2:]
+	}
+	e.out[to] = append(q, msg)
+}
+
+// flush sends each node's queued messages as one batch, one batch in
+// flight per node; what queues meanwhile goes with the next.
+func (e *Executor) flush() {
+	v := e.view
+	if v == nil {
+		return
+	}
+	for to, msgs := range e.out {
+		if e.sending[to] {
+			continue
+		}
+		delete(e.out, to)
+		mem, ok := v.member(to)
+		if !ok || mem.Status == gossip.StatusDead || mem.Status == gossip.StatusLeft {
+			continue // lost: the machine repeats what matters
+		}
+		e.sending[to] = true
+		e.lastSent[to] = e.d.Clock.Now()
+		target := ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}
+		bodies := encodeChunks(e.self, msgs, e.cfg.MaxBody)
+		go func() {
+			err := e.d.Sender.Send(target, bodies)
+			if err != nil {
+				e.d.Log.Debug("ownership messages", "to", to, "err", err)
+			}
+			e.b.post(sentEvent{to: to, ok: err == nil})
+		}()
+	}
+}
+
+// traced reports whether slot s's machine events are logged
+// (Config.TraceEvery; a debugging aid).
+func (e *Executor) traced(s uint16) bool {
+	return e.cfg.TraceEvery > 0 && int(s)%e.cfg.TraceEvery == 0
+}
+
+func (e *Executor) trace(s uint16, ev slots.Event, out []slots.Effect) {
+	switch ev.(type) {
+	case slots.Replicated, slots.ReplAck, slots.Applied:
+		interesting := false
+		for _, ef := range out {
+			switch ef.(type) {
+			case slots.Heartbeat, slots.Ack:
+			default:
+				interesting = true
+			}
+		}
+		if !interesting {
+			return
+		}
+	}
+	var es []string
+	for _, ef := range out {
+		if _, ok := ef.(slots.Heartbeat); !ok {
+			es = append(es, ef.String())
+		}
+	}
+	e.d.Log.Info("slot trace", "slot", s, "event", fmt.Sprintf("%T%+v", ev, ev), "effects", es, "now", e.m.Debug(slots.Slot(s)))
+}
+
+// logStuck logs the machine's view of a few slots that this node should own
+// and has not taken for a while, to diagnose a slot that stays unavailable.
+func (e *Executor) logStuck() {
+	now := e.d.Clock.Now()
+	e.lastStuckLog = now
+	if e.stuckSince == nil {
+		e.stuckSince = map[uint16]time.Time{}
+	}
+	logged := 0
+	for s := range slots.Count {
+		r := e.m.State(slots.Slot(s)).Role
+		stuck := r == slots.RoleImporting || r == slots.RoleUnavailable
+		if r == slots.RoleFollower && e.view != nil {
+			if l := e.m.Leader(slots.Slot(s)); l != "" {
+				if m, ok := e.view.member(l); ok && m.Status == gossip.StatusDead {
+					stuck = true // following a dead owner
+				}
+			}
+		}
+		if !stuck {
+			delete(e.stuckSince, uint16(s))
+			continue
+		}
+		since, ok := e.stuckSince[uint16(s)]
+		if !ok {
+			e.stuckSince[uint16(s)] = now
+			continue
+		}
+		if now.Sub(since) > 5*time.Second && logged < 2 {
+			logged++
+			e.d.Log.Warn("slot not taken over yet", "slot", s, "for", now.Sub(since).Round(time.Second), "machine", e.m.Debug(slots.Slot(s)))
+		}
+	}
+}
+
+// ownedReport counts the slots this node owns or seals and describes up to
+// max of them (Machine.Debug).
+func (e *Executor) ownedReport(max int) string {
+	var b strings.Builder
+	owned, sealing := 0, 0
+	for s := range slots.Count {
+		switch e.m.State(slots.Slot(s)).Role {
+		case slots.RoleOwner:
+			owned++
+		case slots.RoleSealing:
+			sealing++
+		default:
+			continue
+		}
+		if owned+sealing <= max {
+			fmt.Fprintf(&b, "; slot %d: %s", s, e.m.Debug(slots.Slot(s)))
+		}
+	}
+	return fmt.Sprintf("owned %d, sealing %d%s", owned, sealing, b.String())
+}

@@ -1,0 +1,419 @@
+// Package ownership runs a cluster node's slot ownership: the executor
+// owns the pure state machine slots.Machine (DESIGN §4: epochs, leases,
+// sealed handover, promotion after a crash, unavailable slots), feeds it
+// events (views, ticks, messages from other nodes, what the writer
+// applied) on one goroutine and carries out the effects it returns:
+// persist, start and stop firing, stream snapshots, seal, drop, and send
+// the machine's messages to other nodes (wire.go, msg_*.go). It knows the
+// node only through the small interfaces of Deps; the node wires them.
+//
+// The data path reads what the executor publishes after every step on the
+// Board, without locks.
+package ownership
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// Persister makes the machine's state durable.
+type Persister interface {
+	// PersistStates makes the machine's Persist effects durable.
+	PersistStates([]slots.Persist) error
+	// SetVoters makes the voters durable (see slots.Voters).
+	SetVoters([]string) error
+}
+
+// SlotData carries out the machine's decisions on a slot's data.
+type SlotData interface {
+	// DropSlots deletes slots' data, durably, unless a slot's data
+	// generation moved past the one given (a newer snapshot).
+	DropSlots(ss []uint16, gens []uint64) error
+	// IdleSlots returns the slots of ss with no callback running, once
+	// their results are durable.
+	IdleSlots(ss []uint16) ([]uint16, error)
+	// Seq returns slot s's data position (its last replicated seq).
+	Seq(s uint16) uint64
+}
+
+// Snapshots streams a full copy of a slot to a node.
+type Snapshots interface {
+	// grant: the snapshot carries the lease grant; owner: the sender owns
+	// epoch (slots.SendSnapshot.Owner).
+	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool)
+}
+
+// Sender delivers encoded batches to another node.
+type Sender interface {
+	// Send posts bodies to node to in order, stopping at the first
+	// failure, within a timeout of its own; nil means all arrived.
+	Send(to ring.Member, bodies [][]byte) error
+}
+
+// Clock is the executor's only source of time.
+type Clock interface {
+	Now() time.Time
+	// NewTicker delivers the time every d until stop is called.
+	NewTicker(d time.Duration) (c <-chan time.Time, stop func())
+}
+
+// Deps is what the executor needs of the node.
+type Deps struct {
+	Persister Persister
+	Data      SlotData
+	Snapshots Snapshots
+	Sender    Sender
+	Clock     Clock
+	Log       *slog.Logger
+	// Gained is told of the slots this node started owning at a new
+	// epoch (to load their due tasks).
+	Gained func(ss []uint16)
+	// Genesis is told, on a goroutine of its own, that this fresh node
+	// got slot state: table is the checksum of the table it bootstrapped
+	// a new cluster with, 0 if it joined one.
+	Genesis func(table uint64)
+	// Stalled is given each stall report (stalls.go).
+	Stalled func(*StallReport)
+}
+
+// Config is the executor's configuration.
+type Config struct {
+	Machine slots.Config
+	// SettleTime is how long the view must not change before a fresh
+	// node bootstraps a new cluster.
+	SettleTime time.Duration
+	// OverdueAfter: an owned slot not firing that long is stalled.
+	OverdueAfter time.Duration
+	// TraceEvery logs the machine's events of every k-th slot (0: none).
+	TraceEvery int
+	// MaxBody is the receiver's limit on a batch's size.
+	MaxBody int
+}
+
+// maxOutbox bounds the messages waiting for one node; older ones are
+// dropped (every message is best effort: the machine repeats what matters).
+const maxOutbox = 1 << 17
+
+// Executor runs the machine: one goroutine (Run), stopped by Close.
+type Executor struct {
+	m      *slots.Machine
+	cfg    Config
+	b      *Board
+	d      Deps
+	self   string
+	voters slots.Voters // whom the majority is counted among
+	// savedVoters are the voters last persisted: a restart starts from them.
+	savedVoters []string
+
+	stop chan struct{}
+	done chan struct{}
+
+	// The run goroutine's own state.
+	view         *View
+	lastTick     time.Time
+	fresh        bool // no slot state yet: may bootstrap a new cluster
+	sealing      map[uint16]bool
+	out          map[string][]Msg
+	sending      map[string]bool        // a batch to that node is in flight
+	lastSent     map[string]time.Time   // last batch sent to that node
+	snapAsked    map[slotNode]time.Time // last snapshot asked on a gap
+	dropGen      map[uint16]uint64      // data generation the machine last saw per slot
+	tablePending bool                   // re-deliver the table (after a pause)
+	hadTable     bool                   // the machine has had a table (published as tabled)
+	lastStuckLog time.Time
+	ticks        uint64
+	lastPersist  time.Duration
+	stuckSince   map[uint16]time.Time
+	notFiring    []time.Time // per slot: since when an owned slot is not firing (stalls.go)
+	watch        stallWatch  // how long the process itself stalled (slots.Tick.Stalled)
+	lastStalls   *StallReport
+}
+
+type slotNode struct {
+	slot uint16
+	node string
+}
+
+// New builds the executor of a node whose persisted slot states are
+// persisted and persisted voters voters, publishing on b. A node with no
+// slot state is fresh: it may bootstrap a new cluster.
+func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, b *Board, d Deps) (*Executor, error) {
+	m, err := slots.New(cfg.Machine, persisted)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{m: m, cfg: cfg, b: b, d: d, self: cfg.Machine.Self, voters: *slots.NewVoters(voters), savedVoters: voters,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		sealing: map[uint16]bool{}, out: map[string][]Msg{}, sending: map[string]bool{}, lastSent: map[string]time.Time{},
+		snapAsked: map[slotNode]time.Time{}, dropGen: map[uint16]uint64{}, fresh: len(persisted) == 0}
+	for s := range slots.Count {
+		e.publish(uint16(s))
+	}
+	return e, nil
+}
+
+// tickEvery is how often the machine gets a Tick: below Lease/8 and a
+// third of the pause gap, so a delayed tick does not read as a pause.
+func (e *Executor) tickEvery() time.Duration {
+	return min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3)
+}
+
+// Close stops Run and waits for it.
+func (e *Executor) Close() {
+	close(e.stop)
+	<-e.done
+}
+
+// Run steps the machine until Close.
+func (e *Executor) Run() {
+	defer close(e.done)
+	e.watch.last.Store(e.d.Clock.Now().UnixNano())
+	go e.watch.run(e.d.Clock, e.stop)
+	tc, stopTicker := e.d.Clock.NewTicker(e.tickEvery())
+	defer stopTicker()
+	for {
+		tick := false
+		select {
+		case <-e.stop:
+			return
+		case <-e.b.kick:
+		case <-tc:
+			tick = true
+		}
+		e.step(tick)
+	}
+}
+
+// step feeds the machine a tick (if tick) and the posted events, and
+// carries out the effects.
+func (e *Executor) step(tick bool) {
+	t0 := e.d.Clock.Now()
+	batch := e.b.take()
+	var effs []slots.Effect
+	all, counts := false, false // publish every slot; recount
+	touched := map[uint16]bool{}
+	if tick {
+		now := e.d.Clock.Now().Round(0)
+		stalled := e.watch.take(now)
+		if !e.lastTick.IsZero() && now.Sub(e.lastTick) > e.cfg.Machine.Pause {
+			e.d.Log.Warn("ownership ticks paused: the view is re-read", "gap", now.Sub(e.lastTick).Round(time.Millisecond),
+				"process_stalled", stalled.Round(time.Millisecond))
+			e.tablePending = true
+		}
+		e.lastTick = now
+		effs = append(effs, e.m.Step(slots.Tick{Now: now, Stalled: stalled, StallKnown: true})...)
+		e.ticks++
+		counts = e.ticks%4 == 0
+		all = e.ticks%16 == 0 // a safety net: everything is republished now and then
+		if e.tablePending && e.view != nil {
+			e.tablePending = false
+			te, stepped := e.tableEvent(e.view)
+			effs = append(effs, te...)
+			all = all || stepped
+		}
+		e.pingIdle(now)
+	}
+	for _, ev := range batch {
+		switch ev := ev.(type) {
+		case viewEvent:
+			effs = append(effs, e.onView(ev.old, ev.cur)...)
+			all = true
+		case debugEvent:
+			ev.out <- e.m.Debug(slots.Slot(ev.slot))
+		case ownedReportEvent:
+			ev.out <- e.ownedReport(3)
+		case sentEvent:
+			e.sending[ev.to] = false
+			if ev.ok {
+				effs = append(effs, e.m.Step(slots.MemberAlive{Name: ev.to})...)
+			}
+		case gapEvent:
+			k := slotNode{ev.slot, ev.from}
+			now := e.d.Clock.Now()
+			if at, ok := e.snapAsked[k]; ok && now.Sub(at) < e.cfg.Machine.Lease {
+				continue
+			}
+			e.snapAsked[k] = now
+			touched[ev.slot] = true
+			effs = append(effs, e.m.Step(slots.SnapshotRequest{Slot: slots.Slot(ev.slot), Epoch: slots.Epoch(ev.epoch), From: ev.from})...)
+		case snapEvent:
+			e.dropGen[uint16(ev.ev.Slot)] = ev.gen
+			touched[uint16(ev.ev.Slot)] = true
+			effs = append(effs, e.m.Step(ev.ev)...)
+		case slots.Event:
+			s, ok := eventSlot(ev)
+			if ok {
+				touched[s] = true
+			}
+			out := e.m.Step(ev)
+			if ok && e.traced(s) {
+				e.trace(s, ev, out)
+			}
+			effs = append(effs, out...)
+		}
+	}
+	if tick && e.d.Clock.Now().Sub(e.lastStuckLog) > 3*time.Second {
+		e.logStuck()
+	}
+	if tick && e.ticks%4 == 0 {
+		e.checkStalls(e.d.Clock.Now())
+	}
+	if tick && len(e.sealing) > 0 {
+		effs = append(effs, e.checkSeals()...)
+	}
+	for _, ev := range batch {
+		if a, ok := ev.(slots.MemberAlive); ok && a.Restarted {
+			all = true
+		}
+		if _, ok := ev.(slots.MemberDead); ok {
+			all = true
+		}
+	}
+	t1 := e.d.Clock.Now()
+	e.execute(effs, touched, all, all || counts)
+	if d := e.d.Clock.Now().Sub(t0); d > time.Second {
+		e.d.Log.Warn("slow ownership step", "events", len(batch), "effects", len(effs), "step", t1.Sub(t0).Round(time.Millisecond),
+			"execute", e.d.Clock.Now().Sub(t1).Round(time.Millisecond), "persist", e.lastPersist.Round(time.Millisecond))
+	}
+	e.flush()
+}
+
+// onView turns a new view into the machine's events.
+func (e *Executor) onView(old, v View) []slots.Effect {
+	e.view = &v
+	var effs []slots.Effect
+	for _, ch := range memberChanges(old.Members, v.Members) {
+		switch ch.kind {
+		case "dead", "left":
+			effs = append(effs, e.m.Step(slots.MemberDead{Name: ch.name, Left: ch.kind == "left"})...)
+		case "restart":
+			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name, Restarted: true})...)
+		case "join":
+			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name})...)
+		}
+	}
+	te, _ := e.tableEvent(e.view)
+	return append(effs, te...)
+}
+
+// tableEvent steps the machine with v's table. A node with no slot state
+// whose table holds only such nodes, or nodes that started a new cluster
+// with this very table (Meta.Genesis), is part of a brand-new cluster: it
+// waits until the view has settled, then bootstraps (the first owners take
+// epoch 1, each the slots the shared table gives it). Any other table goes
+// to the machine at once.
+func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
+	if len(v.Table.Members()) == 0 {
+		return nil, false // not joined yet
+	}
+	boot := false
+	if e.fresh {
+		in := map[string]bool{}
+		for _, m := range v.Table.Members() {
+			in[m.Name] = true
+		}
+		sum := v.Table.Checksum()
+		genesis := true
+		for _, m := range v.Members {
+			if in[m.Name] && !m.Meta.Fresh && m.Meta.Genesis != sum {
+				genesis = false // it holds data: this cluster is not new
+			}
+		}
+		if genesis {
+			if !v.settled(e.d.Clock.Now(), e.cfg.SettleTime) {
+				return nil, false // the tick re-checks (see pingIdle)
+			}
+			boot = true
+		}
+	}
+	// The majority is counted among the voters (slots.Voters): the
+	// members that hold data (active or draining) and did not leave, as
+	// long as this node sees a majority of the ones it had.
+	var members, alive []string
+	for _, m := range v.Members {
+		if m.Meta.State != gossip.StateActive && m.Meta.State != gossip.StateDraining {
+			continue
+		}
+		switch m.Status {
+		case gossip.StatusAlive:
+			alive = append(alive, m.Name)
+			members = append(members, m.Name)
+		case gossip.StatusSuspect, gossip.StatusDead:
+			members = append(members, m.Name)
+		}
+	}
+	sees, stable := e.voters.Count(members, alive)
+	if !e.voters.Is(e.savedVoters) {
+		// Durable before the machine acts on them, so that a restart does
+		// not start from its first view (see slots.Voters).
+		vs := e.voters.Members()
+		if err := e.d.Persister.SetVoters(vs); err != nil {
+			e.d.Log.Error("save voters", "voters", vs, "err", err)
+		} else {
+			e.savedVoters = vs
+		}
+	}
+	effs := e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees, Bootstrap: boot})
+	e.hadTable = true
+	if e.fresh && (boot || len(effs) > 0) {
+		e.fresh = false
+		var g uint64
+		if boot {
+			g = v.Table.Checksum()
+		}
+		go e.d.Genesis(g)
+	}
+	return effs, true
+}
+
+// pingIdle sends an empty batch to every live member not written to within
+// Settle/4: its answer is a sign of life for the machine's majority
+// evidence. It also retries a bootstrap that waited for the view to settle.
+func (e *Executor) pingIdle(now time.Time) {
+	v := e.view
+	if v == nil {
+		return
+	}
+	if e.fresh {
+		e.tablePending = true
+	}
+	for _, m := range v.Members {
+		if m.Name == e.self || m.Status != gossip.StatusAlive {
+			continue
+		}
+		if now.Sub(e.lastSent[m.Name]) >= e.cfg.Machine.Settle/4 {
+			if _, ok := e.out[m.Name]; !ok {
+				e.out[m.Name] = []Msg{}
+			}
+		}
+	}
+}
+
+// eventSlot returns the slot a machine message is about.
+func eventSlot(ev slots.Event) (uint16, bool) {
+	switch ev := ev.(type) {
+	case slots.Replicated:
+		return uint16(ev.Slot), true
+	case slots.ReplAck:
+		return uint16(ev.Slot), true
+	case slots.SnapshotRequest:
+		return uint16(ev.Slot), true
+	case slots.SnapshotComplete:
+		return uint16(ev.Slot), true
+	case slots.NoReplica:
+		return uint16(ev.Slot), true
+	case slots.HandoverOffer:
+		return uint16(ev.Slot), true
+	case slots.HandoverDone:
+		return uint16(ev.Slot), true
+	case slots.EpochSeen:
+		return uint16(ev.Slot), true
+	case slots.Sealed:
+		return uint16(ev.Slot), true
+	}
+	return 0, false
+}

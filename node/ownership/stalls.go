@@ -1,0 +1,113 @@
+package ownership
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// StallReport is the last stall check: the owned slots that have not been
+// firing for Config.OverdueAfter or longer, ascending, and how many of
+// them are stalled for each reason.
+type StallReport struct {
+	Slots   []uint16
+	Reasons map[string]int
+}
+
+// Reasons a slot is stalled, as in StallReport.Reasons and /readyz.
+const (
+	StallUnavailable = "unavailable"    // no live node holds a copy it may take over from
+	StallImporting   = "not_taken_over" // the table gives it here; the handover or promotion has not happened
+	StallNoLease     = "owner_not_firing"
+	StallNoClaim     = "no_claim" // the table names this node; the ownership machine holds nothing yet
+)
+
+// checkStalls reports the stalls from the machine and the table: the run
+// goroutine's, every few ticks. O(slots).
+func (e *Executor) checkStalls(now time.Time) {
+	v := e.view
+	if v == nil {
+		return
+	}
+	if e.notFiring == nil {
+		e.notFiring = make([]time.Time, slots.Count)
+	}
+	after := e.cfg.OverdueAfter
+	rep := &StallReport{Reasons: map[string]int{}}
+	for s := range slots.Count {
+		sl := slots.Slot(s)
+		if !v.Owns(uint16(s)) || e.m.Firing(sl) {
+			e.notFiring[s] = time.Time{}
+			continue
+		}
+		if e.notFiring[s].IsZero() {
+			e.notFiring[s] = now
+		}
+		if now.Sub(e.notFiring[s]) < after {
+			continue
+		}
+		rep.Slots = append(rep.Slots, uint16(s))
+		switch r := e.m.State(sl).Role; {
+		case e.m.Unavailable(sl):
+			rep.Reasons[StallUnavailable]++
+		case r == slots.RoleImporting:
+			rep.Reasons[StallImporting]++
+		case r == slots.RoleOwner || r == slots.RoleSealing:
+			rep.Reasons[StallNoLease]++
+		default:
+			rep.Reasons[StallNoClaim]++
+		}
+	}
+	if len(rep.Slots) > 0 && (e.lastStalls == nil || len(e.lastStalls.Slots) == 0) {
+		s := rep.Slots[0]
+		e.d.Log.Error("owned slots stalled: not firing", "slots", len(rep.Slots), "reasons", rep.Reasons,
+			"for_over", after, "example", s, "machine", e.m.Debug(slots.Slot(s)))
+	}
+	e.lastStalls = rep
+	e.d.Stalled(rep)
+}
+
+// stallBeat is how often the stall watch beats.
+const stallBeat = 50 * time.Millisecond
+
+// stallWatch measures how long this process was stalled, as opposed to the
+// ownership loop alone: a goroutine that does nothing but beat every
+// stallBeat. The longest gap between two beats is how long the runtime ran
+// none of its goroutines on time (a stop-the-world pause, a frozen VM, a
+// machine so loaded that the whole process starved), memberlist's
+// included. A long step of the ownership loop itself (persisting thousands
+// of slot states, a backlog of events) leaves the beats on time: the
+// others kept hearing from this node, so nobody can have declared it dead
+// meanwhile (slots.Tick.Stalled).
+type stallWatch struct {
+	last   atomic.Int64 // unix nanos of the last beat
+	maxGap atomic.Int64 // the longest gap since the last take
+}
+
+// run beats until stop is closed.
+func (w *stallWatch) run(clock Clock, stop <-chan struct{}) {
+	tc, stopTicker := clock.NewTicker(stallBeat)
+	defer stopTicker()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tc:
+			n := now.UnixNano()
+			if gap := n - w.last.Swap(n); gap > w.maxGap.Load() {
+				w.maxGap.Store(gap)
+			}
+		}
+	}
+}
+
+// take returns the longest stall since the previous take, up to now: the
+// longest gap between beats, or the time since the last beat if longer.
+func (w *stallWatch) take(now time.Time) time.Duration {
+	g := w.maxGap.Swap(0)
+	if since := now.UnixNano() - w.last.Load(); since > g {
+		g = since
+	}
+	return max(0, time.Duration(g)-stallBeat)
+}

@@ -1,0 +1,80 @@
+package ownership
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
+)
+
+// View is what the executor needs of one picture of the cluster as the
+// node sees it.
+type View struct {
+	Table   ring.Table
+	Members []gossip.Member // every known member, by name (dead and left too)
+	// Changed is when the membership last changed as the node saw it.
+	Changed time.Time
+	// Owns reports whether the table gives slot s to this node.
+	Owns func(s uint16) bool
+}
+
+// settled reports whether no membership change happened within d before now.
+func (v *View) settled(now time.Time, d time.Duration) bool {
+	return v.Changed.IsZero() || now.Sub(v.Changed) >= d
+}
+
+// member returns the member named name.
+func (v *View) member(name string) (gossip.Member, bool) { return FindMember(v.Members, name) }
+
+// FindMember returns the member named name among members, sorted by name.
+func FindMember(members []gossip.Member, name string) (gossip.Member, bool) {
+	i, ok := slices.BinarySearchFunc(members, name, func(m gossip.Member, n string) int {
+		return strings.Compare(m.Name, n)
+	})
+	if !ok {
+		return gossip.Member{}, false
+	}
+	return members[i], true
+}
+
+// memberChange is one change of membership the machine hears of.
+type memberChange struct{ kind, name string }
+
+// memberChanges lists how the membership went from old to cur (both by
+// name), in name order: join, dead, left, restart.
+func memberChanges(old, cur []gossip.Member) []memberChange {
+	prev := make(map[string]gossip.Member, len(old))
+	for _, m := range old {
+		prev[m.Name] = m
+	}
+	var out []memberChange
+	for _, m := range cur {
+		p, seen := prev[m.Name]
+		switch {
+		case !seen || (!p.Up() && m.Up() && p.Meta.BootID == m.Meta.BootID):
+			if m.Up() {
+				out = append(out, memberChange{"join", m.Name})
+			}
+		case p.Meta.BootID != m.Meta.BootID:
+			out = append(out, memberChange{"restart", m.Name})
+		case p.Status != gossip.StatusLeft && m.Status == gossip.StatusLeft:
+			// It left: once it handed its slots over, or when its drain
+			// gave up (a cap, a peer it could not reach). Then its slots
+			// fail over as from a dead node, once its leases ran out. Or,
+			// dead already, an operator forgot it (gone for good).
+			out = append(out, memberChange{"left", m.Name})
+		case p.Up() && !m.Up():
+			out = append(out, memberChange{"dead", m.Name})
+		}
+		delete(prev, m.Name)
+	}
+	for _, p := range prev {
+		if p.Up() {
+			out = append(out, memberChange{"dead", p.Name}) // dropped from the membership unseen
+		}
+	}
+	slices.SortFunc(out, func(a, b memberChange) int { return strings.Compare(a.name, b.name) })
+	return out
+}

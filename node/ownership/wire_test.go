@@ -1,0 +1,194 @@
+package ownership
+
+import (
+	"encoding/binary"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
+)
+
+// realClock is the system clock, for tests that run the stall watch.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
+}
+
+// at is a decoded time (time.Unix), comparable with reflect.DeepEqual.
+func at(ns int64) time.Time { return time.Unix(0, ns) }
+
+// everyKind is one message of each kind, every field and flag set.
+func everyKind() []Msg {
+	return []Msg{
+		&Beat{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, Sent: at(-5), Grant: true, Release: "n3"},
+		&Ack{Slot: 2, Epoch: 7, Seq: 9, Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2"},
+		&SnapshotRequest{Slot: 3, Epoch: 0},
+		&NoReplica{Slot: 4, Epoch: 5},
+		&Offer{Slot: 1, Epoch: 1, Seq: 3, WasOwner: true, Grantee: "n3"},
+		&Handover{Slot: 5, Epoch: 6, Seq: 7, Grant: true},
+		&Announce{Slot: 300, Epoch: 2, Replicated: true},
+		&Reject{Slot: 301, Epoch: 3},
+	}
+}
+
+func TestCtlEncoding(t *testing.T) {
+	cases := []Batch{
+		{From: "n1", Msgs: []Msg{}},
+		{From: "a-node", Msgs: []Msg{&Beat{Slot: 7, Epoch: 1, Sent: at(0)}}},
+		{From: "n2", Msgs: everyKind()},
+	}
+	for _, b := range cases {
+		got, err := DecodeBatch(b.Encode())
+		if err != nil || !reflect.DeepEqual(got, b) {
+			t.Errorf("round trip of %+v: %+v, %v", b, got, err)
+		}
+	}
+	enc := cases[2].Encode()
+	for i := range enc {
+		if _, err := DecodeBatch(enc[:i]); err == nil {
+			t.Errorf("truncated at %d: no error", i)
+		}
+	}
+	bad := map[string][]byte{
+		"empty":           {},
+		"version 1":       {1, 0, 0},
+		"trailing":        append(Batch{From: "a"}.Encode(), 0),
+		"slot 16384":      Batch{From: "a", Msgs: []Msg{&Reject{Slot: 16384}}}.Encode(),
+		"epoch too large": Batch{From: "a", Msgs: []Msg{&Reject{Epoch: MaxEpoch + 1}}}.Encode(),
+		"unknown kind":    {wireVersion, 1, 'a', 1, 99, 0, 0, 0},
+		"unknown flag":    {wireVersion, 1, 'a', 1, kindAnnounce, 0, 1, 2, 1},
+		"count too large": {wireVersion, 1, 'a', 2, kindReject, 0, 1, 1},
+		"name too long":   binary.AppendUvarint([]byte{wireVersion}, maxName+1),
+	}
+	for name, p := range bad {
+		if _, err := DecodeBatch(p); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestCtlEvents: each message becomes the machine event it stands for,
+// from its sender.
+func TestCtlEvents(t *testing.T) {
+	want := []slots.Event{
+		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3"},
+		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2"},
+		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
+		slots.NoReplica{Slot: 4, Epoch: 5, From: "x"},
+		slots.HandoverOffer{Slot: 1, Epoch: 1, Seq: 3, From: "x", WasOwner: true, Grantee: "n3"},
+		slots.HandoverDone{Slot: 5, Epoch: 6, Seq: 7, From: "x", Grant: true},
+		slots.EpochSeen{Slot: 300, Epoch: 2, From: "x", Owner: true, Replicated: true},
+		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
+	}
+	for i, m := range everyKind() {
+		if got := m.event("x"); !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("%T: %+v, want %+v", m, got, want[i])
+		}
+	}
+	b := NewBoard()
+	if err := b.Receive("y", Batch{From: "x", Msgs: everyKind()}.Encode()); err == nil {
+		t.Error("a batch from x signed by y was taken")
+	}
+	if err := b.Receive("x", Batch{From: "x", Msgs: everyKind()}.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	q := b.take()
+	if len(q) != len(want)+1 || q[0] != (slots.MemberAlive{Name: "x"}) {
+		t.Fatalf("posted %v", q)
+	}
+}
+
+func TestCtlChunks(t *testing.T) {
+	var msgs []Msg
+	for s := range 20000 {
+		msgs = append(msgs, &Beat{Slot: slots.Slot(s % slots.Count), Epoch: 1 << 40, Seq: 1 << 50, Sent: at(1764580000000000000), Grant: true, Release: "node-with-a-long-name"})
+	}
+	for _, limit := range []int{1 << 20, 4096, 200} {
+		chunks := encodeChunks("n1", msgs, limit)
+		var got []Msg
+		for _, c := range chunks {
+			if len(c) > limit {
+				t.Fatalf("limit %d: a chunk of %d bytes", limit, len(c))
+			}
+			b, err := DecodeBatch(c)
+			if err != nil || b.From != "n1" {
+				t.Fatalf("limit %d: %v", limit, err)
+			}
+			got = append(got, b.Msgs...)
+		}
+		if !reflect.DeepEqual(got, msgs) {
+			t.Fatalf("limit %d: the messages changed in %d chunks", limit, len(chunks))
+		}
+		if limit == 1<<20 && len(chunks) > 2 {
+			t.Errorf("%d chunks under 1 MiB", len(chunks))
+		}
+	}
+	if chunks := encodeChunks("n1", nil, 1<<20); len(chunks) != 1 {
+		t.Errorf("a ping is %d bodies", len(chunks))
+	}
+}
+
+func FuzzDecodeCtl(f *testing.F) {
+	f.Add(Batch{From: "n1", Msgs: []Msg{&Beat{Slot: 3, Epoch: 2, Seq: 9, Sent: at(77), Release: "x"}}}.Encode())
+	f.Add(Batch{From: "n2", Msgs: everyKind()}.Encode())
+	f.Fuzz(func(t *testing.T, p []byte) {
+		b, err := DecodeBatch(p)
+		if err != nil {
+			return
+		}
+		for _, m := range b.Msgs {
+			ev := m.event(b.From)
+			if s, ok := eventSlot(ev); !ok || int(s) >= slots.Count {
+				t.Fatalf("%+v: slot %d", m, s)
+			}
+		}
+		if again, err := DecodeBatch(b.Encode()); err != nil || !reflect.DeepEqual(again, b) {
+			t.Fatalf("re-encode of %+v: %+v, %v", b, again, err)
+		}
+	})
+}
+
+// TestMemberChanges: how membership changes reach the ownership machine.
+// A member that left counts as gone (its slots fail over once its leases
+// ran out, if its drain did not hand them over), as does one that
+// vanished from the membership while up.
+func TestMemberChanges(t *testing.T) {
+	m := func(name string, st gossip.Status, boot uint64) gossip.Member {
+		return gossip.Member{Name: name, Status: st, Meta: gossip.Meta{BootID: boot}}
+	}
+	alive, suspect, dead, left := gossip.StatusAlive, gossip.StatusSuspect, gossip.StatusDead, gossip.StatusLeft
+	cases := []struct {
+		name     string
+		old, cur []gossip.Member
+		want     []memberChange
+	}{
+		{"nothing", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", alive, 1)}, nil},
+		{"join", nil, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
+		{"known but dead", nil, []gossip.Member{m("a", dead, 1)}, nil},
+		{"suspect is up", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", suspect, 1)}, nil},
+		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
+		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
+		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
+		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
+		{"left then dead", []gossip.Member{m("a", left, 1)}, []gossip.Member{m("a", dead, 1)}, nil},
+		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
+		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []memberChange{{"restart", "a"}}},
+		{"vanished", []gossip.Member{m("a", alive, 1), m("b", alive, 1)}, []gossip.Member{m("b", alive, 1)}, []memberChange{{"dead", "a"}}},
+		{"vanished when gone", []gossip.Member{m("a", left, 1)}, nil, nil},
+		{"in name order", []gossip.Member{m("c", alive, 1), m("b", alive, 1)},
+			[]gossip.Member{m("c", left, 1), m("a", alive, 1)}, []memberChange{{"join", "a"}, {"dead", "b"}, {"left", "c"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := memberChanges(tc.old, tc.cur); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
