@@ -158,12 +158,15 @@ func (m *Machine) admitMove(s Slot) bool {
 // pruneMoves frees the places of slots that stopped importing (taken
 // over, unavailable, no longer ours) or whose attempt is over (a slot that
 // moved on to a takeover after a crash makes no further attempt), and
-// forgets waiting slots that did not ask for two Leases (they stopped
-// waiting). A waiting slot asks when its retry is due, a Lease after its
-// last attempt and on the first Tick after that: forgetting it after one
-// Lease dropped it from the queue just before it asked again, so it went
-// to the back every time and, behind a queue longer than the places, never
-// got one (a crash during a join left slots unowned for good).
+// forgets waiting slots that are no longer to be taken (taken over, no
+// longer ours) or did not ask for two Leases (they stopped waiting). A
+// waiting slot asks when its retry is due, a Lease after its last attempt
+// and on the first Tick after that, and between rounds of asking it may be
+// unavailable: forgetting it after one Lease, or while unavailable,
+// dropped it from the queue before it asked again, so it went to the back
+// every time and, behind a queue longer than the places, never got one (a
+// crash during a join left slots unowned for good;
+// TestJoinOwnerCrashWithMovesQueued).
 // O(MaxMoves + waiting slots), on Ticks.
 func (m *Machine) pruneMoves() {
 	for s, until := range m.moving {
