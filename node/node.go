@@ -247,7 +247,7 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
-		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c, n.ship)
+		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c, ship)
 		if err != nil {
 			st.Close()
 			return err
