@@ -189,7 +189,7 @@ type CheckerDeps struct {
 // Checker runs the owner's side of the checks (see the top of this file)
 // on one goroutine.
 type Checker struct {
-	CheckerDeps
+	d    CheckerDeps
 	cfg  CheckerConfig
 	st   *aeState
 	next int // the first slot of the next tick
@@ -199,14 +199,14 @@ type Checker struct {
 
 // NewChecker returns the checker; Run runs it.
 func NewChecker(cfg CheckerConfig, deps CheckerDeps) *Checker {
-	return &Checker{CheckerDeps: deps, cfg: cfg, st: newAEState(aeRecheck*cfg.Interval, cfg.Hold),
+	return &Checker{d: deps, cfg: cfg, st: newAEState(aeRecheck*cfg.Interval, cfg.Hold),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Run is the checker's goroutine, until Close.
 func (a *Checker) Run() {
 	defer close(a.done)
-	c, stop := a.Clock.NewTicker(max(a.cfg.Interval/aeRounds, time.Millisecond))
+	c, stop := a.d.Clock.NewTicker(max(a.cfg.Interval/aeRounds, time.Millisecond))
 	defer stop()
 	for {
 		select {
@@ -214,7 +214,7 @@ func (a *Checker) Run() {
 			return
 		case <-c:
 		}
-		a.tick(a.Clock.Now())
+		a.tick(a.d.Clock.Now())
 	}
 }
 
@@ -229,7 +229,7 @@ func (a *Checker) Close() {
 // new follower, a resync in flight), and of them the ones due
 // (aeState.due).
 func (a *Checker) tick(now time.Time) {
-	c := a.Ownership
+	c := a.d.Ownership
 	per := slots.Count / aeRounds
 	from := a.next
 	a.next = (from + per) % slots.Count
@@ -243,7 +243,7 @@ func (a *Checker) tick(now time.Time) {
 		if _, ok := slices.BinarySearch(under, s); ok {
 			continue // its follower is being fed a snapshot: nothing to compare yet
 		}
-		epoch, seq := a.Sums.Position(s)
+		epoch, seq := a.d.Sums.Position(s)
 		for _, r := range c.Replicas(s) {
 			if a.st.due(slotNode{s, r}, epoch, seq, now) {
 				due[s] = append(due[s], r)
@@ -256,7 +256,7 @@ func (a *Checker) tick(now time.Time) {
 	if len(cand) == 0 {
 		return
 	}
-	items, err := a.Sums.Sums(a.stop, cand)
+	items, err := a.d.Sums.Sums(a.stop, cand)
 	if err != nil {
 		return
 	}
@@ -288,7 +288,7 @@ func (a *Checker) tick(now time.Time) {
 			continue
 		}
 		if o.err != nil {
-			a.Log.Debug("anti-entropy check", "to", o.to, "err", o.err)
+			a.d.Log.Debug("anti-entropy check", "to", o.to, "err", o.err)
 			continue
 		}
 		for k, it := range o.items {
@@ -299,35 +299,35 @@ func (a *Checker) tick(now time.Time) {
 
 // answered acts on replica k.node's answer res for item it.
 func (a *Checker) answered(k slotNode, it Item, res uint8, epoch uint64, now time.Time) {
-	a.Metrics.Checked(res)
+	a.d.Metrics.Checked(res)
 	switch a.st.record(k, it, res, now) {
 	case aeNone:
 		return
 	case aeRepairThenResync:
-		was, is, err := a.Sums.Repair(k.slot)
+		was, is, err := a.d.Sums.Repair(k.slot)
 		if err != nil {
-			a.Log.Warn("anti-entropy: recompute own checksum", "slot", k.slot, "err", err)
+			a.d.Log.Warn("anti-entropy: recompute own checksum", "slot", k.slot, "err", err)
 			return
 		}
 		if was != is {
-			a.Log.Warn("anti-entropy: this owner's checksum of a slot was wrong; repaired, not resyncing its replica",
+			a.d.Log.Warn("anti-entropy: this owner's checksum of a slot was wrong; repaired, not resyncing its replica",
 				"slot", k.slot, "replica", k.node, "was", was.String(), "now", is.String())
 			return
 		}
 	}
-	a.Log.Warn("anti-entropy: a replica's copy of a slot differs; resyncing it", "slot", k.slot, "replica", k.node,
+	a.d.Log.Warn("anti-entropy: a replica's copy of a slot differs; resyncing it", "slot", k.slot, "replica", k.node,
 		"epoch", it.Epoch, "seq", it.Seq, "owner_checksum", Checksum{Sum: it.Sum, Count: it.Count}.String())
-	a.Metrics.Resynced()
+	a.d.Metrics.Resynced()
 	// The path a replication gap takes: the machine streams the replica a
 	// snapshot of the slot.
-	a.Ownership.GapSeen(k.slot, epoch, k.node)
+	a.d.Ownership.GapSeen(k.slot, epoch, k.node)
 }
 
 // call sends one check request to node to.
 func (a *Checker) call(to string, req *aeRequest, timeout time.Duration) (aeAnswer, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := a.Transport.Call(ctx, to, PathAntiEntropy, "application/octet-stream", encodeAERequest(req))
+	out, err := a.d.Transport.Call(ctx, to, PathAntiEntropy, "application/octet-stream", encodeAERequest(req))
 	if err != nil {
 		return aeAnswer{}, fmt.Errorf("anti-entropy check at %s: %w", to, err)
 	}

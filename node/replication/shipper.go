@@ -38,7 +38,7 @@ type ShipperDeps struct {
 // every queued message in it, grouped by replica and sent to all replicas
 // in parallel. Messages of a slot stay in order.
 type Shipper struct {
-	ShipperDeps
+	d     ShipperDeps
 	self  string // this node's name: Request.From
 	mu    sync.Mutex
 	queue []*queued
@@ -62,7 +62,7 @@ type Shipper struct {
 // the wall clock's (Wait deadlines, backoffs), whatever clock the node
 // runs its schedule by.
 func NewShipper(self string, deps ShipperDeps) *Shipper {
-	return &Shipper{ShipperDeps: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	return &Shipper{d: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, unread: map[slotNode]*queued{}}
 }
 
@@ -200,7 +200,7 @@ func (s *Shipper) round() bool {
 	if len(batch) == 0 {
 		return false
 	}
-	c := s.Ownership
+	c := s.d.Ownership
 	now := time.Now()
 	finished := make([]bool, len(batch))
 	byNode := map[string][]int{}
@@ -266,9 +266,9 @@ func (s *Shipper) round() bool {
 					s.deferred = true
 					continue // stays queued
 				}
-				snap, err := s.Copies.Snapshot(q.msg.Slot)
+				snap, err := s.d.Copies.Snapshot(q.msg.Slot)
 				if err != nil {
-					s.Log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
+					s.d.Log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
 					continue
 				}
 				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
@@ -342,7 +342,7 @@ func (s *Shipper) round() bool {
 				c.GapSeen(q.msg.Slot, o.epochs[k], o.name)
 			default:
 				if o.err != nil {
-					s.Log.Debug("replicate", "to", o.name, "err", o.err)
+					s.d.Log.Debug("replicate", "to", o.name, "err", o.err)
 				}
 			}
 		}
@@ -421,7 +421,7 @@ func (s *Shipper) call(to string, req *Request) ([]uint8, []uint64, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	out, err := s.Transport.Call(context.Background(), to, PathReplicate, "application/msgpack", body)
+	out, err := s.d.Transport.Call(context.Background(), to, PathReplicate, "application/msgpack", body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
