@@ -36,6 +36,7 @@ type Ownership interface {
 	// Flagged returns the under-replicated and the unavailable slots,
 	// ascending.
 	Flagged() (under, unavail []uint16)
+	// Post hands the machine events (Applied, EpochSeen).
 	Post(evs ...slots.Event)
 	// GapSeen asks for a snapshot of slot for replica from, which is at
 	// epoch.
