@@ -41,8 +41,8 @@ run: build ## run one node with ./chime-data
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
 	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
-	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node/ownership:FuzzDecodeCtl ./node:FuzzDecodeAE \
-	./node:FuzzCallAuth ./node:FuzzReplicate ./node/httpapi:FuzzBatchEnvelope ./node/httpapi:FuzzListCursor ./node/dispatch:FuzzRetryAfter ./node/dispatch:FuzzVerifySignature
+	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node/ownership:FuzzDecodeCtl ./node/replication:FuzzDecodeAE \
+	./node:FuzzCallAuth ./node/replication:FuzzReplicate ./node/httpapi:FuzzBatchEnvelope ./node/httpapi:FuzzListCursor ./node/dispatch:FuzzRetryAfter ./node/dispatch:FuzzVerifySignature
 FUZZTIME ?= 30s
 
 fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their seeds
@@ -52,7 +52,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their see
 
 bench: ## micro-benchmarks
 	mkdir -p bench/out
-	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./wheel ./ring ./storage ./node | tee bench/out/micro.txt
+	$(GO) test -run='^$$' -bench=. -benchmem -count=5 ./wheel ./ring ./storage ./node ./node/replication | tee bench/out/micro.txt
 
 cover: ## coverage report
 	$(GO) test -coverprofile=cover.out $(PKGS) && $(GO) tool cover -func=cover.out | tail -1

@@ -11,117 +11,8 @@ import (
 
 	"github.com/chime-scheduler/chime/ring/gossip/memnet"
 	"github.com/chime-scheduler/chime/slots"
-	"github.com/chime-scheduler/chime/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
-
-func TestCompareSums(t *testing.T) {
-	sum := storage.Checksum{Sum: 0xabc, Count: 3}
-	item := func(e, q uint64) aeItem { return aeItem{Slot: 7, Epoch: e, Seq: q, Sum: 0xabc, Count: 3} }
-	alt := func(it aeItem, e uint64) aeItem { it.HasAlt, it.AltEpoch = true, e; return it }
-	tests := []struct {
-		name string
-		pos  storage.SlotMeta
-		sum  storage.Checksum
-		it   aeItem
-		want uint8
-	}{
-		{"same position, same checksum", storage.SlotMeta{Epoch: 2, Seq: 10}, sum, item(2, 10), aeMatch},
-		{"same position, other sum", storage.SlotMeta{Epoch: 2, Seq: 10}, storage.Checksum{Sum: 0xabd, Count: 3}, item(2, 10), aeMismatch},
-		{"same position, other count", storage.SlotMeta{Epoch: 2, Seq: 10}, storage.Checksum{Sum: 0xabc, Count: 2}, item(2, 10), aeMismatch},
-		{"replica behind", storage.SlotMeta{Epoch: 2, Seq: 9}, storage.Checksum{}, item(2, 10), aeNotComparable},
-		{"replica ahead", storage.SlotMeta{Epoch: 2, Seq: 11}, storage.Checksum{}, item(2, 10), aeNotComparable},
-		{"same seq, older epoch", storage.SlotMeta{Epoch: 1, Seq: 10}, sum, item(2, 10), aeNotComparable},
-		{"same seq, the owner's epoch before it took the slot", storage.SlotMeta{Epoch: 1, Seq: 10}, sum, alt(item(2, 10), 1), aeMatch},
-		{"same seq, the epoch before, other data", storage.SlotMeta{Epoch: 1, Seq: 10}, storage.Checksum{}, alt(item(2, 10), 1), aeMismatch},
-		{"same seq, an epoch that is neither", storage.SlotMeta{Epoch: 3, Seq: 10}, sum, alt(item(2, 10), 1), aeNotComparable},
-		{"both empty, never written", storage.SlotMeta{}, storage.Checksum{}, aeItem{}, aeMatch},
-		{"alt epoch 0 (before bootstrap)", storage.SlotMeta{Epoch: 0, Seq: 0}, storage.Checksum{}, aeItem{Epoch: 1, HasAlt: true}, aeMatch},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := compareSums(tt.pos, tt.sum, tt.it); got != tt.want {
-				t.Errorf("compareSums(%+v, %v, %+v) = %d, want %d", tt.pos, tt.sum, tt.it, got, tt.want)
-			}
-		})
-	}
-}
-
-// TestAEState runs one (slot, replica) pair through scripted answers and
-// checks when it is due and what the owner does.
-func TestAEState(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	k := slotNode{5, "b"}
-	it := func(e, q uint64) aeItem { return aeItem{Slot: 5, Epoch: e, Seq: q} }
-	type step struct {
-		at         int // ms after t0
-		epoch, seq uint64
-		wantDue    bool
-		answer     uint8 // when due; 0: no answer (the call failed)
-		wantAction aeAction
-	}
-	tests := []struct {
-		name  string
-		steps []step
-	}{
-		{"never checked: due", []step{{0, 1, 5, true, 0, aeNone}}},
-		{"verified, unmoved: skipped until recheck", []step{
-			{0, 1, 5, true, aeMatch, aeNone},
-			{500, 1, 5, false, 0, aeNone},
-			{999, 1, 5, false, 0, aeNone},
-			{1000, 1, 5, true, aeMatch, aeNone},
-			{1500, 1, 5, false, 0, aeNone},
-		}},
-		{"verified, then written: due at once", []step{
-			{0, 1, 5, true, aeMatch, aeNone},
-			{10, 1, 6, true, aeMatch, aeNone},
-			{20, 2, 6, true, aeMatch, aeNone},
-			{30, 2, 6, false, 0, aeNone},
-		}},
-		{"not comparable: due again next time", []step{
-			{0, 1, 5, true, aeNotComparable, aeNone},
-			{10, 1, 5, true, aeMatch, aeNone},
-		}},
-		{"failed call: due again next time", []step{
-			{0, 1, 5, true, 0, aeNone},
-			{10, 1, 5, true, aeMatch, aeNone},
-		}},
-		{"mismatch: resync, then held while it runs", []step{
-			{0, 1, 5, true, aeMismatch, aeResync},
-			{100, 1, 5, false, 0, aeNone},
-			{299, 1, 9, false, 0, aeNone},
-			{300, 1, 9, true, aeMatch, aeNone},
-		}},
-		{"mismatch twice in a row: check the owner's own checksum first", []step{
-			{0, 1, 5, true, aeMismatch, aeResync},
-			{300, 1, 5, true, aeMismatch, aeRepairThenResync},
-			{600, 1, 5, true, aeMismatch, aeRepairThenResync},
-		}},
-		{"a match in between resets the count", []step{
-			{0, 1, 5, true, aeMismatch, aeResync},
-			{300, 1, 5, true, aeMatch, aeNone},
-			{310, 1, 6, true, aeMismatch, aeResync},
-		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := newAEState(time.Second, 300*time.Millisecond)
-			for i, s := range tt.steps {
-				now := at(s.at)
-				if got := st.due(k, s.epoch, s.seq, now); got != s.wantDue {
-					t.Fatalf("step %d: due(%d, %d) at %d ms = %v, want %v", i, s.epoch, s.seq, s.at, got, s.wantDue)
-				}
-				if !s.wantDue || s.answer == 0 {
-					continue
-				}
-				if got := st.record(k, it(s.epoch, s.seq), s.answer, now); got != s.wantAction {
-					t.Fatalf("step %d: record(answer %d) = %d, want %d", i, s.answer, got, s.wantAction)
-				}
-			}
-		})
-	}
-}
 
 // aeNodes starts two cluster nodes that run anti-entropy every interval
 // and form a cluster together (each joins the other): the table's owner of
@@ -151,7 +42,7 @@ func aeNodes(t *testing.T, interval time.Duration) (*testNode, *testNode) {
 	// slots; under -race on two cores that takes 25-45 s, and a resync's
 	// snapshot would queue behind them. Start from a calm cluster.
 	start := time.Now()
-	waitFor(t, 120*time.Second, "replication idle", func() bool { return a.ship.pending() == 0 && b.ship.pending() == 0 })
+	waitFor(t, 120*time.Second, "replication idle", func() bool { return a.ship.Pending() == 0 && b.ship.Pending() == 0 })
 	t.Logf("replication idle after %v", time.Since(start).Round(time.Millisecond))
 	return a, b
 }

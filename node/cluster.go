@@ -54,9 +54,9 @@ type ClusterConfig struct {
 	// probe intervals.
 	Lease, LeaseMargin, OwnershipSettle time.Duration
 	// AntiEntropyInterval is how long one pass of anti-entropy over all
-	// slots takes (antientropy.go): the owner of each slot has each replica
-	// compare the slot's checksum with its own copy's at the same
-	// position, and resyncs a copy that differs. A pass is spread over 16
+	// slots takes (package node/replication): the owner of each slot has
+	// each replica compare the slot's checksum with its own copy's at the
+	// same position, and resyncs a copy that differs. A pass is spread over 16
 	// ticks; a slot verified at an unchanged position is skipped for 10
 	// passes. 30 s finds a diverged copy of a slot being written within a
 	// pass or two and of an idle one within 5 minutes, for at most ~550

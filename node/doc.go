@@ -3,8 +3,9 @@
 // dispatcher (package node/dispatch) and the HTTP API of docs/API.md
 // (package node/httpapi, which reaches the node through httpapi.Backend,
 // implemented in api.go), and in a cluster the
-// membership (package ring/gossip), the ownership machine (package slots),
-// replication and anti-entropy. The pure packages it wires (wheel, ring,
+// membership (package ring/gossip), the ownership machine (package slots,
+// run by node/ownership), replication and anti-entropy (package
+// node/replication). The pure packages it wires (wheel, ring,
 // slots) start no goroutines and read no clock; node starts the goroutines
 // listed below (Pebble, ring/gossip with memberlist, and the dashboard, ui,
 // start their own).
@@ -41,7 +42,8 @@
 //     records and slot metadata; applies each group of ops (API writes,
 //     fire starts, results, replicated groups, ctl's persists) to one
 //     Pebble batch and commits it. Owns its record caches and its
-//     replication state (writer_repl.go). Stops when shutdown
+//     replication state (writer_repl.go) and answers checksum reads
+//     (writer_sums.go). Stops when shutdown
 //     closes writer.stop: it applies what is queued and closes the syncq.
 //   - syncer (writer.syncLoop, started by the writer): fsyncs committed
 //     groups, then answers the API, sends wake changes to the loop and fire
@@ -81,13 +83,22 @@
 //     stall watch (stallWatch.run, stalls.go), which only beats every 50
 //     ms. All stop on Executor.Close (n.exec), before the node leaves the
 //     gossip.
-//   - shipper (shipper.run, replicate.go): sends queued replication
-//     messages (write groups, slot snapshots) to the replicas in rounds,
-//     one request per peer in parallel. Stops on shipper.close, after the
-//     writer.
-//   - anti-entropy (antiEntropy.run, antientropy.go; unless
+//   - shipper (replication.Shipper.Run, package node/replication, wired in
+//     replication_wiring.go): sends queued replication messages (write
+//     groups from the writer, slot snapshots ctl asks for) to the replicas
+//     in rounds, one request per peer in parallel, through the forwarder;
+//     reads snapshots through the writer. Owns its queue, backoffs and the
+//     groups' replication.Wait. Stops on Shipper.Close, after the writer.
+//   - anti-entropy (replication.Checker.Run, same package; unless
 //     AntiEntropyInterval is 0): has the replicas of a slice of the owned
-//     slots compare checksums each tick. Stops on antiEntropy.close.
+//     slots compare checksums each tick, reading its own on the writer
+//     (writer_sums.go). Owns its memory of the checks. Stops on
+//     Checker.Close.
+//
+// A replica's side of both (POST /internal/v1/replicate, /antientropy)
+// runs on the HTTP handler's goroutine: authenticated and bounded in
+// replication_wiring.go, decoded and checked by package node/replication,
+// applied by the writer (writer_repl.go, writer_sums.go).
 //
 // HTTP handlers (package node/httpapi) run on the server's goroutines
 // (cmd/chime owns the server); a batch split over owners, a cluster-wide

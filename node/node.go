@@ -13,6 +13,7 @@ import (
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/ownership"
+	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -40,10 +41,10 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
-	ship    *shipper            // replication to replicas; nil standalone
-	ctl     *ownership.Board    // slot ownership: the executor's inbox and published state; nil standalone
-	exec    *ownership.Executor // runs the ownership machine (slots.Machine); nil standalone
-	ae      *antiEntropy        // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
+	ship    *replication.Shipper // replication to replicas; nil standalone
+	ctl     *ownership.Board     // slot ownership: the executor's inbox and published state; nil standalone
+	exec    *ownership.Executor  // runs the ownership machine (slots.Machine); nil standalone
+	ae      *replication.Checker // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
 
 	sampler    sampler
 	hosts      *dispatch.HostStats
@@ -148,7 +149,7 @@ func (n *Node) Start() error {
 			if n.ship == nil {
 				return 0
 			}
-			return float64(n.ship.pending())
+			return float64(n.ship.Pending())
 		},
 		tasksStored: func() float64 {
 			c, _ := n.taskCount()
@@ -183,6 +184,13 @@ func (n *Node) Start() error {
 		},
 	})
 	var lp *loop
+	// The writer hands its groups to the shipper, which reads snapshots
+	// from the writer: built below, over it, before either runs.
+	var ship *replication.Shipper
+	var replicate func([]replication.Msg, *replication.Wait)
+	if n.cfg.Cluster != nil {
+		replicate = func(m []replication.Msg, w *replication.Wait) { ship.Enqueue(m, w) }
+	}
 	wr = newWriter(&n.cfg, writerDeps{
 		store:    st,
 		notify:   func(ch []wakeChange) { lp.notify(ch) },
@@ -197,12 +205,13 @@ func (n *Node) Start() error {
 			default:
 			}
 		},
-		counted: func(d int64) { n.tasks.delta.Add(d) },
-		view:    n.view.Load,
-		ctl:     n.ctl,
-		metas:   metas,
-		log:     n.log,
-		now:     n.now,
+		counted:   func(d int64) { n.tasks.delta.Add(d) },
+		view:      n.view.Load,
+		ctl:       n.ctl,
+		metas:     metas,
+		replicate: replicate,
+		log:       n.log,
+		now:       n.now,
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {
@@ -221,8 +230,11 @@ func (n *Node) Start() error {
 	n.writer, n.loop = wr, lp
 	n.metrics.noteView(n.view.Load())
 	if n.cfg.Cluster != nil {
-		n.ship = newShipper(n, replTimeout)
-		wr.repl.ship = n.ship
+		// The shipper's times are the wall clock's, as the writer's
+		// replication.Wait deadlines are.
+		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
+			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Log: n.log})
+		n.ship = ship
 		voters, err := st.Voters()
 		if err != nil {
 			st.Close()
@@ -235,7 +247,7 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
-		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c)
+		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c, ship)
 		if err != nil {
 			st.Close()
 			return err
@@ -246,21 +258,23 @@ func (n *Node) Start() error {
 	go wr.run()
 	go lp.run()
 	if n.cluster != nil {
-		go n.ship.run()
+		go n.ship.Run()
 		go n.exec.Run()
 		if err := n.cluster.start(); err != nil {
 			n.exec.Close()
 			lp.close()
 			close(wr.stop)
 			<-wr.done
-			n.ship.close()
+			n.ship.Close()
 			n.disp.Close(context.Background())
 			st.Close()
 			return err
 		}
 		if iv := n.cfg.Cluster.AntiEntropyInterval; iv > 0 {
-			n.ae = newAntiEntropy(n, iv)
-			go n.ae.run()
+			n.ae = replication.NewChecker(replication.CheckerConfig{Self: n.cfg.Name, Interval: iv, Hold: 2 * n.lease,
+				Version: storage.ChecksumVersion}, replication.CheckerDeps{Transport: peers{fwd: n.fwd, view: n.view.Load},
+				Ownership: n.ctl, Sums: replData{wr}, Clock: nodeClock{time.Now}, Metrics: aeMetrics{n.metrics}, Log: n.log})
+			go n.ae.Run()
 		}
 	}
 	n.running.Store(true)
@@ -493,7 +507,7 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 		}
 		if n.cluster != nil {
 			if n.ae != nil {
-				n.ae.close()
+				n.ae.Close()
 			}
 			switch mode {
 			case stopGraceful, stopFailed:
@@ -513,7 +527,7 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 		close(n.writer.stop)
 		<-n.writer.done
 		if n.ship != nil {
-			n.ship.close()
+			n.ship.Close()
 		}
 		close(n.stopBG)
 		n.bg.Wait()
@@ -547,6 +561,6 @@ func (n *Node) drain(ctx context.Context) {
 		}
 		cancel()
 	}
-	n.ship.flush(ctx, 5*time.Second)
+	n.ship.Flush(ctx, 5*time.Second)
 	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
 }

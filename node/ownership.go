@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,7 +19,7 @@ import (
 // newOwnership builds the executor of a cluster node on board b, from the
 // slot states and voters persisted in st.
 func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.SlotState, voters []string,
-	wr *writer, st *storage.Store, c *cluster) (*ownership.Executor, error) {
+	wr *writer, st *storage.Store, c *cluster, snaps ownership.Snapshots) (*ownership.Executor, error) {
 	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
 	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
 		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: maxCtlBody}
@@ -28,7 +27,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 	return ownership.New(cfg, persisted, voters, b, ownership.Deps{
 		Persister: store,
 		Data:      store,
-		Snapshots: ownShip{n.ship},
+		Snapshots: snaps,
 		Sender:    ownSender{fwd: n.fwd, timeout: mc.Settle},
 		Clock:     nodeClock{n.now},
 		Log:       n.log,
@@ -71,13 +70,6 @@ func (o ownStore) DropSlots(ss []uint16, gens []uint64) error { return o.w.dropS
 func (o ownStore) IdleSlots(ss []uint16) ([]uint16, error)    { return o.w.sealCheck(ss) }
 func (o ownStore) Seq(s uint16) uint64                        { return o.w.repl.position(s).Seq }
 
-// ownShip streams the executor's snapshots through the shipper.
-type ownShip struct{ s *shipper }
-
-func (o ownShip) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
-	o.s.sendSnapshot(slot, epoch, to, sent, grant, owner)
-}
-
 // ownSender posts the executor's batches to POST /internal/v1/ctl.
 type ownSender struct {
 	fwd     *forwarder
@@ -88,13 +80,8 @@ func (o ownSender) Send(to ring.Member, bodies [][]byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	for _, body := range bodies {
-		res, err := o.fwd.do(ctx, to, http.MethodPost, "/internal/v1/ctl", body,
-			http.Header{"Content-Type": {"application/octet-stream"}}, 0)
-		if err != nil {
+		if _, err := postSigned(ctx, o.fwd, to, "/internal/v1/ctl", "application/octet-stream", body); err != nil {
 			return err
-		}
-		if res.status != http.StatusOK {
-			return fmt.Errorf("status %d: %s", res.status, res.body)
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/ownership"
+	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -52,15 +53,15 @@ const (
 type writeOp struct {
 	kind     opKind
 	now      int64
-	tasks    []*storage.Task  // opCreate, opPut: the new records
-	id       string           // single-task ops
-	fires    []wheel.Entry    // opFire
-	res      *dispatch.Result // opDone
-	repl     []replMsg        // opReplica: messages; opSnapshot: the result
-	from     string           // opReplica: the sender
-	slots    []uint16         // opDrop, opSealCheck, opSnapshot
-	persist  []slots.Persist  // opPersist
-	dropGens []uint64         // opDrop: the data generation of each slot the machine saw
+	tasks    []*storage.Task   // opCreate, opPut: the new records
+	id       string            // single-task ops
+	fires    []wheel.Entry     // opFire
+	res      *dispatch.Result  // opDone
+	repl     []replication.Msg // opReplica: messages; opSnapshot: the result
+	from     string            // opReplica: the sender
+	slots    []uint16          // opDrop, opSealCheck, opSnapshot
+	persist  []slots.Persist   // opPersist
+	dropGens []uint64          // opDrop: the data generation of each slot the machine saw
 
 	// Results, one per task for opCreate/opPut, one for single-task ops.
 	out     []*storage.Task
@@ -73,7 +74,7 @@ type writeOp struct {
 	held    []uint64 // opReplica: the seq a snapshot's slot holds after it (its own, or a newer one kept)
 	idle    []uint16 // opSealCheck: the slots with no callback running
 	snapErr error    // opSnapshot
-	ae      aeOp     // opSums, opCheckSums (antientropy.go)
+	ae      aeOp     // opSums, opCheckSums (writer_sums.go)
 
 	reply chan struct{} // closed when durable (nil for internal ops)
 	// answered: reply was closed early (syncer only; finish skips it).
@@ -110,9 +111,9 @@ type wakeChange struct {
 
 // syncGroup is one committed batch on its way to durability.
 type syncGroup struct {
-	acked bool      // some op waits for its fsync
-	api   bool      // some op is an API write: its reply also waits for the followers
-	wait  *replWait // the followers' acks the group's API writes wait for; nil: none
+	acked bool              // some op waits for its fsync
+	api   bool              // some op is an API write: its reply also waits for the followers
+	wait  *replication.Wait // the followers' acks the group's API writes wait for; nil: none
 	ops   []*writeOp
 	wakes []wakeChange
 	jobs  []*dispatch.Job
@@ -137,8 +138,12 @@ type writerDeps struct {
 	view       func() *view                // the current view: a slot not owned is not fired
 	ctl        *ownership.Board            // the slots' ownership; nil standalone
 	metas      map[uint16]storage.SlotMeta // every slot's replication position, as stored
-	log        *slog.Logger
-	now        func() time.Time
+	// replicate hands a group's messages to the shipper, which settles
+	// wait (nil: nobody waits); never blocks. nil: standalone, nothing is
+	// replicated.
+	replicate func([]replication.Msg, *replication.Wait)
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 type writer struct {
@@ -277,7 +282,7 @@ func (w *writer) drain() {
 func (w *writer) group(first *writeOp) {
 	b := w.store.NewBatch()
 	defer b.Close()
-	if w.repl.ship != nil {
+	if w.replicate != nil {
 		b.Capture()
 	}
 	g := &syncGroup{}
@@ -309,8 +314,8 @@ func (w *writer) group(first *writeOp) {
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
-	var msgs []replMsg
-	if w.repl.ship != nil {
+	var msgs []replication.Msg
+	if w.replicate != nil {
 		msgs = w.prepareRepl(b, g)
 	}
 	if b.Count() > 0 {
@@ -324,7 +329,7 @@ func (w *writer) group(first *writeOp) {
 		w.ctl.Post(g.applied...)
 	}
 	// Checksums are read here, with the group committed and every slot's
-	// position advanced: the two match (antientropy.go).
+	// position advanced: the two match (writer_sums.go).
 	w.answerSums(g)
 	if len(g.wakes) > 0 && g.err == nil {
 		// The loop learns of wake changes in commit order, here on the
@@ -337,9 +342,9 @@ func (w *writer) group(first *writeOp) {
 	}
 	if len(msgs) > 0 && g.err == nil {
 		if g.api {
-			g.wait = newReplWait(len(msgs), time.Now().Add(replTimeout))
+			g.wait = replication.NewWait(len(msgs), time.Now().Add(replTimeout))
 		}
-		w.repl.ship.enqueue(msgs, g.wait)
+		w.replicate(msgs, g.wait)
 	}
 	w.metrics.writeGroup(n)
 	if !g.acked {
@@ -439,7 +444,7 @@ func (w *writer) syncLoop() {
 					w.replWaits.Add(1)
 					go func() {
 						defer w.replWaits.Done()
-						<-g.wait.done
+						<-g.wait.Done()
 						w.replFailed(g)
 						w.finish(g)
 					}()

@@ -2,17 +2,15 @@ package node
 
 import (
 	"sync"
-	"time"
 
+	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
-// The writer's replication state (see replicate.go). Only the writer
-// goroutine changes it; metaMu lets ctl and the shipper read.
+// The writer's replication state (see package node/replication). Only the
+// writer goroutine changes it; metaMu lets ctl and the shipper read.
 type writerRepl struct {
-	ship *shipper // nil: standalone, nothing is replicated
-
 	metaMu sync.RWMutex
 	meta   map[uint16]storage.SlotMeta // every slot's data position and ownership state; guarded by metaMu
 	// gens counts the times a slot's data was replaced wholesale (a
@@ -91,9 +89,9 @@ var errNotOwner = &Error{Code: CodeUnavailable, Message: "this node does not ser
 
 // prepareRepl turns the group's captured mutations of slots this node owns
 // into replication messages, advancing each slot's seq in the same batch.
-func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replMsg {
+func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replication.Msg {
 	ops := b.TakeSlotOps()
-	var msgs []replMsg
+	var msgs []replication.Msg
 	for _, o := range ops {
 		ep, ok := w.holds(o.Slot)
 		if !ok {
@@ -112,7 +110,7 @@ func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replMsg {
 		// it (shipper): its heartbeats tell the follower how far it is, and
 		// an importer that believed itself further than its data would
 		// take a slot over without the last results and repeat fires.
-		msgs = append(msgs, replMsg{Slot: o.Slot, Epoch: m.Epoch, Seq: m.Seq, PrevEpoch: prev.Epoch, PrevSeq: prev.Seq,
+		msgs = append(msgs, replication.Msg{Slot: o.Slot, Epoch: m.Epoch, Seq: m.Seq, PrevEpoch: prev.Epoch, PrevSeq: prev.Seq,
 			Count: o.Count, Data: o.Data})
 	}
 	return msgs
@@ -158,13 +156,13 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		cur := w.repl.position(m.Slot)
 		switch {
 		case max(m.Epoch, m.SnapEpoch) < known || (own && max(m.Epoch, m.SnapEpoch) == known):
-			op.replRes[i] = replStale
+			op.replRes[i] = replication.Stale
 			continue
 		case own:
 			// The sender holds a newer epoch: this node must step down
 			// first (the machine does so on this news), then resync.
 			w.ctl.Post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
-			op.replRes[i] = replGap
+			op.replRes[i] = replication.Gap
 			continue
 		case m.Reset && m.SnapEpoch == m.Epoch && cur.Epoch == m.Epoch && m.Seq < cur.Seq:
 			// A snapshot from the owner of the data's epoch, older than
@@ -172,11 +170,11 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			// was delayed). Only that owner writes at its epoch, so ours
 			// holds all of it and more: applying it would roll acked
 			// writes back.
-			op.replRes[i], op.gens[i], op.held[i] = replOK, w.repl.gen(m.Slot), cur.Seq
+			op.replRes[i], op.gens[i], op.held[i] = replication.OK, w.repl.gen(m.Slot), cur.Seq
 			continue
 		case m.Reset:
 		case m.Epoch == cur.Epoch && m.Seq <= cur.Seq:
-			op.replRes[i] = replOK // applied before (or covered by a snapshot)
+			op.replRes[i] = replication.OK // applied before (or covered by a snapshot)
 			continue
 		case !(cur.Epoch == m.PrevEpoch && cur.Seq == m.PrevSeq) && !(cur.Epoch == m.Epoch && cur.Seq == m.PrevSeq):
 			// Neither the position the op was made from nor that same
@@ -184,10 +182,10 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			// after it took the epoch: only it writes data at its epoch).
 			// Without the second form every slot's first write after a
 			// bootstrap or takeover gapped into a snapshot.
-			op.replRes[i] = replGap
+			op.replRes[i] = replication.Gap
 			continue
 		}
-		o := m.ops()
+		o := storage.SlotOps{Slot: m.Slot, Count: m.Count, Data: m.Data}
 		var err error
 		b.WithoutCapture(func() {
 			if m.Reset {
@@ -197,7 +195,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		})
 		if err != nil {
 			w.log.Error("malformed replicated ops", "slot", m.Slot, "err", err)
-			op.replRes[i] = replGap // a snapshot replaces whatever this was
+			op.replRes[i] = replication.Gap // a snapshot replaces whatever this was
 			continue
 		}
 		if m.Reset {
@@ -296,13 +294,13 @@ func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
 
 // snapshot returns a Reset message of slot at its current position, read by
 // the writer goroutine so that it matches the slot's seq exactly.
-func (w *writer) snapshot(slot uint16) (replMsg, error) {
+func (w *writer) snapshot(slot uint16) (replication.Msg, error) {
 	op := &writeOp{kind: opSnapshot, slots: []uint16{slot}}
 	if err := w.submitInternal(nil, op); err != nil {
-		return replMsg{}, err
+		return replication.Msg{}, err
 	}
 	if op.snapErr != nil {
-		return replMsg{}, op.snapErr
+		return replication.Msg{}, op.snapErr
 	}
 	return op.repl[0], nil
 }
@@ -321,7 +319,7 @@ func (w *writer) applySnapshot(op *writeOp) {
 		return
 	}
 	m := w.repl.position(op.slots[0])
-	op.repl = append(op.repl, replMsg{Slot: op.slots[0], Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
+	op.repl = append(op.repl, replication.Msg{Slot: op.slots[0], Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,
@@ -369,7 +367,7 @@ func (w *writer) barrier() error {
 // replFailed marks the API writes of g whose slots were not replicated:
 // they are stored here but not acknowledged (503, retry).
 func (w *writer) replFailed(g *syncGroup) {
-	failed := g.wait.result()
+	failed := g.wait.Failed()
 	if len(failed) == 0 {
 		return
 	}
@@ -393,6 +391,3 @@ func (w *writer) replFailed(g *syncGroup) {
 		}
 	}
 }
-
-// replTimeout bounds how long an API write waits for its follower.
-const replTimeout = 10 * time.Second

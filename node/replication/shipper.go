@@ -1,140 +1,21 @@
-package node
+package replication
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
-	"github.com/chime-scheduler/chime/storage"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// Replication: every write group the writer commits for slots this node
-// owns is also applied by each of the slot's replicas (Board.Replicas: the
-// follower the ownership machine feeds, and any node that may still hold
-// its lease grant) before the group's API writes are acknowledged. The unit
-// is storage.SlotOps: the exact key mutations of one slot in one group,
-// tagged (slot, epoch, seq) and with the position the replica must be at
-// to apply it (Prev). A replica that is not there answers "gap"; ctl then
-// streams it a snapshot of the whole slot (Reset). A message below the
-// replica's epoch is refused: it comes from a deposed owner, which learns
-// of the newer epoch from the answer.
-//
-// Snapshots are the machine's SendSnapshot effects: a Reset message that
-// carries the machine's Sent and Grant, after which the receiver's machine
-// gets SnapshotComplete.
-//
-// Fire intents and results are replicated the same way but nobody waits
-// for them: a fire does not cost a network round trip of its own. After a
-// failover the new owner repeats the fires whose results it had not
-// received yet, with the same fire id (at least once).
-
-// maxReplBatch bounds the messages of one replication request.
-const maxReplBatch = 4096
-
-// maxSnapBytes bounds the snapshot data of one replication request (one
-// snapshot always goes, however big).
-const maxSnapBytes = 4 << 20
-
-// replMsg is one slot's group, or a snapshot of the slot (Reset).
-type replMsg struct {
-	Slot      uint16 `msgpack:"s"`
-	Epoch     uint64 `msgpack:"e"`
-	Seq       uint64 `msgpack:"q"`
-	PrevEpoch uint64 `msgpack:"pe"`
-	PrevSeq   uint64 `msgpack:"pq"`
-	Reset     bool   `msgpack:"r,omitempty"`
-	// A snapshot the ownership machine sent (SendSnapshot): its Sent time
-	// and Grant, for the receiver's SnapshotComplete.
-	Snap  bool  `msgpack:"x,omitempty"`
-	Sent  int64 `msgpack:"t,omitempty"`
-	Grant bool  `msgpack:"g,omitempty"`
-	// Owner: the sender owns the epoch (SendSnapshot.Owner).
-	Owner bool `msgpack:"o,omitempty"`
-	// SnapEpoch is the machine's epoch the snapshot speaks for (Epoch
-	// and Seq are the data's position, which may be at an older epoch:
-	// a node that handed a slot over keeps its data as it was).
-	SnapEpoch uint64 `msgpack:"xe,omitempty"`
-	Count     int    `msgpack:"n"`
-	Data      []byte `msgpack:"d"`
-}
-
-func (m *replMsg) ops() storage.SlotOps {
-	return storage.SlotOps{Slot: m.Slot, Count: m.Count, Data: m.Data}
-}
-
-// Results of one replMsg at the follower.
-const (
-	replOK    uint8 = 0
-	replStale uint8 = 1 // the message's epoch is below the follower's: a deposed owner
-	replGap   uint8 = 2 // the follower is not at Prev: send a Reset
-	replBusy  uint8 = 3 // the follower could not apply it now (stopping, overloaded): retry
-)
-
-type replRequest struct {
-	From string    `msgpack:"f"`
-	Msgs []replMsg `msgpack:"m"`
-}
-
-type replAnswer struct {
-	Results []uint8 `msgpack:"r"`
-	// Epochs is the replica's epoch of each message's slot (for stale).
-	Epochs []uint64 `msgpack:"e"`
-}
-
-// replWait is what one write group waits for: every message of it applied
-// by its follower, or given up.
-type replWait struct {
-	mu      sync.Mutex
-	left    int
-	failed  map[uint16]string // slot -> why it was not replicated
-	done    chan struct{}
-	expires time.Time
-}
-
-func newReplWait(n int, deadline time.Time) *replWait {
-	w := &replWait{left: n, done: make(chan struct{}), expires: deadline}
-	if n == 0 {
-		close(w.done)
-	}
-	return w
-}
-
-// settle marks one message done; why is empty on success.
-func (w *replWait) settle(slot uint16, why string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.left == 0 {
-		return
-	}
-	if why != "" {
-		if w.failed == nil {
-			w.failed = map[uint16]string{}
-		}
-		w.failed[slot] = why
-	}
-	w.left--
-	if w.left == 0 {
-		close(w.done)
-	}
-}
-
-// result returns the slots that were not replicated, after done.
-func (w *replWait) result() map[uint16]string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.failed
-}
-
 // queued is one message waiting for its replicas' answers.
 type queued struct {
-	msg  replMsg
-	wait *replWait // nil: nobody waits (fire groups, snapshots)
+	msg  Msg
+	wait *Wait // nil: nobody waits (fire groups, snapshots)
 	// to: a snapshot for this one node (msg is read when it is sent);
 	// empty: a group for the slot's replicas.
 	to    string
@@ -145,14 +26,22 @@ type queued struct {
 	acked map[string]bool // replicas that applied it
 }
 
-// shipper sends replication messages to replicas: one round at a time,
+// ShipperDeps is what the shipper needs of the node.
+type ShipperDeps struct {
+	Transport Transport
+	Ownership Ownership
+	Copies    Copies
+	Log       *slog.Logger
+}
+
+// Shipper sends replication messages to replicas: one round at a time,
 // every queued message in it, grouped by replica and sent to all replicas
 // in parallel. Messages of a slot stay in order.
-type shipper struct {
-	n       *Node
-	timeout time.Duration // how long an API write waits for its replicas
-	mu      sync.Mutex
-	queue   []*queued
+type Shipper struct {
+	d     ShipperDeps
+	self  string // this node's name: Request.From
+	mu    sync.Mutex
+	queue []*queued
 	// unread indexes the queue's snapshots not read yet: a machine that
 	// asks again for one (its retry after Lease) refreshes it instead of
 	// queueing a second copy of the slot behind a backlog.
@@ -169,13 +58,17 @@ type shipper struct {
 	done      chan struct{}
 }
 
-func newShipper(n *Node, timeout time.Duration) *shipper {
-	return &shipper{n: n, timeout: timeout, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+// NewShipper returns the shipper of node self; Run runs it. Its times are
+// the wall clock's (Wait deadlines, backoffs), whatever clock the node
+// runs its schedule by.
+func NewShipper(self string, deps ShipperDeps) *Shipper {
+	return &Shipper{d: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, unread: map[slotNode]*queued{}}
 }
 
-// enqueue adds a group's messages. It never blocks.
-func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
+// Enqueue adds a group's messages, which wait settles (nil: nobody
+// waits). It never blocks.
+func (s *Shipper) Enqueue(msgs []Msg, wait *Wait) {
 	qs := make([]*queued, len(msgs))
 	for i, m := range msgs {
 		qs[i] = &queued{msg: m, wait: wait}
@@ -183,9 +76,9 @@ func (s *shipper) enqueue(msgs []replMsg, wait *replWait) {
 	s.add(qs)
 }
 
-// sendSnapshot queues a snapshot of slot for node to (SendSnapshot). It
-// never blocks.
-func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
+// SendSnapshot queues a snapshot of slot for node to (the machine's
+// SendSnapshot effect). It never blocks.
+func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
 	k := slotNode{slot, to}
 	s.mu.Lock()
 	if q, ok := s.unread[k]; ok && !s.closed {
@@ -194,14 +87,14 @@ func (s *shipper) sendSnapshot(slot uint16, epoch uint64, to string, sent time.T
 		return
 	}
 	s.mu.Unlock()
-	q := &queued{msg: replMsg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch}
+	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch}
 	s.add([]*queued{q})
 }
 
 // unreadSnapshot reports whether q is a snapshot not read yet.
 func unreadSnapshot(q *queued) bool { return q.to != "" && q.msg.Data == nil && !q.msg.Reset }
 
-func (s *shipper) add(qs []*queued) {
+func (s *Shipper) add(qs []*queued) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -225,15 +118,15 @@ func (s *shipper) add(qs []*queued) {
 	}
 }
 
-// pending returns how many messages wait for a replica's acknowledgement.
-func (s *shipper) pending() int {
+// Pending returns how many messages wait for a replica's acknowledgement.
+func (s *Shipper) Pending() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue) + s.busy
 }
 
-// flush waits until every queued message was acknowledged (or max passed).
-func (s *shipper) flush(ctx context.Context, max time.Duration) {
+// Flush waits until every queued message was acknowledged (or max passed).
+func (s *Shipper) Flush(ctx context.Context, max time.Duration) {
 	deadline := time.Now().Add(max)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		s.mu.Lock()
@@ -250,7 +143,8 @@ func (s *shipper) flush(ctx context.Context, max time.Duration) {
 	}
 }
 
-func (s *shipper) close() {
+// Close stops Run and settles every message still queued as failed.
+func (s *Shipper) Close() {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
@@ -264,7 +158,8 @@ func (s *shipper) close() {
 	s.queue = nil
 }
 
-func (s *shipper) run() {
+// Run is the shipper's goroutine, until Close.
+func (s *Shipper) Run() {
 	defer close(s.done)
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -290,7 +185,7 @@ func (s *shipper) run() {
 
 // round sends everything queued once. It reports whether messages are
 // left for a retry.
-func (s *shipper) round() bool {
+func (s *Shipper) round() bool {
 	s.mu.Lock()
 	batch := s.queue
 	s.queue = nil
@@ -305,8 +200,7 @@ func (s *shipper) round() bool {
 	if len(batch) == 0 {
 		return false
 	}
-	c := s.n.ctl
-	v := s.n.view.Load()
+	c := s.d.Ownership
 	now := time.Now()
 	finished := make([]bool, len(batch))
 	byNode := map[string][]int{}
@@ -353,7 +247,7 @@ func (s *shipper) round() bool {
 			q.wait = nil // keep shipping it; nobody waits any more
 		}
 		for _, t := range targets {
-			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxReplBatch {
+			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxBatch {
 				continue // retried later: it stays queued
 			}
 			byNode[t] = append(byNode[t], i)
@@ -372,9 +266,9 @@ func (s *shipper) round() bool {
 					s.deferred = true
 					continue // stays queued
 				}
-				snap, err := s.n.writer.snapshot(q.msg.Slot)
+				snap, err := s.d.Copies.Snapshot(q.msg.Slot)
 				if err != nil {
-					s.n.log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
+					s.d.Log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
 					continue
 				}
 				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
@@ -398,23 +292,21 @@ func (s *shipper) round() bool {
 		if len(idx) == 0 {
 			continue
 		}
-		mem, ok := v.member(name)
-		if !ok {
-			continue
-		}
-		target := ring.Member{Name: name, HTTPAddr: mem.Meta.HTTPAddr}
-		req := replRequest{From: s.n.cfg.Name, Msgs: make([]replMsg, len(idx))}
+		req := Request{From: s.self, Msgs: make([]Msg, len(idx))}
 		for k, i := range idx {
 			req.Msgs[k] = batch[i].msg
 		}
 		wg.Go(func() {
-			res, eps, err := s.n.callReplicate(target, &req)
+			res, eps, err := s.call(name, &req)
 			outs <- outcome{name, idx, res, eps, err}
 		})
 	}
 	wg.Wait()
 	close(outs)
 	for o := range outs {
+		if errors.Is(o.err, ErrUnknownMember) {
+			continue // not sent: its messages stay queued
+		}
 		if o.err != nil {
 			d := s.failDelay[o.name]*2 + 100*time.Millisecond
 			d = min(d, time.Second)
@@ -426,12 +318,12 @@ func (s *shipper) round() bool {
 		}
 		for k, i := range o.idx {
 			q := batch[i]
-			status := replBusy
+			status := Busy
 			if o.err == nil && k < len(o.results) {
 				status = o.results[k]
 			}
 			switch status {
-			case replOK:
+			case OK:
 				if q.acked == nil {
 					q.acked = map[string]bool{}
 				}
@@ -439,10 +331,10 @@ func (s *shipper) round() bool {
 				if q.to != "" {
 					finished[i] = true
 				}
-			case replStale:
+			case Stale:
 				c.Post(slots.EpochSeen{Slot: slots.Slot(q.msg.Slot), Epoch: slots.Epoch(o.epochs[k]), From: o.name})
 				finish(i, "another node holds a newer epoch of the slot")
-			case replGap:
+			case Gap:
 				if q.to != "" {
 					finished[i] = true
 					continue
@@ -450,7 +342,7 @@ func (s *shipper) round() bool {
 				c.GapSeen(q.msg.Slot, o.epochs[k], o.name)
 			default:
 				if o.err != nil {
-					s.n.log.Debug("replicate", "to", o.name, "err", o.err)
+					s.d.Log.Debug("replicate", "to", o.name, "err", o.err)
 				}
 			}
 		}
@@ -523,25 +415,21 @@ func shipOrder(batch []*queued, holds func(slot uint16) uint64) []int {
 	return order
 }
 
-// callReplicate sends one replication request to member m.
-func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, []uint64, error) {
+// call sends one replication request to node to.
+func (s *Shipper) call(to string, req *Request) ([]uint8, []uint64, error) {
 	body, err := msgpack.Marshal(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := n.fwd.do(context.Background(), m, http.MethodPost, "/internal/v1/replicate", body,
-		http.Header{"Content-Type": {"application/msgpack"}}, 0)
+	out, err := s.d.Transport.Call(context.Background(), to, PathReplicate, "application/msgpack", body)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
-	if c.status != http.StatusOK {
-		return nil, nil, fmt.Errorf("replicate to %s: %d %s", m.Name, c.status, c.body)
+	var ans Answer
+	if err := checkMsgpack(out); err != nil {
+		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", to, err)
 	}
-	var ans replAnswer
-	if err := checkMsgpack(c.body); err != nil {
-		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", m.Name, err)
-	}
-	if err := msgpack.Unmarshal(c.body, &ans); err != nil {
+	if err := msgpack.Unmarshal(out, &ans); err != nil {
 		return nil, nil, err
 	}
 	if len(ans.Results) != len(req.Msgs) || len(ans.Epochs) != len(req.Msgs) {
@@ -550,44 +438,31 @@ func (n *Node) callReplicate(m ring.Member, req *replRequest) ([]uint8, []uint64
 	return ans.Results, ans.Epochs, nil
 }
 
-// handleReplicate is the follower's side: apply the messages through the
-// writer, durably, and answer one result per message.
-func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
-	from, body, e := n.readSigned(r, "replicate", maxReplBody)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	var req replRequest
+// Receive is the replica's side of POST PathReplicate, for a body signed
+// by from ("": the signature names no sender): apply the messages through
+// the writer (c), durably, and answer one result per message. The caller
+// has authenticated the call and bounded the body.
+func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byte) ([]byte, error) {
+	var req Request
 	if err := checkMsgpack(body); err != nil {
-		writeError(w, invalid("body", "replicate: %v", err))
-		return
+		return nil, &BadRequest{"body", fmt.Errorf("replicate: %w", err)}
 	}
 	if err := msgpack.Unmarshal(body, &req); err != nil {
-		writeError(w, invalid("body", "replicate: %v", err))
-		return
+		return nil, &BadRequest{"body", fmt.Errorf("replicate: %w", err)}
 	}
 	if from != "" && req.From != from {
-		writeError(w, invalid("from", "replicate: the body names sender %q, the signature %q", req.From, from))
-		return
+		return nil, &BadRequest{"from", fmt.Errorf("replicate: the body names sender %q, the signature %q", req.From, from)}
 	}
-	if n.ctl == nil {
-		writeError(w, &Error{Code: CodeNotFound, Message: "not a cluster member"})
-		return
-	}
-	op := &writeOp{kind: opReplica, repl: req.Msgs, from: req.From}
-	if err := n.writer.submitInternal(r.Context().Done(), op); err != nil {
-		writeError(w, asError(err))
-		return
+	a, err := c.Apply(ctx.Done(), req.From, req.Msgs)
+	if err != nil {
+		return nil, err
 	}
 	// Durable now: the machine may acknowledge the snapshots it got.
 	for i, m := range req.Msgs {
-		if m.Snap && op.replRes[i] == replOK {
-			n.ctl.SnapshotApplied(slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: op.held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}, op.gens[i])
+		if m.Snap && a.Results[i] == OK {
+			o.SnapshotApplied(slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
+				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}, a.Gens[i])
 		}
 	}
-	out, _ := msgpack.Marshal(replAnswer{Results: op.replRes, Epochs: op.epochs})
-	w.Header().Set("Content-Type", "application/msgpack")
-	_, _ = w.Write(out)
+	return msgpack.Marshal(Answer{Results: a.Results, Epochs: a.Epochs})
 }

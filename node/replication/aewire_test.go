@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"reflect"
@@ -7,8 +7,8 @@ import (
 
 func TestAEWire(t *testing.T) {
 	reqs := []aeRequest{
-		{From: "n1", Version: 1, Items: []aeItem{}},
-		{From: "a-node", Version: 7, Items: []aeItem{
+		{From: "n1", Version: 1, Items: []Item{}},
+		{From: "a-node", Version: 7, Items: []Item{
 			{Slot: 16383, Epoch: 1 << 40, Seq: 3, Sum: 0xfedcba9876543210, Count: 1 << 33},
 			{Slot: 0, Epoch: 2, Seq: 0, HasAlt: true, AltEpoch: 1},
 		}},
@@ -28,7 +28,7 @@ func TestAEWire(t *testing.T) {
 			t.Errorf("request with a trailing byte: no error")
 		}
 	}
-	ans := aeAnswer{Results: []uint8{aeMatch, aeMismatch, aeNotComparable}, Epochs: []uint64{1, 1 << 50, 0}}
+	ans := aeAnswer{Results: []uint8{Match, Mismatch, NotComparable}, Epochs: []uint64{1, 1 << 50, 0}}
 	enc := encodeAEAnswer(&ans)
 	if got, err := decodeAEAnswer(enc); err != nil || !reflect.DeepEqual(got, ans) {
 		t.Errorf("decodeAEAnswer(encodeAEAnswer(%+v)) = %+v, %v", ans, got, err)
@@ -44,7 +44,7 @@ func TestAEWire(t *testing.T) {
 		}
 	}
 	// An unknown flag bit is malformed.
-	bad := encodeAERequest(&aeRequest{From: "x", Items: []aeItem{{Slot: 1}}})
+	bad := encodeAERequest(&aeRequest{From: "x", Items: []Item{{Slot: 1}}})
 	bad[2+1+1+1+2] = 2
 	if _, err := decodeAERequest(bad); err == nil {
 		t.Errorf("decodeAERequest with flag 2: no error")
@@ -52,8 +52,8 @@ func TestAEWire(t *testing.T) {
 }
 
 func FuzzDecodeAE(f *testing.F) {
-	f.Add(encodeAERequest(&aeRequest{From: "n1", Version: 1, Items: []aeItem{{Slot: 3, Epoch: 2, Seq: 9, HasAlt: true, AltEpoch: 1, Sum: 77, Count: 4}}}))
-	f.Add(encodeAEAnswer(&aeAnswer{Results: []uint8{aeMatch, aeMismatch}, Epochs: []uint64{3, 4}}))
+	f.Add(encodeAERequest(&aeRequest{From: "n1", Version: 1, Items: []Item{{Slot: 3, Epoch: 2, Seq: 9, HasAlt: true, AltEpoch: 1, Sum: 77, Count: 4}}}))
+	f.Add(encodeAEAnswer(&aeAnswer{Results: []uint8{Match, Mismatch}, Epochs: []uint64{3, 4}}))
 	f.Fuzz(func(t *testing.T, p []byte) {
 		if r, err := decodeAERequest(p); err == nil {
 			if again, err := decodeAERequest(encodeAERequest(&r)); err != nil || !reflect.DeepEqual(again, r) {

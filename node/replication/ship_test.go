@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"slices"
@@ -17,12 +17,12 @@ func TestShipOrder(t *testing.T) {
 		return 0
 	}
 	batch := []*queued{
-		{msg: replMsg{Slot: 1}, to: "n2"}, // catch-up snapshot of an owned slot
-		{msg: replMsg{Slot: 1, Seq: 7}},   // live write
-		{msg: replMsg{Slot: 2}, to: "n3"}, // final copy of a slot handed over
-		{msg: replMsg{Slot: 1, Seq: 8}},   // live write
-		{msg: replMsg{Slot: 1}, to: "n4"}, // catch-up snapshot
-		{msg: replMsg{Slot: 3}, to: "n2"}, // a slot this node never owned
+		{msg: Msg{Slot: 1}, to: "n2"}, // catch-up snapshot of an owned slot
+		{msg: Msg{Slot: 1, Seq: 7}},   // live write
+		{msg: Msg{Slot: 2}, to: "n3"}, // final copy of a slot handed over
+		{msg: Msg{Slot: 1, Seq: 8}},   // live write
+		{msg: Msg{Slot: 1}, to: "n4"}, // catch-up snapshot
+		{msg: Msg{Slot: 3}, to: "n2"}, // a slot this node never owned
 	}
 	if got, want := shipOrder(batch, holds), []int{1, 3, 2, 5, 0, 4}; !slices.Equal(got, want) {
 		t.Errorf("shipOrder = %v, want %v", got, want)
@@ -33,11 +33,11 @@ func TestShipOrder(t *testing.T) {
 // the first request still waits in the queue is not queued twice; the
 // queued one carries the newest Sent, grant, owner and epoch.
 func TestShipperRefreshesQueuedSnapshots(t *testing.T) {
-	s := newShipper(nil, time.Second)
+	s := NewShipper("n1", ShipperDeps{})
 	t0 := time.Unix(100, 0)
-	s.sendSnapshot(4, 2, "n2", t0, false, false)
-	s.sendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true)
-	s.sendSnapshot(4, 3, "n3", t0, false, false) // another target: its own
+	s.SendSnapshot(4, 2, "n2", t0, false, false)
+	s.SendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true)
+	s.SendSnapshot(4, 3, "n3", t0, false, false) // another target: its own
 	if len(s.queue) != 2 {
 		t.Fatalf("queue holds %d snapshots, want 2", len(s.queue))
 	}

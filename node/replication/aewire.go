@@ -1,4 +1,4 @@
-package node
+package replication
 
 import (
 	"encoding/binary"
@@ -114,9 +114,9 @@ func decodeAERequest(p []byte) (aeRequest, error) {
 	}
 	req.From = string(r.fixed(int(from)))
 	n := r.count(aeMinItem)
-	req.Items = make([]aeItem, 0, n)
+	req.Items = make([]Item, 0, n)
 	for range n {
-		var it aeItem
+		var it Item
 		s := r.fixed(2)
 		it.Slot = uint16(s[0])<<8 | uint16(s[1])
 		f := r.u8()
@@ -152,7 +152,7 @@ func encodeAEAnswer(a *aeAnswer) []byte {
 }
 
 // decodeAEAnswer is the inverse of encodeAEAnswer; a result other than
-// aeMatch, aeMismatch and aeNotComparable is malformed.
+// Match, Mismatch and NotComparable is malformed.
 func decodeAEAnswer(p []byte) (aeAnswer, error) {
 	var a aeAnswer
 	r := &aeReader{p: p}
@@ -163,7 +163,7 @@ func decodeAEAnswer(p []byte) (aeAnswer, error) {
 	a.Results, a.Epochs = make([]uint8, 0, n), make([]uint64, 0, n)
 	for range n {
 		res := r.u8()
-		if res < aeMatch || res > aeNotComparable {
+		if res < Match || res > NotComparable {
 			r.bad = true
 		}
 		e := r.uvarint()

@@ -1,0 +1,143 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/chime-scheduler/chime/node/replication"
+	"github.com/chime-scheduler/chime/ring"
+)
+
+// The wiring of the replication shipper and the anti-entropy checker
+// (package node/replication): the node's parts behind the small
+// interfaces they take, and their endpoints.
+
+// replTimeout bounds how long an API write waits for its followers.
+const replTimeout = 10 * time.Second
+
+// peers is the replication's Transport: signed calls through the
+// forwarder to the members of the current view.
+type peers struct {
+	fwd  *forwarder
+	view func() *view
+}
+
+func (p peers) Call(ctx context.Context, to, path, contentType string, body []byte) ([]byte, error) {
+	mem, ok := p.view().member(to)
+	if !ok {
+		return nil, replication.ErrUnknownMember
+	}
+	return postSigned(ctx, p.fwd, ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}, path, contentType, body)
+}
+
+// postSigned posts body to path at member m through fwd and returns the
+// answer's body; an answer other than 200 is an error.
+func postSigned(ctx context.Context, fwd *forwarder, m ring.Member, path, contentType string, body []byte) ([]byte, error) {
+	res, err := fwd.do(ctx, m, http.MethodPost, path, body, http.Header{"Content-Type": {contentType}}, 0)
+	if err != nil {
+		return nil, err
+	}
+	if res.status != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %s", res.status, res.body)
+	}
+	return res.body, nil
+}
+
+// replData is the writer as the replication sees it: its Copies and Sums.
+type replData struct{ w *writer }
+
+func (d replData) Snapshot(slot uint16) (replication.Msg, error) { return d.w.snapshot(slot) }
+
+func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Msg) (replication.Applied, error) {
+	op := &writeOp{kind: opReplica, repl: msgs, from: from}
+	if err := d.w.submitInternal(done, op); err != nil {
+		return replication.Applied{}, err
+	}
+	return replication.Applied{Results: op.replRes, Epochs: op.epochs, Gens: op.gens, Held: op.held}, nil
+}
+
+func (d replData) Position(slot uint16) (epoch, seq uint64) {
+	m := d.w.repl.position(slot)
+	return m.Epoch, m.Seq
+}
+
+func (d replData) Sums(done <-chan struct{}, ss []uint16) ([]replication.Item, error) {
+	op := &writeOp{kind: opSums, slots: ss}
+	if err := d.w.submitInternal(done, op); err != nil {
+		return nil, err
+	}
+	return op.ae.items, nil
+}
+
+func (d replData) Check(done <-chan struct{}, version byte, items []replication.Item) ([]uint8, []uint64, error) {
+	op := &writeOp{kind: opCheckSums, ae: aeOp{items: items, version: version}}
+	if err := d.w.submitInternal(done, op); err != nil {
+		return nil, nil, err
+	}
+	return op.ae.results, op.ae.epochs, nil
+}
+
+func (d replData) Repair(slot uint16) (was, now replication.Checksum, err error) {
+	w, i, err := d.w.store.RepairSlotChecksum(slot)
+	return replication.Checksum(w), replication.Checksum(i), err
+}
+
+// aeMetrics counts the checker's outcomes in the node's metrics.
+type aeMetrics struct{ m *metrics }
+
+func (a aeMetrics) Checked(res uint8) {
+	switch res {
+	case replication.Match:
+		a.m.aeMatch.Inc()
+	case replication.Mismatch:
+		a.m.aeMismatch.Inc()
+	default:
+		a.m.aeNotComparable.Inc()
+	}
+}
+
+func (a aeMetrics) Resynced() { a.m.aeResyncs.Inc() }
+
+// handleReplicate is the replica's side of replication.PathReplicate.
+func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
+	from, body, e := n.readSigned(r, "replicate", maxReplBody)
+	serveRepl(w, e, n.ctl == nil, "application/msgpack", func() ([]byte, error) {
+		return replication.Receive(r.Context(), replData{n.writer}, n.ctl, from, body)
+	})
+}
+
+// handleAntiEntropy is the replica's side of replication.PathAntiEntropy.
+func (n *Node) handleAntiEntropy(w http.ResponseWriter, r *http.Request) {
+	_, body, e := n.readSigned(r, "antientropy", maxAEBody)
+	serveRepl(w, e, n.ctl == nil, "application/octet-stream", func() ([]byte, error) {
+		return replication.AnswerSums(r.Context(), replData{n.writer}, body)
+	})
+}
+
+// serveRepl answers a replication endpoint: e, the call's authentication
+// (readSigned), and standalone refuse it before anything of the body is
+// decoded; then answer decodes, checks and applies it. A request refused
+// for what it says is a 400 naming the field.
+func serveRepl(w http.ResponseWriter, e *Error, standalone bool, contentType string, answer func() ([]byte, error)) {
+	if e == nil && standalone {
+		e = &Error{Code: CodeNotFound, Message: "not a cluster member"}
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	out, err := answer()
+	var bad *replication.BadRequest
+	switch {
+	case errors.As(err, &bad):
+		writeError(w, invalid(bad.Field, "%v", bad.Err))
+	case err != nil:
+		writeError(w, asError(err))
+	default:
+		w.Header().Set("Content-Type", contentType)
+		_, _ = w.Write(out)
+	}
+}

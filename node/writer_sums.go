@@ -1,0 +1,86 @@
+package node
+
+import (
+	"github.com/chime-scheduler/chime/node/replication"
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// The writer's side of anti-entropy (package node/replication): both
+// sides read a slot's checksum and position on the writer goroutine right
+// after a group's commit, where no write to the slot can fall between the
+// two.
+
+// aeOp is the anti-entropy part of a writeOp.
+type aeOp struct {
+	items   []replication.Item // opSums: the result; opCheckSums: the owner's items
+	version byte               // opCheckSums: the owner's checksum version
+	results []uint8            // opCheckSums: one per item
+	epochs  []uint64           // opCheckSums: this node's epoch of each item's slot
+}
+
+// readsAfterCommit reports whether ops of kind k read the store once the
+// group's writes are committed (answerSums).
+func (k opKind) readsAfterCommit() bool { return k == opSums || k == opCheckSums }
+
+// answerSums answers the group's opSums and opCheckSums, on the writer
+// goroutine after the group's commit: every slot's position (its meta, set
+// in the same batch) and its checksum (kept by the same commit) describe
+// the same data. A failed commit leaves them to finish, which reports it.
+func (w *writer) answerSums(g *syncGroup) {
+	if !g.sums || g.err != nil {
+		return
+	}
+	for _, op := range g.ops {
+		if !op.kind.readsAfterCommit() {
+			continue
+		}
+		if op.kind == opSums {
+			op.err = w.readSums(op)
+		} else {
+			op.err = w.checkSums(op)
+		}
+		close(op.reply)
+		op.answered = true
+	}
+}
+
+// readSums fills op.ae.items with the position and checksum of op.slots.
+func (w *writer) readSums(op *writeOp) error {
+	op.ae.items = make([]replication.Item, 0, len(op.slots))
+	for _, s := range op.slots {
+		m := w.repl.position(s)
+		sum, err := w.store.SlotChecksum(s)
+		if err != nil {
+			return err
+		}
+		it := replication.Item{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Sum: sum.Sum, Count: sum.Count}
+		if bp, ok := w.repl.bumpPrev[s]; ok && bp.Seq == m.Seq {
+			it.HasAlt, it.AltEpoch = true, bp.Epoch
+		}
+		op.ae.items = append(op.ae.items, it)
+	}
+	return nil
+}
+
+// checkSums compares the owner's items with this node's copies. A slot this
+// node holds as owner is not compared: the machine settles who owns it.
+func (w *writer) checkSums(op *writeOp) error {
+	op.ae.results = make([]uint8, len(op.ae.items))
+	op.ae.epochs = make([]uint64, len(op.ae.items))
+	for i, it := range op.ae.items {
+		role, known, _ := w.ctl.State(it.Slot)
+		op.ae.epochs[i] = known
+		op.ae.results[i] = replication.NotComparable
+		if op.ae.version != storage.ChecksumVersion || role == slots.RoleOwner || role == slots.RoleSealing {
+			continue
+		}
+		sum, err := w.store.SlotChecksum(it.Slot)
+		if err != nil {
+			return err
+		}
+		pos := w.repl.position(it.Slot)
+		op.ae.results[i] = replication.Compare(pos.Epoch, pos.Seq, replication.Checksum(sum), it)
+	}
+	return nil
+}
