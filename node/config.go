@@ -146,6 +146,12 @@ func DefaultDispatchConfig() DispatchConfig { return dispatch.DefaultConfig() }
 // (dispatch.MinSigningKey).
 const MinSigningKey = dispatch.MinSigningKey
 
+// MaxNameBytes bounds a node's name. Peers refuse names over 1 KiB on the
+// ownership wire (node/ownership), so a node named longer could not take
+// part in a cluster; the name also travels in every gossip and ownership
+// message and in the X-Chime-Node header, so the bound is well below that.
+const MaxNameBytes = 255
+
 // DefaultConfig returns the production defaults.
 func DefaultConfig() Config {
 	return Config{
@@ -174,6 +180,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	check(c.Name != "", "node: Name is empty")
+	check(len(c.Name) <= MaxNameBytes, "node: Name is %d bytes, more than %d", len(c.Name), MaxNameBytes)
 	check(c.InMemory || c.Mem != nil || c.DataDir != "", "node: DataDir is empty")
 	check(c.Tick >= time.Millisecond, "node: Tick %v is below 1ms", c.Tick)
 	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)
