@@ -90,7 +90,7 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	sc.Pause = sc.Settle * 2 / 5
 	// memberlist declares a silent member dead no sooner than its minimum
 	// suspicion timeout, SuspicionMult × max(1, log10 N) probe intervals
-	// (local profile: 2 s; LAN: 4 s), counted from the first failed probe.
+	// (local profile: 1.5 s; LAN: 4 s), counted from the first failed probe.
 	sc.DeadAfter = max(sc.Settle, time.Duration(c.Gossip.SuspicionMult)*c.Gossip.ProbeInterval)
 	if c.MaxMoves > 0 {
 		sc.MaxMoves = c.MaxMoves

@@ -89,8 +89,9 @@ func DefaultConfig(self string) Config {
 const DefaultMaxMoves = Count / 16
 
 // DefaultLocalConfig is DefaultConfig with the local profile's timing:
-// L = 2 s, margin 0.5 s, below its ~3 s detection time, and settle 1 s
-// (two 500 ms probe intervals): a crash is acted on ~4 s after it happens.
+// L = 2 s, margin 0.5 s, which run out before its ~2.5 s detection time
+// plus the settle, and settle 1 s (two 500 ms probe intervals): a crash
+// is acted on ~3.5 s after it happens.
 func DefaultLocalConfig(self string) Config {
 	c := DefaultConfig(self)
 	c.Lease, c.Margin, c.Settle = 2*time.Second, 500*time.Millisecond, time.Second

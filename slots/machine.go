@@ -202,7 +202,7 @@ func (m *Machine) Step(ev Event) []Effect {
 			// vouch for a majority throughout, and our grants are void.
 			// A shorter one cannot: memberlist declares a node dead only
 			// after a failed probe and the minimum suspicion timeout
-			// (Config.DeadAfter; local profile 2 s, Settle 1 s). Nor can
+			// (Config.DeadAfter; local profile 1.5 s, Settle 1 s). Nor can
 			// a long gap of this loop alone while the process ran on
 			// (Tick.Stalled).
 			m.lostMajority()

@@ -223,7 +223,7 @@ const (
 	// periodicMaxGap bounds the silence of a task firing every second:
 	// its period plus DESIGN §1.4's target for a crashed node's tasks to
 	// fire again (failure detection + promotion, 5 s with the local
-	// gossip profile, which detects a crash in about 3-4 s). A planned
+	// gossip profile, which detects a crash in about 2.5 s). A planned
 	// change (restart, drain, join) pauses a slot for less.
 	periodicMaxGap = 6 * time.Second
 )

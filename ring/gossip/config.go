@@ -183,9 +183,11 @@ func DefaultLANConfig() Config {
 
 // DefaultLocalConfig returns the profile for loopback dev clusters and
 // tests (the default of `chime serve` on loopback): DefaultLANConfig with
-// ProbeInterval 500 ms, ProbeTimeout 200 ms and GossipInterval 100 ms, and
-// bound to 127.0.0.1. For 3 nodes it detects a crash in about 3 s
-// (suspicion 4 × 500 ms = 2 s plus probing); the 200 ms probe profile
+// ProbeInterval 500 ms, ProbeTimeout 200 ms, GossipInterval 100 ms and
+// SuspicionMult 3 (memberlist's DefaultLocalConfig value), and bound to
+// 127.0.0.1. For up to 9 nodes it detects a crash in about 2.5 s
+// (suspicion 3 × 500 ms = 1.5 s plus probing; SuspicionMult 4 took
+// ~2.7 s, and a crashed node's tasks fired 0.4 s later); the 200 ms probe profile
 // detects in about 1 s but produced false deaths under CPU starvation on a
 // 2-core box (DESIGN §3). Reconnects run every 2 s so a healed partition
 // re-merges quickly.
@@ -196,6 +198,7 @@ func DefaultLocalConfig() Config {
 	c.ProbeTimeout = 200 * time.Millisecond   // loopback RTT is µs; leaves room for a busy box
 	c.GossipInterval = 100 * time.Millisecond // spread changes within a few hundred ms
 	c.ReconnectInterval = 2 * time.Second     // cheap on loopback: a dead port refuses at once
+	c.SuspicionMult = 3                       // memberlist's own local profile: 1.5 s to refute
 	return c
 }
 

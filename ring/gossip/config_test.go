@@ -48,13 +48,13 @@ func TestDefaultLANConfigMatchesMemberlist(t *testing.T) {
 func TestDefaultLocalConfig(t *testing.T) {
 	lan, local := gossip.DefaultLANConfig(), gossip.DefaultLocalConfig()
 	if local.ProbeInterval != 500*time.Millisecond || local.ProbeTimeout != 200*time.Millisecond ||
-		local.GossipInterval != 100*time.Millisecond || local.BindAddr != "127.0.0.1" {
-		t.Errorf("DefaultLocalConfig() = %+v, want probe 500ms/200ms, gossip 100ms on 127.0.0.1", local)
+		local.GossipInterval != 100*time.Millisecond || local.BindAddr != "127.0.0.1" || local.SuspicionMult != 3 {
+		t.Errorf("DefaultLocalConfig() = %+v, want probe 500ms/200ms, gossip 100ms, suspicion ×3 on 127.0.0.1", local)
 	}
 	// Everything else is the LAN profile.
 	local.ProbeInterval, local.ProbeTimeout, local.GossipInterval = lan.ProbeInterval, lan.ProbeTimeout, lan.GossipInterval
-	local.BindAddr, local.ReconnectInterval = lan.BindAddr, lan.ReconnectInterval
-	if local.SuspicionMult != lan.SuspicionMult || local.PushPullInterval != lan.PushPullInterval ||
+	local.BindAddr, local.ReconnectInterval, local.SuspicionMult = lan.BindAddr, lan.ReconnectInterval, lan.SuspicionMult
+	if local.PushPullInterval != lan.PushPullInterval ||
 		local.TCPTimeout != lan.TCPTimeout || local.EventBuffer != lan.EventBuffer || local.LeaveWait != lan.LeaveWait {
 		t.Errorf("DefaultLocalConfig differs from LAN beyond the documented fields: %+v vs %+v", local, lan)
 	}
