@@ -275,7 +275,15 @@ func TestClusterMinorityLosesQuorum(t *testing.T) {
 			}
 		}
 		n.net.Partition([]string{ms[2].addr}, []string{ms[0].addr, ms[1].addr})
-		time.Sleep(10 * time.Second)
+		// Alone, n3 gets no confirmation of its suspicions, so memberlist
+		// waits out the longest suspicion timeout (SuspicionMaxTimeoutMult
+		// × 1.5 s with the local profile) before it declares each dead.
+		cut := time.Now()
+		for ms[2].c.view().owned.count() != slots.Count && time.Since(cut) < 30*time.Second {
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("n3 saw the other two dead %v after the cut", time.Since(cut))
+		time.Sleep(time.Second)
 		lone := ms[2].c.view()
 		if lone.quorum {
 			t.Errorf("n3, alone, believes it has a majority (members %v)", lone.members)
