@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -168,6 +169,27 @@ func TestClusterSnapshotRows(t *testing.T) {
 	}
 }
 
+// TestFetchMemberTimeout: a member that does not answer within
+// memberFetchTimeout is unreachable, and the snapshot does not wait longer.
+func TestFetchMemberTimeout(t *testing.T) {
+	now := time.Now()
+	src := &fakeSource{stats: Stats{Metrics: map[string]float64{}}, view: testView("a", "b"),
+		peers: map[string]func(context.Context) (int, []byte, error){
+			"b": func(ctx context.Context) (int, []byte, error) { <-ctx.Done(); return 0, nil, ctx.Err() },
+		}}
+	start := time.Now()
+	s, err := newTestDashboard(src, &now).Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*memberFetchTimeout {
+		t.Errorf("the snapshot took %v", took)
+	}
+	if want := "unreachable: timed out after 500ms"; s.Members[1].Error != want {
+		t.Errorf("b's error %q, want %q", s.Members[1].Error, want)
+	}
+}
+
 // TestClusterSnapshotSlotStates: the slot map's health comes from every
 // member's own report — slots whose follower lags are under-replicated,
 // slots still being taken over are unavailable, slots not firing stalled —
@@ -205,6 +227,34 @@ func TestClusterSnapshotSlotStates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSlotOwnersBeyond255: members past index 254 do not fit a byte; their
+// slots show as NoOwner and the table stays valid.
+func TestSlotOwnersBeyond255(t *testing.T) {
+	names := make([]string, 300)
+	for i := range names {
+		names[i] = fmt.Sprintf("m%03d", i)
+	}
+	v := testView(names...)
+	owners := slotOwners(v)
+	s := &Snapshot{Members: make([]MemberSnapshot, len(v.Members))}
+	if err := s.SetSlotTable(1, owners, make([]SlotState, slots.Count)); err != nil {
+		t.Fatal(err)
+	}
+	none := 0
+	for slot, o := range owners {
+		if o == NoOwner {
+			none++
+			continue
+		}
+		if want, _ := v.Table.Owner(uint16(slot)); v.Members[o].Name != want.Name {
+			t.Fatalf("slot %d: owner %s, want %s", slot, v.Members[o].Name, want.Name)
+		}
+	}
+	if none == 0 {
+		t.Errorf("no slot without an owner byte, want those of members 255 and up")
 	}
 }
 
