@@ -307,7 +307,7 @@ func TestAntiEntropy(t *testing.T) {
 		}
 		// Each node's count is in its own dashboard row.
 		for _, tn := range nodes {
-			snap, err := tn.Snapshot(context.Background())
+			snap, err := tn.dash.Snapshot(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -44,7 +45,7 @@ func newAPI(n *Node) *httpapi.Server {
 		Handlers: httpapi.Handlers{
 			Keys:     n.handleKeys,
 			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
-			Snapshot: httpapi.JSON(n.Snapshot),
+			Snapshot: httpapi.JSON(n.dash.Snapshot),
 			Backup:   n.handleBackup,
 			Metrics: func(w http.ResponseWriter, r *http.Request) {
 				if n.metrics == nil {
@@ -57,7 +58,7 @@ func newAPI(n *Node) *httpapi.Server {
 			Ctl:          n.handleCtl,
 			AntiEntropy:  n.handleAntiEntropy,
 			SlotDebug:    n.handleSlotDebug,
-			Member:       n.handleInternalMember,
+			Member:       dashSource{n}.serveMember,
 			InternalKeys: n.handleInternalKeys,
 		},
 	}, api{n})
@@ -268,7 +269,7 @@ func (a api) Cluster() httpapi.Cluster {
 		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle),
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
 	if n.cluster == nil {
-		out.TableVersion, out.ViewChecksum = singleTableVersion, fmt.Sprintf("%016x", uint64(singleTableVersion))
+		out.TableVersion, out.ViewChecksum = dashboard.SingleTableVersion, fmt.Sprintf("%016x", uint64(dashboard.SingleTableVersion))
 	}
 	counts := v.table.Counts()
 	for _, m := range v.members {

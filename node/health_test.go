@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/dashboard"
 )
 
 // TestSafetyNetShowsAStall: a stall must be visible within seconds. n1 is
@@ -75,13 +77,13 @@ func TestSafetyNetShowsAStall(t *testing.T) {
 			t.Errorf("n1 /readyz while stalled: %d %s", code, body)
 		}
 		code, body = c.request(0, http.MethodGet, "/v1/snapshot", nil)
-		var snap Snapshot
+		var snap dashboard.Snapshot
 		if err := json.Unmarshal(body, &snap); code != http.StatusOK || err != nil {
 			t.Fatalf("n1 /v1/snapshot: %d %v", code, err)
 		}
 		marked := 0
 		for _, s := range snap.SlotStates {
-			if s == SlotStalled {
+			if s == dashboard.SlotStalled {
 				marked++
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/ownership"
@@ -46,7 +47,7 @@ type Node struct {
 	exec    *ownership.Executor  // runs the ownership machine (slots.Machine); nil standalone
 	ae      *replication.Checker // owner-side checksum checks; nil standalone or with AntiEntropyInterval 0
 
-	sampler    sampler
+	dash       *dashboard.Dashboard // the live dashboard's snapshots and timeline
 	hosts      *dispatch.HostStats
 	ids        *idFilter
 	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
@@ -104,6 +105,7 @@ func New(cfg Config) (*Node, error) {
 			n.fwd.tls = cfg.TLS.Client
 		}
 	}
+	n.dash = newDashboard(n)
 	n.api = newAPI(n)
 	return n, nil
 }
@@ -281,7 +283,7 @@ func (n *Node) Start() error {
 	n.countTasks()
 	n.watchOverdue()
 	n.watchStorage()
-	n.event("start", "node "+n.cfg.Name+" started")
+	n.dash.Note("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
 	return nil
 }
@@ -410,11 +412,13 @@ func (n *Node) installView(old, v *view) {
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
 	n.ctl.ViewChanged(ownView(old), ownView(v))
 	n.metrics.noteView(v)
-	n.noteMembers(old, v)
+	for _, c := range memberChanges(old.members, v.members) {
+		n.dash.Note(c.kind, c.text)
+	}
 	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
 		n.log.Info("slot table changed", "members", len(v.table.Members()), "owned", v.owned.count(),
 			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.table.Checksum()))
-		n.event("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
+		n.dash.Note("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
 			v.table.Checksum(), len(v.table.Members()), v.owned.count(), len(gained), len(lost)))
 	}
 }

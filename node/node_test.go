@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -324,7 +325,7 @@ func TestSnapshot(t *testing.T) {
 	for i := range 20 {
 		waitTask(t, tn, fmt.Sprintf("s%d", i), func(task map[string]any) bool { return task["status"] == "done" })
 	}
-	var snap Snapshot
+	var snap dashboard.Snapshot
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if code := tn.do(t, "GET", "/v1/snapshot", nil, &snap); code != 200 {
@@ -348,11 +349,11 @@ func TestSnapshot(t *testing.T) {
 	if total != 1 || snap.Wheel.Counts[10] != 1 {
 		t.Errorf("heatmap %v, want the one task due in 10 minutes", snap.Wheel.Counts)
 	}
-	if err := snap.CheckSlotTable(); err != nil || snap.TableVersion != singleTableVersion || len(snap.Events) == 0 {
+	if err := snap.CheckSlotTable(); err != nil || snap.TableVersion != dashboard.SingleTableVersion || len(snap.Events) == 0 {
 		t.Errorf("slot table: %v (version %d), events %v", err, snap.TableVersion, snap.Events)
 	}
 	for i, o := range snap.SlotOwners {
-		if o != 0 || snap.SlotStates[i] != SlotOK {
+		if o != 0 || snap.SlotStates[i] != dashboard.SlotOK {
 			t.Fatalf("slot %d: owner %d state %v, want the node itself and ok", i, o, snap.SlotStates[i])
 		}
 	}

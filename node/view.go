@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -21,6 +22,7 @@ type view struct {
 	self    string
 	table   ring.Table
 	members []gossip.Member // every known member, by name (dead and left too)
+	dash    *dashboard.View // members and table as the dashboard reads them: one per view, so are its slot-table bytes
 	owned   ownedSet
 	// changed is when the membership last changed as this node saw it;
 	// the view is settled a SettleTime after it.
@@ -80,6 +82,7 @@ func eligible(members []gossip.Member) []ring.Member {
 func newView(self string, members []gossip.Member, changed time.Time, seq uint64) *view {
 	v := &view{self: self, members: members, changed: changed, seq: seq,
 		table: ring.Assign(eligible(members), slots.Count), quorum: hasQuorum(members)}
+	v.dash = dashView(members, v.table)
 	for s := range slots.Count {
 		if o, ok := v.table.Owner(uint16(s)); ok && o.Name == self {
 			v.owned.set(uint16(s))

@@ -29,6 +29,7 @@ deny ./node/replication "github.com/cockroachdb/pebble|github.com/hashicorp/memb
 deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
 deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
+deny ./node/dashboard "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/node$|^$mod/(storage|wheel|ring/gossip|node/httpapi|node/ownership|node/replication|node/tlsconf|ui|cmd|bench)(/|$)" "the dashboard snapshot reaches the node only through its Source"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.

@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// The fake snapshot mirrors the JSON of the node's snapshot (node/snapshot.go)
-// without importing it: ui must not depend on node. (The test uses ring, a
+// The fake snapshot mirrors the JSON of the node's snapshot (node/dashboard/snapshot.go)
+// without importing it: ui must not depend on node or its parts. (The test uses ring, a
 // pure package, to build a real slot table.)
 type fakeSnapshot struct {
 	Time         time.Time     `json:"time"`

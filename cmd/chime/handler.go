@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ui"
 )
 
@@ -26,7 +27,7 @@ type httpHandler struct {
 // the read token opens it too). Without a token, the dashboard answers
 // only the Host names the API answers (node.GuardHost: DNS rebinding).
 func newHTTPHandler(n *node.Node, token, readToken string, log *slog.Logger) *httpHandler {
-	dash := ui.NewHandler(dashboardAPI{n}, ui.Options{Token: token, ReadToken: readToken, Logger: log})
+	dash := ui.NewHandler(dashboardAPI{n.Dashboard()}, ui.Options{Token: token, ReadToken: readToken, Logger: log})
 	return &httpHandler{dash: dash, guarded: n.GuardHost(dash), api: n.Handler()}
 }
 
@@ -44,11 +45,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Close disconnects the dashboard's browsers and waits for its goroutines.
 func (h *httpHandler) Close() error { return h.dash.Close() }
 
-// dashboardAPI adapts a node to ui.API.
-type dashboardAPI struct{ n *node.Node }
+// dashboardAPI adapts a node's dashboard to ui.API.
+type dashboardAPI struct{ d *dashboard.Dashboard }
 
 func (a dashboardAPI) Snapshot(ctx context.Context) (any, error) {
-	s, err := a.n.Snapshot(ctx)
+	s, err := a.d.Snapshot(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/dashboard"
 )
 
 // dashNode is a real in-process node served by newHTTPHandler on
@@ -158,8 +159,8 @@ func TestHTTPHandlerStreamsNodeSnapshots(t *testing.T) {
 			t.Fatalf("read %d: %v", i, err)
 		}
 		var m struct {
-			Type string        `json:"type"`
-			Data node.Snapshot `json:"data"`
+			Type string             `json:"type"`
+			Data dashboard.Snapshot `json:"data"`
 		}
 		if err := json.Unmarshal(b, &m); err != nil {
 			t.Fatalf("decode push %d: %v", i, err)
@@ -182,7 +183,7 @@ func TestHTTPHandlerStreamsNodeSnapshots(t *testing.T) {
 			t.Fatalf("push %d: %v", i, err)
 		}
 		for slot := range snap.SlotOwners {
-			if snap.SlotOwners[slot] != 0 || snap.SlotStates[slot] != node.SlotOK {
+			if snap.SlotOwners[slot] != 0 || snap.SlotStates[slot] != dashboard.SlotOK {
 				t.Fatalf("push %d: slot %d is member %d's and %v, want member 0's and ok", i, slot, snap.SlotOwners[slot], snap.SlotStates[slot])
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
@@ -142,14 +143,14 @@ func (c *dashCluster) waitSettled(k int) uint64 {
 }
 
 // getSnapshot reads GET /v1/snapshot of the node at url.
-func getSnapshot(t *testing.T, url string) *node.Snapshot {
+func getSnapshot(t *testing.T, url string) *dashboard.Snapshot {
 	t.Helper()
 	resp, err := http.Get(url + "/v1/snapshot")
 	if err != nil {
 		t.Fatalf("GET /v1/snapshot: %v", err)
 	}
 	defer resp.Body.Close()
-	var s node.Snapshot
+	var s dashboard.Snapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/snapshot = %d, decode: %v", resp.StatusCode, err)
 	}
@@ -161,7 +162,7 @@ func getSnapshot(t *testing.T, url string) *node.Snapshot {
 
 // waitSnapshot polls n's snapshot until cond holds, failing after 20 s
 // with the last snapshot's members.
-func waitSnapshot(t *testing.T, url, what string, cond func(*node.Snapshot) bool) *node.Snapshot {
+func waitSnapshot(t *testing.T, url, what string, cond func(*dashboard.Snapshot) bool) *dashboard.Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -278,7 +279,7 @@ func TestClusterSnapshotInProcess(t *testing.T) {
 	url := c.nodes[0].srv.URL
 	createSpread(t, url, 30, 5*time.Minute)
 
-	s := waitSnapshot(t, url, "30 tasks over three fresh members", func(s *node.Snapshot) bool {
+	s := waitSnapshot(t, url, "30 tasks over three fresh members", func(s *dashboard.Snapshot) bool {
 		var stored int64
 		for _, m := range s.Members {
 			// A member shows "loading" until it is ready: it has taken
@@ -308,7 +309,7 @@ func TestClusterSnapshotInProcess(t *testing.T) {
 	// follower's late ack let lapse, under -race with three nodes in one
 	// process) is out of it until it fires again.
 	wheelStart := time.Now()
-	ws := waitSnapshot(t, url, "30 pending fires in the cluster's wheel", func(s *node.Snapshot) bool {
+	ws := waitSnapshot(t, url, "30 pending fires in the cluster's wheel", func(s *dashboard.Snapshot) bool {
 		var pending int
 		for _, v := range s.Wheel.Counts {
 			pending += v
@@ -320,19 +321,19 @@ func TestClusterSnapshotInProcess(t *testing.T) {
 		t.Errorf("table_version = %d then, want %d", ws.TableVersion, version)
 	}
 	for _, want := range []string{"n2 joined", "n3 joined"} {
-		if !slices.ContainsFunc(s.Events, func(e node.Event) bool { return e.Kind == "join" && strings.HasPrefix(e.Text, want) }) {
+		if !slices.ContainsFunc(s.Events, func(e dashboard.Event) bool { return e.Kind == "join" && strings.HasPrefix(e.Text, want) }) {
 			t.Errorf("no %q event in %+v", want, s.Events)
 		}
 	}
 
 	stopDashNode(t, c.nodes[2]) // n3 leaves
-	s = waitSnapshot(t, url, "n3 left", func(s *node.Snapshot) bool {
+	s = waitSnapshot(t, url, "n3 left", func(s *dashboard.Snapshot) bool {
 		return len(s.Members) == 3 && s.Members[2].Status == "left" && s.TableVersion != version
 	})
 	if m := s.Members[2]; !m.Stale || m.SlotsOwned != 0 || m.TasksStored <= 0 {
 		t.Errorf("n3 after leaving = %+v, want stale, owning nothing, with its last task count", m)
 	}
-	if !slices.ContainsFunc(s.Events, func(e node.Event) bool { return e.Kind == "leave" && strings.HasPrefix(e.Text, "n3 left") }) {
+	if !slices.ContainsFunc(s.Events, func(e dashboard.Event) bool { return e.Kind == "leave" && strings.HasPrefix(e.Text, "n3 left") }) {
 		t.Errorf("no leave event for n3 in %+v", s.Events)
 	}
 }

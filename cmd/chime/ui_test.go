@@ -15,7 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ui"
 )
@@ -296,7 +296,7 @@ func testRealNode(t *testing.T, browser context.Context) {
 func testFiveMembers(t *testing.T, browser context.Context) {
 	const token = "s3cret"
 	snap := fiveMemberSnapshot(t, time.Now())
-	dash := ui.NewHandler(snapshotFunc(func() *node.Snapshot {
+	dash := ui.NewHandler(snapshotFunc(func() *dashboard.Snapshot {
 		s := *snap
 		s.Time = time.Now()
 		return &s
@@ -399,30 +399,30 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 }
 
 // snapshotFunc adapts a func to ui.API.
-type snapshotFunc func() *node.Snapshot
+type snapshotFunc func() *dashboard.Snapshot
 
 func (f snapshotFunc) Snapshot(context.Context) (any, error) { return f(), nil }
 
-// fiveMemberSnapshot is a node.Snapshot of five members (listed chime-5
+// fiveMemberSnapshot is a dashboard.Snapshot of five members (listed chime-5
 // first) whose slot table comes from ring.Assign (rendezvous hashing, so as
 // fragmented as a real cluster's: about 13,000 runs of one owner), with
 // slots 1000-1099 under-replicated, 2000-2009 unavailable and 3000-3006
 // stalled (on its second member, with 42 overdue tasks).
-func fiveMemberSnapshot(t *testing.T, now time.Time) *node.Snapshot {
+func fiveMemberSnapshot(t *testing.T, now time.Time) *dashboard.Snapshot {
 	t.Helper()
 	var members []ring.Member
 	for i := 1; i <= 5; i++ {
 		members = append(members, ring.Member{Name: fmt.Sprintf("chime-%d", i), HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 7070+i)})
 	}
 	table := ring.Assign(members, ring.NumSlots)
-	s := &node.Snapshot{Time: now, Self: "chime-1"}
+	s := &dashboard.Snapshot{Time: now, Self: "chime-1"}
 	counts := table.Counts()
 	index := make(map[string]byte)
 	// Members go out in reverse name order, so the page must index
 	// slot_owners by the snapshot's order, not by its sorted table rows.
 	for i, m := range slices.Backward(members) {
 		index[m.Name] = byte(len(s.Members))
-		s.Members = append(s.Members, node.MemberSnapshot{
+		s.Members = append(s.Members, dashboard.MemberSnapshot{
 			Name: m.Name, State: "active", HTTPAddr: m.HTTPAddr, GossipAddr: fmt.Sprintf("127.0.0.1:%d", 7946+i),
 			SlotsOwned: counts[m.Name].Owned, SlotsFollowing: counts[m.Name].Following,
 			TasksStored: int64(20000 + 1000*i), WheelTasks: 300 + 10*i, FiresPerSec: float64(100 + 5*i),
@@ -431,33 +431,33 @@ func fiveMemberSnapshot(t *testing.T, now time.Time) *node.Snapshot {
 		})
 	}
 	owners := make([]byte, ring.NumSlots)
-	states := make([]node.SlotState, ring.NumSlots)
+	states := make([]dashboard.SlotState, ring.NumSlots)
 	for slot := range owners {
 		owner, _ := table.Owner(uint16(slot))
 		owners[slot] = index[owner.Name]
 		switch {
 		case slot >= 1000 && slot < 1100:
-			states[slot] = node.SlotUnderReplicated
+			states[slot] = dashboard.SlotUnderReplicated
 		case slot >= 2000 && slot < 2010:
-			states[slot] = node.SlotUnavailable
+			states[slot] = dashboard.SlotUnavailable
 		case slot >= 3000 && slot < 3007:
-			states[slot] = node.SlotStalled
+			states[slot] = dashboard.SlotStalled
 		}
 	}
 	s.Members[1].TasksOverdue, s.Members[1].SlotsStalled = 42, 7
 	if err := s.SetSlotTable(7, owners, states); err != nil {
 		t.Fatalf("SetSlotTable: %v", err)
 	}
-	s.Events = []node.Event{
+	s.Events = []dashboard.Event{
 		{Time: now.Add(-2 * time.Minute), Kind: "start", Text: "node chime-1 started"},
 		{Time: now.Add(-90 * time.Second), Kind: "join", Text: "chime-5 joined; 3277 slots move"},
 	}
-	s.Wheel = node.WheelHeatmap{Start: now.Truncate(time.Minute), BucketSeconds: 60, Counts: make([]int, 60)}
+	s.Wheel = dashboard.WheelHeatmap{Start: now.Truncate(time.Minute), BucketSeconds: 60, Counts: make([]int, 60)}
 	for i := range s.Wheel.Counts {
 		s.Wheel.Counts[i] = 200 + 10*(i%7)
 	}
 	s.Wheel.Counts[12] = 5000
-	s.Hosts = []node.HostLatency{
+	s.Hosts = []dashboard.HostLatency{
 		{Host: "https://billing.internal", Count: 52000, P50Ms: 4, P90Ms: 11, P99Ms: 40},
 		{Host: "https://hooks.example.com", Count: 9000, P50Ms: 35, P90Ms: 80, P99Ms: 310},
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -48,7 +49,7 @@ func member(name, gossipAddr, httpAddr string, status gossip.Status) gossip.Memb
 		Meta: gossip.Meta{HTTPAddr: httpAddr, State: gossip.StateActive, BootID: 1, Proto: protoVersion}}
 }
 
-// TestClusterSnapshotMerge: the serving node lists every member of its
+// TestClusterSnapshotMerge: over real HTTP and signing, the serving node lists every member of its
 // view with the row each serves at GET /internal/v1/member: a live member's
 // fresh row, an unreachable and a hung member as stale rows with their
 // gossip status and the reason, a dead member without a fetch. A member
@@ -108,21 +109,22 @@ func TestClusterSnapshotMerge(t *testing.T) {
 		member("d", "10.0.0.4:7946", hostOf(hung), gossip.StatusAlive),
 		member("e", "10.0.0.5:7946", hostOf(dead), gossip.StatusDead),
 	}, time.Time{}, 1)
-	snapshot := func() *Snapshot {
+	// a is standalone: its dashboard shows the view built here instead.
+	d := dashboard.New(dashboard.Config{Name: "a", HTTPAddr: a.cfg.HTTPAddr, Now: a.now, Hosts: a.hosts},
+		fixedView{dashSource{a.Node}, &v})
+	snapshot := func() *dashboard.Snapshot {
 		t.Helper()
-		self, heat, err := a.localRow(t.Context())
+		s, err := d.Snapshot(t.Context())
 		if err != nil {
-			t.Fatalf("localRow: %v", err)
+			t.Fatalf("Snapshot: %v", err)
 		}
-		s := &Snapshot{Members: []MemberSnapshot{self}, Wheel: heat}
-		a.clusterSnapshot(t.Context(), v, self, s)
 		if err := s.CheckSlotTable(); err != nil {
 			t.Fatalf("CheckSlotTable() = %v", err)
 		}
 		return s
 	}
-	byName := func(s *Snapshot) map[string]MemberSnapshot {
-		out := map[string]MemberSnapshot{}
+	byName := func(s *dashboard.Snapshot) map[string]dashboard.MemberSnapshot {
+		out := map[string]dashboard.MemberSnapshot{}
 		for _, m := range s.Members {
 			out[m.Name] = m
 		}
@@ -144,7 +146,7 @@ func TestClusterSnapshotMerge(t *testing.T) {
 	// every owner byte indexes the row of the owner.
 	owned := make([]int, len(s.Members))
 	for slot, o := range s.SlotOwners {
-		if o == NoOwner {
+		if o == dashboard.NoOwner {
 			t.Fatalf("slot %d has no owner", slot)
 		}
 		owned[o]++
@@ -207,13 +209,15 @@ func TestClusterSnapshotMerge(t *testing.T) {
 	if len(s.Members) != 1 || s.Members[0].Name != "a" || s.Members[0].Stale {
 		t.Errorf("one-member view: members %+v, want a alone, fresh", s.Members)
 	}
-	a.sampler.mu.Lock()
-	cached := len(a.sampler.mu.peers)
-	a.sampler.mu.Unlock()
-	if cached != 0 {
-		t.Errorf("%d cached rows after the other members left the view, want 0", cached)
-	}
 }
+
+// fixedView is a node's dashboard source that shows the view *v.
+type fixedView struct {
+	dashSource
+	v **view
+}
+
+func (s fixedView) View() *dashboard.View { return (*s.v).dash }
 
 // TestInternalMemberAuth: the endpoint answers only signed calls, with the
 // node's own row (decodable as a MemberSnapshot) and its wheel.
@@ -235,46 +239,15 @@ func TestInternalMemberAuth(t *testing.T) {
 	if err != nil || c.status != http.StatusOK {
 		t.Fatalf("signed GET = %d, %v; want 200", c.status, err)
 	}
-	var row MemberSnapshot
+	var row dashboard.MemberSnapshot
 	var extra struct {
-		Wheel *WheelHeatmap `json:"wheel"`
+		Wheel *dashboard.WheelHeatmap `json:"wheel"`
 	}
 	if err := json.Unmarshal(c.body, &row); err != nil || json.Unmarshal(c.body, &extra) != nil {
 		t.Fatalf("decode %s: %v", c.body, err)
 	}
-	if row.Name != "b" || row.Status != "alive" || row.SlotsOwned != slots.Count || extra.Wheel == nil || len(extra.Wheel.Counts) != heatmapBuckets {
+	if row.Name != "b" || row.Status != "alive" || row.SlotsOwned != slots.Count || extra.Wheel == nil || len(extra.Wheel.Counts) != 60 {
 		t.Errorf("answer %s: want b's row (alive, every slot) and its wheel", c.body)
-	}
-}
-
-func TestMergeWheels(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	w := func(start time.Time, truncated bool, counts ...int) WheelHeatmap {
-		return WheelHeatmap{Start: start, BucketSeconds: 60, Counts: counts, Truncated: truncated}
-	}
-	tests := []struct {
-		name string
-		in   []WheelHeatmap
-		want WheelHeatmap
-	}{
-		{"one", []WheelHeatmap{w(t0, false, 1, 2, 3)}, w(t0, false, 1, 2, 3)},
-		{"same start", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0, false, 10, 0, 5)}, w(t0, false, 11, 2, 8)},
-		{"a minute ahead", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0.Add(time.Minute), false, 10, 20, 30)}, w(t0, false, 1, 12, 23)},
-		{"a minute behind", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0.Add(-time.Minute), false, 10, 20, 30)}, w(t0, false, 21, 32, 3)},
-		{"truncated part", []WheelHeatmap{w(t0, false, 1, 2, 3), w(t0, true, 1, 1, 1)}, w(t0, true, 2, 3, 4)},
-		{"other bucket size ignored", []WheelHeatmap{w(t0, false, 1), {Start: t0, BucketSeconds: 30, Counts: []int{9}}}, w(t0, false, 1)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			first := slices.Clone(tt.in[0].Counts)
-			got := mergeWheels(tt.in)
-			if !got.Start.Equal(tt.want.Start) || got.Truncated != tt.want.Truncated || !slices.Equal(got.Counts, tt.want.Counts) {
-				t.Errorf("mergeWheels() = %+v, want %+v", got, tt.want)
-			}
-			if !slices.Equal(tt.in[0].Counts, first) {
-				t.Errorf("mergeWheels changed its first input to %v", tt.in[0].Counts)
-			}
-		})
 	}
 }
 
@@ -327,63 +300,15 @@ func TestMemberChanges(t *testing.T) {
 // owns every slot, alive, fresh, table version 1.
 func TestStandaloneSnapshot(t *testing.T) {
 	n := startNode(t, nil)
-	s, err := n.Snapshot(context.Background())
+	s, err := n.dash.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Members) != 1 || s.TableVersion != singleTableVersion || s.CheckSlotTable() != nil {
+	if len(s.Members) != 1 || s.TableVersion != dashboard.SingleTableVersion || s.CheckSlotTable() != nil {
 		t.Fatalf("snapshot members %+v, version %d; want one member, version 1, a valid table", s.Members, s.TableVersion)
 	}
 	m := s.Members[0]
 	if m.Name != "test-node" || m.State != "active" || m.Status != "alive" || m.Stale || m.SlotsOwned != slots.Count {
 		t.Errorf("member = %+v, want test-node active, alive, fresh, owning every slot", m)
-	}
-}
-
-// TestClusterSnapshotSlotStates: the slot map's health comes from every
-// member's own report — slots whose follower lags are under-replicated,
-// slots still being taken over are unavailable — and a slot no member
-// owns is unavailable.
-func TestClusterSnapshotSlotStates(t *testing.T) {
-	secret := []byte("s3cret")
-	a := startSigningNode(t, "a", secret)
-	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(memberAnswer{MemberSnapshot: MemberSnapshot{Name: "f"},
-			UnderReplicated: []uint16{3, 5, 7}, Importing: []uint16{7, 9}})
-	}))
-	t.Cleanup(peer.Close)
-	self, heat, err := a.localRow(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		name    string
-		members []gossip.Member
-		want    map[int]SlotState // others ok
-		allGone bool
-	}{
-		{"reported by a member", []gossip.Member{
-			member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive),
-			member("f", "10.0.0.2:7946", hostOf(peer), gossip.StatusAlive),
-		}, map[int]SlotState{3: SlotUnderReplicated, 5: SlotUnderReplicated, 7: SlotUnavailable, 9: SlotUnavailable}, false},
-		{"no member owns anything", []gossip.Member{
-			{Name: "a", Addr: "10.0.0.1:7946", Status: gossip.StatusAlive, Meta: gossip.Meta{HTTPAddr: hostOf(a.srv), State: gossip.StateJoining}},
-		}, nil, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v := newView("a", tc.members, time.Time{}, 1)
-			s := &Snapshot{Members: []MemberSnapshot{self}, Wheel: heat}
-			a.clusterSnapshot(t.Context(), v, self, s)
-			for slot, st := range s.SlotStates {
-				want := tc.want[slot]
-				if tc.allGone {
-					want = SlotUnavailable
-				}
-				if st != want {
-					t.Fatalf("slot %d is %v, want %v", slot, st, want)
-				}
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package dashboard
 
 import (
 	"context"
@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
-	"github.com/chime-scheduler/chime/ring"
-	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -27,10 +25,12 @@ const memberFetchTimeout = 500 * time.Millisecond
 // first on none still makes the cluster's top 10.
 const hostsShared = 20
 
-// memberAnswer is GET /internal/v1/member: the node's MemberSnapshot (its
+// MemberAnswer is GET /internal/v1/member: the node's MemberSnapshot (its
 // fields at the top level, so it decodes as one), plus its wheel heatmap
-// and callback latency histograms, which the serving node adds up.
-type memberAnswer struct {
+// and callback latency histograms, which the serving node adds up. Like
+// Snapshot's, its JSON field names are append-only: members of different
+// versions read each other's answers.
+type MemberAnswer struct {
 	MemberSnapshot
 	Wheel *WheelHeatmap       `json:"wheel,omitempty"`
 	Hosts []dispatch.HostHist `json:"host_histograms,omitempty"`
@@ -44,47 +44,22 @@ type memberAnswer struct {
 	Stalled []uint16 `json:"stalled,omitempty"`
 }
 
-// slotHealth returns this node's under-replicated and importing slots.
-func (n *Node) slotHealth() (under, importing []uint16) {
-	if n.ctl != nil {
-		under, importing = n.ctl.Flagged()
-	}
-	return under, importing
-}
-
 // peerAnswer is a member's last good answer and when it arrived.
 type peerAnswer struct {
-	ans memberAnswer
+	ans MemberAnswer
 	at  time.Time
 }
 
-// handleInternalMember serves this node's own dashboard row, for the node
-// that serves the dashboard. Only other nodes may call it.
-func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
-	if _, _, e := n.readSigned(r, "member", 0); e != nil {
-		writeError(w, e)
-		return
-	}
-	row, heat, err := n.localRow(r.Context())
+// Member returns this node's own row with what the serving node adds up,
+// for GET /internal/v1/member (the caller checks that another node asks).
+func (d *Dashboard) Member(ctx context.Context) (*MemberAnswer, error) {
+	row, heat, err := d.localRow(ctx, d.src.View())
 	if err != nil {
-		writeError(w, asError(err))
-		return
+		return nil, err
 	}
-	under, importing := n.slotHealth()
-	writeJSON(w, http.StatusOK, memberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: n.hosts.Hists(hostsShared),
-		UnderReplicated: under, Importing: importing, Stalled: n.stalledSlots().Slots})
-}
-
-// selfFromView sets row's lifecycle state, liveness and gossip address from
-// this node's own entry in v: joining and alive until it is in the view.
-func (n *Node) selfFromView(row *MemberSnapshot, v *view) {
-	row.State, row.Status, row.SlotsOwned = gossip.StateJoining.String(), gossip.StatusAlive.String(), v.owned.count()
-	for _, m := range v.members {
-		if m.Name == n.cfg.Name {
-			row.State, row.Status, row.GossipAddr = m.Meta.State.String(), m.Status.String(), m.Addr
-		}
-	}
-	row.SlotsFollowing = v.table.Counts()[n.cfg.Name].Following
+	under, importing, stalled := d.src.SlotHealth()
+	return &MemberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: d.cfg.Hosts.Hists(hostsShared),
+		UnderReplicated: under, Importing: importing, Stalled: stalled}, nil
 }
 
 // clusterSnapshot fills snap's members, slot table, wheel and hosts from
@@ -94,23 +69,22 @@ func (n *Node) selfFromView(row *MemberSnapshot, v *view) {
 // does not answer, or is dead or left, keeps its last good row (or an
 // empty one), marked Stale. The wheel heatmap and callback latencies add
 // up those of the live members.
-func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot, snap *Snapshot) {
-	members := v.members
-	fresh := make([]*memberAnswer, len(members))
+func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSnapshot, snap *Snapshot) {
+	members := v.Members
+	fresh := make([]*MemberAnswer, len(members))
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
-		if m.Name == n.cfg.Name || !m.Up() {
+		if m.Name == d.cfg.Name || !m.Up {
 			continue
 		}
-		wg.Go(func() { fresh[i], errs[i] = n.fetchMember(ctx, m) })
+		wg.Go(func() { fresh[i], errs[i] = d.fetchMember(ctx, m) })
 	}
 	wg.Wait()
-	now := n.now()
+	now := d.cfg.Now()
 
-	s := &n.sampler
-	s.mu.Lock()
-	ct := &s.mu.clusterTable
+	d.mu.Lock()
+	ct := &d.mu.clusterTable
 	if ct.v != v {
 		ct.v, ct.owners = v, slotOwners(v)
 	}
@@ -119,12 +93,12 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 	for i, m := range members {
 		if fresh[i] != nil {
 			known[m.Name] = peerAnswer{*fresh[i], now}
-		} else if p, ok := s.mu.peers[m.Name]; ok {
+		} else if p, ok := d.mu.peers[m.Name]; ok {
 			known[m.Name] = p
 		}
 	}
-	s.mu.peers = known // members gone from the view are forgotten
-	s.mu.Unlock()
+	d.mu.peers = known // members gone from the view are forgotten
+	d.mu.Unlock()
 
 	// Slot health: a slot is under-replicated when its owner reports no
 	// caught-up follower, unavailable while the table's owner cannot take
@@ -138,12 +112,12 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 			}
 		}
 	}
-	under, importing := n.slotHealth()
+	under, importing, stalled := d.src.SlotHealth()
 	mark(under, SlotUnderReplicated)
 	mark(importing, SlotUnavailable)
-	mark(n.stalledSlots().Slots, SlotStalled)
+	mark(stalled, SlotStalled)
 	for _, m := range members {
-		if p, ok := known[m.Name]; ok && m.Up() && m.Name != n.cfg.Name {
+		if p, ok := known[m.Name]; ok && m.Up && m.Name != d.cfg.Name {
 			mark(p.ans.UnderReplicated, SlotUnderReplicated)
 			mark(p.ans.Importing, SlotUnavailable)
 			mark(p.ans.Stalled, SlotStalled)
@@ -154,36 +128,36 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 			states[i] = SlotUnavailable
 		}
 	}
-	counts := v.table.Counts()
+	counts := v.Table.Counts()
 	rows := make([]MemberSnapshot, 0, len(members)+1)
 	wheels := []WheelHeatmap{snap.Wheel}
-	hosts := [][]dispatch.HostHist{n.hosts.Hists(hostsShared)}
+	hosts := [][]dispatch.HostHist{d.cfg.Hosts.Hists(hostsShared)}
 	hasSelf := false
 	for i, m := range members {
 		var row MemberSnapshot
 		switch p, ok := known[m.Name]; {
-		case m.Name == n.cfg.Name:
+		case m.Name == d.cfg.Name:
 			row, hasSelf = self, true
 		case ok:
 			row = p.ans.MemberSnapshot
 			if fresh[i] == nil {
 				row.Stale, row.StatsAgeSeconds = true, now.Sub(p.at).Seconds()
-				row.State = m.Meta.State.String() // its own last word may be old
+				row.State = m.State // its own last word may be old
 			}
-			if m.Up() {
+			if m.Up {
 				if p.ans.Wheel != nil {
 					wheels = append(wheels, *p.ans.Wheel)
 				}
 				hosts = append(hosts, p.ans.Hosts)
 			}
 		default:
-			row = MemberSnapshot{Stale: true, TasksStored: -1, State: m.Meta.State.String()}
+			row = MemberSnapshot{Stale: true, TasksStored: -1, State: m.State}
 		}
 		if errs[i] != nil {
 			row.Error = errs[i].Error()
 		}
 		c := counts[m.Name]
-		row.Name, row.HTTPAddr, row.GossipAddr, row.Status = m.Name, m.Meta.HTTPAddr, m.Addr, m.Status.String()
+		row.Name, row.HTTPAddr, row.GossipAddr, row.Status = m.Name, m.HTTPAddr, m.GossipAddr, m.Status
 		row.SlotsOwned, row.SlotsFollowing = c.Owned, c.Following
 		rows = append(rows, row)
 	}
@@ -191,41 +165,40 @@ func (n *Node) clusterSnapshot(ctx context.Context, v *view, self MemberSnapshot
 		rows = append(rows, self)
 	}
 	snap.Members = rows
-	snap.SlotOwners, snap.SlotStates, snap.TableVersion = owners, states, v.table.Checksum()
+	snap.SlotOwners, snap.SlotStates, snap.TableVersion = owners, states, v.Table.Checksum()
 	snap.Wheel = mergeWheels(wheels)
 	snap.Hosts = dispatch.MergeHosts(10, hosts...)
 }
 
 // fetchMember asks member m for its row, signed, within memberFetchTimeout.
-func (n *Node) fetchMember(ctx context.Context, m gossip.Member) (*memberAnswer, error) {
-	if m.Meta.HTTPAddr == "" {
+func (d *Dashboard) fetchMember(ctx context.Context, m Member) (*MemberAnswer, error) {
+	if m.HTTPAddr == "" {
 		return nil, errors.New("no HTTP address in its gossip meta")
 	}
 	ctx, cancel := context.WithTimeout(ctx, memberFetchTimeout)
 	defer cancel()
-	c, err := n.fwd.do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr},
-		http.MethodGet, "/internal/v1/member", nil, http.Header{}, 0)
+	status, body, err := d.src.FetchMember(ctx, m.Name, m.HTTPAddr)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, fmt.Errorf("unreachable: timed out after %v", memberFetchTimeout)
 	case err != nil:
 		return nil, fmt.Errorf("unreachable: %w", err)
-	case c.status != http.StatusOK:
-		return nil, fmt.Errorf("%s answered %d: %.200s", m.Name, c.status, c.body)
+	case status != http.StatusOK:
+		return nil, fmt.Errorf("%s answered %d: %.200s", m.Name, status, body)
 	}
-	var a memberAnswer
-	if err := json.Unmarshal(c.body, &a); err != nil {
+	var a MemberAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
 		return nil, fmt.Errorf("%s answered a malformed row: %w", m.Name, err)
 	}
 	return &a, nil
 }
 
 // slotOwners is v's slot table as Snapshot.SlotOwners: for every slot the
-// index in v.members of its owner, or NoOwner. Members past index 254 do
+// index in v.Members of its owner, or NoOwner. Members past index 254 do
 // not fit a byte; their slots show as NoOwner. O(slots).
-func slotOwners(v *view) []byte {
-	index := make(map[string]byte, len(v.members))
-	for i, m := range v.members {
+func slotOwners(v *View) []byte {
+	index := make(map[string]byte, len(v.Members))
+	for i, m := range v.Members {
 		if i < NoOwner {
 			index[m.Name] = byte(i)
 		}
@@ -233,7 +206,7 @@ func slotOwners(v *view) []byte {
 	owners := make([]byte, slots.Count)
 	for s := range owners {
 		owners[s] = NoOwner
-		if o, ok := v.table.Owner(uint16(s)); ok {
+		if o, ok := v.Table.Owner(uint16(s)); ok {
 			if i, ok := index[o.Name]; ok {
 				owners[s] = i
 			}
@@ -263,12 +236,4 @@ func mergeWheels(ws []WheelHeatmap) WheelHeatmap {
 		}
 	}
 	return out
-}
-
-// noteMembers records the membership changes from old to v on the
-// dashboard's timeline: joins, deaths, leaves, restarts, state changes.
-func (n *Node) noteMembers(old, v *view) {
-	for _, c := range memberChanges(old.members, v.members) {
-		n.event(c.kind, c.text)
-	}
 }

@@ -1,4 +1,4 @@
-package node
+package dashboard
 
 import (
 	"bytes"

@@ -1,15 +1,20 @@
-package node
+// Package dashboard builds what the live dashboard shows: the Snapshot of
+// GET /v1/snapshot and the /v1/ws stream, with one row per cluster member,
+// the slot table and its health, the event timeline, the pending-fire
+// heatmap and callback latency per host.
+//
+// It reads its node only through the Source it is built with (package node
+// implements it), so that the snapshot's logic — rates between calls,
+// lateness quantiles, the merge of every member's row over signed internal
+// HTTP — is tested here against a fake, without a store or a cluster.
+package dashboard
 
 import (
-	"context"
 	"fmt"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -132,14 +137,14 @@ func (s *Snapshot) CheckSlotTable() error {
 
 func checkSlotTable(members int, owners []byte, states []SlotState) error {
 	if len(owners) != slots.Count || len(states) != slots.Count {
-		return fmt.Errorf("node: slot table of %d owners and %d states, want %d of each", len(owners), len(states), slots.Count)
+		return fmt.Errorf("dashboard: slot table of %d owners and %d states, want %d of each", len(owners), len(states), slots.Count)
 	}
 	for i, o := range owners {
 		if o != NoOwner && int(o) >= members {
-			return fmt.Errorf("node: slot %d has owner index %d, but the snapshot has %d members", i, o, members)
+			return fmt.Errorf("dashboard: slot %d has owner index %d, but the snapshot has %d members", i, o, members)
 		}
 		if states[i] > SlotStalled {
-			return fmt.Errorf("node: slot %d has state %v", i, states[i])
+			return fmt.Errorf("dashboard: slot %d has state %v", i, states[i])
 		}
 	}
 	return nil
@@ -210,249 +215,20 @@ type WheelHeatmap struct {
 	Truncated     bool      `json:"truncated"` // the scan stopped early; counts are lower bounds
 }
 
-// heatmap parameters: 60 one-minute buckets, refreshed at most every 15 s,
-// and a scan bounded to heatmapMaxKeys index entries.
-const (
-	heatmapBuckets = 60
-	heatmapBucket  = time.Minute
-	heatmapRefresh = 15 * time.Second
-	heatmapMaxKeys = 2_000_000
-	maxEvents      = 200
-	rateWindow     = 900 * time.Millisecond
-)
+// HostLatency is one callback host's latency summary (Snapshot.Hosts);
+// dispatch.HostStats computes it.
+type HostLatency = dispatch.HostLatency
 
-// singleTableVersion is the slot table's version while one node owns
-// every slot; GET /v1/cluster (api.go) reports the same 1.
-const singleTableVersion = 1
-
-// sampler turns counters into rates between dashboard snapshots.
-type sampler struct {
-	mu struct {
-		sync.Mutex
-		at      time.Time
-		prev    map[string]float64
-		rates   MemberSnapshot
-		heat    WheelHeatmap
-		heatAt  time.Time
-		events  []Event
-		latPrev []uint64
-		// table holds the slot table, built on first use: one node owns
-		// every slot, so it never changes and every snapshot shares its
-		// (never modified) slices.
-		table *Snapshot
-		// clusterTable is the slot table of one view, for a cluster
-		// member: rebuilt when the view changes, shared (never modified)
-		// by every snapshot of that view.
-		clusterTable struct {
-			v      *view
-			owners []byte
-			states []SlotState
-		}
-		// peers holds the last good answer of every other member of the
-		// view, by name, for members that do not answer in time.
-		peers map[string]peerAnswer
-	}
-}
-
-// event records a timeline event.
-func (n *Node) event(kind, text string) {
-	s := &n.sampler
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.mu.events = append(s.mu.events, Event{Time: n.now(), Kind: kind, Text: text})
-	if len(s.mu.events) > maxEvents {
-		s.mu.events = s.mu.events[len(s.mu.events)-maxEvents:]
-	}
-}
-
-// Snapshot returns the dashboard snapshot. Rates cover the time since the
-// previous call (about a second when the websocket hub drives it).
-//
-// A standalone node is a one-node cluster: it (Members[0]) owns every slot,
-// all ok, table version 1. A cluster member lists every member of its view,
-// dead and left ones too, with the live stats each serves at
-// GET /internal/v1/member, fetched in parallel (see clusterSnapshot), and the
-// slot table of its view.
-func (n *Node) Snapshot(ctx context.Context) (*Snapshot, error) {
-	self, heat, err := n.localRow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s := &n.sampler
-	s.mu.Lock()
-	events := append([]Event(nil), s.mu.events...)
-	if s.mu.table == nil {
-		s.mu.table = singleNodeTable(n.cfg.Name)
-	}
-	table := s.mu.table
-	s.mu.Unlock()
-	snap := &Snapshot{
-		Time:         n.now(),
-		Self:         n.cfg.Name,
-		Insecure:     n.cfg.Cluster != nil && n.cfg.Cluster.Insecure,
-		Members:      []MemberSnapshot{self},
-		SlotOwners:   table.SlotOwners,
-		SlotStates:   table.SlotStates,
-		TableVersion: table.TableVersion,
-		Events:       events,
-		Wheel:        heat,
-		Hosts:        n.hosts.Top(10),
-	}
-	if n.cfg.Cluster != nil {
-		n.clusterSnapshot(ctx, n.view.Load(), self, snap)
-	}
-	return snap, nil
-}
-
-// localRow returns this node's own dashboard row, with rates since the
-// previous call (at least rateWindow apart, so that several callers do not
-// shorten each other's windows), and its wheel heatmap (rescanned at most
-// every heatmapRefresh).
-func (n *Node) localRow(ctx context.Context) (MemberSnapshot, WheelHeatmap, error) {
-	st, err := n.stats()
-	if err != nil {
-		return MemberSnapshot{}, WheelHeatmap{}, err
-	}
-	now := n.now()
-	m := st.Metrics
-	self := MemberSnapshot{
-		Name: n.cfg.Name, State: "active", Status: "alive", HTTPAddr: n.cfg.HTTPAddr,
-		SlotsOwned: slots.Count, TasksStored: -1,
-		WheelTasks:    int(m["chime_wheel_tasks"]),
-		RSSBytes:      m["process_resident_memory_bytes"],
-		Goroutines:    int(m["go_goroutines"]),
-		DiskBytes:     m["chime_store_disk_bytes"],
-		UptimeSeconds: st.UptimeSeconds,
-
-		AntiEntropyResyncs: int64(m["chime_antientropy_resyncs_total"]),
-		TasksOverdue:       st.TasksOverdue,
-		SlotsStalled:       st.SlotsStalled,
-	}
-	if n.cfg.Cluster != nil {
-		n.selfFromView(&self, n.view.Load())
-	}
-	if c, ok := n.taskCount(); ok {
-		self.TasksStored = c
-	}
-	if !st.Ready && self.State == "active" {
-		self.State = "loading"
-	}
-	s := &n.sampler
-	s.mu.Lock()
-	if dt := now.Sub(s.mu.at).Seconds(); s.mu.prev != nil && dt >= rateWindow.Seconds() {
-		rate := func(k string) float64 { return (m[k] - s.mu.prev[k]) / dt }
-		r := &s.mu.rates
-		r.FiresPerSec = rate(`chime_fires_total{result="success"}`) + rate(`chime_fires_total{result="failure"}`) + rate(`chime_fires_total{result="gone"}`)
-		r.FailuresPerSec = rate(`chime_fires_total{result="failure"}`) + rate(`chime_fires_total{result="gone"}`)
-		r.CreatesPerSec = rate("chime_tasks_created_total")
-		r.CPUPercent = 100 * rate("process_cpu_seconds_total")
-		r.LatenessP50Ms, r.LatenessP99Ms = n.recentLateness(&s.mu.latPrev)
-		s.mu.prev, s.mu.at = m, now
-	} else if s.mu.prev == nil {
-		s.mu.prev, s.mu.at = m, now
-		n.recentLateness(&s.mu.latPrev)
-	}
-	self.FiresPerSec, self.FailuresPerSec, self.CreatesPerSec = s.mu.rates.FiresPerSec, s.mu.rates.FailuresPerSec, s.mu.rates.CreatesPerSec
-	self.CPUPercent, self.LatenessP50Ms, self.LatenessP99Ms = s.mu.rates.CPUPercent, s.mu.rates.LatenessP50Ms, s.mu.rates.LatenessP99Ms
-	refresh := now.Sub(s.mu.heatAt) >= heatmapRefresh
-	heat := s.mu.heat
-	s.mu.Unlock()
-
-	if refresh {
-		heat = n.heatmap(ctx, now)
-		s.mu.Lock()
-		s.mu.heat, s.mu.heatAt = heat, now
-		s.mu.Unlock()
-	}
-	return self, heat, nil
-}
+// SingleTableVersion is the slot table's version while one node owns
+// every slot; GET /v1/cluster reports the same 1.
+const SingleTableVersion = 1
 
 // singleNodeTable returns a snapshot holding only the slot table of a
 // one-node cluster: member 0, name, owns every slot and all are ok.
 func singleNodeTable(name string) *Snapshot {
 	t := &Snapshot{Members: []MemberSnapshot{{Name: name}}}
-	if err := t.SetSlotTable(singleTableVersion, make([]byte, slots.Count), make([]SlotState, slots.Count)); err != nil {
-		panic("node: single-node slot table: " + err.Error()) // owner 0 of 1 member, states ok
+	if err := t.SetSlotTable(SingleTableVersion, make([]byte, slots.Count), make([]SlotState, slots.Count)); err != nil {
+		panic("dashboard: single-node slot table: " + err.Error()) // owner 0 of 1 member, states ok
 	}
 	return t
-}
-
-// recentLateness returns p50 and p99 fire lateness (ms) of the fires since
-// the previous call, from the lateness histogram's bucket deltas.
-func (n *Node) recentLateness(prev *[]uint64) (p50, p99 float64) {
-	cum, bounds := n.metrics.latenessBuckets()
-	delta := make([]uint64, len(cum))
-	for i := range cum {
-		delta[i] = cum[i]
-		if i < len(*prev) {
-			delta[i] -= (*prev)[i]
-		}
-	}
-	*prev = cum
-	return 1000 * cumQuantile(delta, bounds, 0.5), 1000 * cumQuantile(delta, bounds, 0.99)
-}
-
-// cumQuantile interpolates quantile q in cumulative bucket counts.
-func cumQuantile(cum []uint64, bounds []float64, q float64) float64 {
-	if len(cum) == 0 || cum[len(cum)-1] == 0 {
-		return 0
-	}
-	rank := q * float64(cum[len(cum)-1])
-	prevB, prevC := 0.0, 0.0
-	for i, c := range cum {
-		if float64(c) >= rank {
-			if i >= len(bounds) || float64(c) == prevC {
-				return prevB
-			}
-			return prevB + (bounds[i]-prevB)*(rank-prevC)/(float64(c)-prevC)
-		}
-		prevB, prevC = bounds[min(i, len(bounds)-1)], float64(c)
-	}
-	return prevB
-}
-
-// heatmap counts due-index entries per minute over the next hour, in the
-// slots this node owns: the replicas it holds as a follower are their
-// owner's to count, so that a cluster's heatmaps add up.
-func (n *Node) heatmap(ctx context.Context, now time.Time) WheelHeatmap {
-	start := now.Truncate(heatmapBucket)
-	h := WheelHeatmap{Start: start, BucketSeconds: int(heatmapBucket / time.Second), Counts: make([]int, heatmapBuckets)}
-	from, to := start.UnixNano(), start.Add(heatmapBuckets*heatmapBucket).UnixNano()
-	seen := 0
-	err := n.store.ScanDue(n.view.Load().owns, from, to, func(_ uint16, _ string, wake int64) bool {
-		h.Counts[(wake-from)/int64(heatmapBucket)]++
-		seen++
-		if seen >= heatmapMaxKeys || ctx.Err() != nil {
-			h.Truncated = true
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		h.Truncated = true
-	}
-	return h
-}
-
-// HostLatency is one callback host's latency summary (Snapshot.Hosts);
-// dispatch.HostStats computes it.
-type HostLatency = dispatch.HostLatency
-
-// callbackHost is the scheme://host:port part of a callback URL, the key of
-// the per-host latency view, with any user:password masked
-// (https://***@host): the view is on the dashboard and in the snapshot.
-func callbackHost(u string) string {
-	return httpapi.RedactURL(callbackAuthority(u))
-}
-
-// callbackAuthority is the scheme://[userinfo@]host:port part of u.
-func callbackAuthority(u string) string {
-	rest := u
-	if i := strings.Index(rest, "://"); i >= 0 {
-		rest = rest[i+3:]
-	}
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		return u[:len(u)-len(rest)+i]
-	}
-	return u
 }
