@@ -61,7 +61,7 @@ type peerAnswer struct {
 // handleInternalMember serves this node's own dashboard row, for the node
 // that serves the dashboard. Only other nodes may call it.
 func (n *Node) handleInternalMember(w http.ResponseWriter, r *http.Request) {
-	if _, _, e := n.readSigned(r, "member", 0); e != nil {
+	if _, _, e := n.guard.Read(r, "member", 0); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -245,7 +245,7 @@ func (n *Node) keysOn(ctx context.Context, m gossip.Member, req keyRequest, body
 // handleInternalKeys applies one member's part of a key operation and
 // answers its keyring.
 func (n *Node) handleInternalKeys(w http.ResponseWriter, r *http.Request) {
-	_, body, e := n.readSigned(r, "keys", maxKeyBody)
+	_, body, e := n.guard.Read(r, "keys", maxKeyBody)
 	if e != nil {
 		writeError(w, e)
 		return
