@@ -42,7 +42,7 @@ func newAPI(n *Node) *httpapi.Server {
 			}
 		},
 		Handlers: httpapi.Handlers{
-			Keys:     n.handleKeys,
+			Keys:     n.keys.HandleKeys,
 			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
 			Snapshot: httpapi.JSON(n.Snapshot),
 			Backup:   n.handleBackup,
@@ -58,7 +58,7 @@ func newAPI(n *Node) *httpapi.Server {
 			AntiEntropy:  n.handleAntiEntropy,
 			SlotDebug:    n.handleSlotDebug,
 			Member:       n.handleInternalMember,
-			InternalKeys: n.handleInternalKeys,
+			InternalKeys: n.keys.HandleInternal,
 		},
 	}, api{n})
 }

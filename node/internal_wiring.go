@@ -1,8 +1,13 @@
 package node
 
 import (
+	"context"
+	"net/http"
+
 	"github.com/chime-scheduler/chime/node/internalauth"
+	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/node/tlsconf"
+	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
@@ -37,4 +42,27 @@ func guardMembers(ms []gossip.Member) []internalauth.Member {
 		out[i] = internalauth.Member{Name: m.Name, Left: m.Status == gossip.StatusLeft}
 	}
 	return out
+}
+
+// newKeys builds n's gossip key endpoints.
+func newKeys(n *Node) *keyring.Service {
+	return keyring.New(keyring.Config{
+		Self: n.cfg.Name,
+		Keyring: func() keyring.Keyring {
+			if n.cluster == nil {
+				return nil // not a nil *gossip.Membership in an interface
+			}
+			return n.cluster.mem
+		},
+		Members: func() []gossip.Member { return n.view.Load().members },
+		Call: func(ctx context.Context, m gossip.Member, body []byte) (int, []byte, error) {
+			c, err := n.fwd.do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr}, http.MethodPost, keyring.InternalPath, body, http.Header{}, 0)
+			return c.status, c.body, err
+		},
+		// Through n.guard at call time: tests set it after New.
+		Authenticate: func(r *http.Request, endpoint string, limit int64) (string, []byte, *Error) {
+			return n.guard.Read(r, endpoint, limit)
+		},
+		Log: n.log,
+	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
+	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/storage"
@@ -42,6 +43,7 @@ type Node struct {
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
 	guard   *internalauth.Guard  // authenticates the internal endpoints' calls; nil standalone
+	keys    *keyring.Service     // the gossip key endpoints (internal_wiring.go)
 	ship    *replication.Shipper // replication to replicas; nil standalone
 	ctl     *ownership.Board     // slot ownership: the executor's inbox and published state; nil standalone
 	exec    *ownership.Executor  // runs the ownership machine (slots.Machine); nil standalone
@@ -102,6 +104,7 @@ func New(cfg Config) (*Node, error) {
 			n.fwd.tls = cfg.TLS.Client
 		}
 	}
+	n.keys = newKeys(n)
 	n.api = newAPI(n)
 	return n, nil
 }

@@ -45,6 +45,8 @@ deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|whe
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
 deny ./node/internalauth "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "internalauth signs and checks calls over net/http and crypto; the membership, clock and metrics are funcs it is given"
 only ./node/internalauth "$mod/node/httpapi" "internalauth uses only httpapi's error type"
+deny ./node/keyring "^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|internalauth)|wheel|ui|cmd|bench)(/|$)" "keyring reaches the node's keyring, view, transport and authentication only through the funcs it is built with"
+only ./node/keyring "$mod/(node/httpapi|ring/gossip)" "keyring uses httpapi's error shape and gossip's keyring types only"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
