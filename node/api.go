@@ -43,7 +43,7 @@ func newAPI(n *Node) *httpapi.Server {
 			}
 		},
 		Handlers: httpapi.Handlers{
-			Keys:     n.handleKeys,
+			Keys:     n.keys.HandleKeys,
 			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
 			Snapshot: httpapi.JSON(n.dash.Snapshot),
 			Backup:   n.handleBackup,
@@ -59,7 +59,7 @@ func newAPI(n *Node) *httpapi.Server {
 			AntiEntropy:  n.handleAntiEntropy,
 			SlotDebug:    n.handleSlotDebug,
 			Member:       dashSource{n}.serveMember,
-			InternalKeys: n.handleInternalKeys,
+			InternalKeys: n.keys.HandleInternal,
 		},
 	}, api{n})
 }
@@ -233,14 +233,14 @@ func (a api) Readiness() (bool, string, []string) {
 func (a api) Hops(r *http.Request, body []byte) int {
 	n := a.n
 	h := r.Header.Get(hdrHop)
-	if h == "" || n.fwd == nil {
+	if h == "" || n.guard == nil {
 		return 0
 	}
 	v, err := strconv.Atoi(h)
 	if err != nil || v < 0 {
 		return 0
 	}
-	if _, reason := n.fwd.auth.check(r, int64(len(body)), n.now(), n.mayCall); reason != "" || !n.fwd.auth.checkBody(r, body) {
+	if !n.guard.Signed(r, body) {
 		return 0
 	}
 	return v
@@ -252,7 +252,7 @@ func (a api) Forward(ctx context.Context, to ring.Member, method, uri string, bo
 }
 
 func (a api) Authenticate(r *http.Request, endpoint string) *Error {
-	_, _, e := a.n.readSigned(r, endpoint, 0)
+	_, _, e := a.n.guard.Read(r, endpoint, 0)
 	return e
 }
 

@@ -33,6 +33,7 @@ func startSigningNode(t *testing.T, name string, secret []byte) *testNode {
 		t.Fatalf("New: %v", err)
 	}
 	n.fwd = newForwarder(name, secret, 10*time.Second) // before anything reads it
+	n.guard = newGuard(n, n.fwd.auth)
 	t.Cleanup(n.fwd.close)
 	if err := n.Start(); err != nil {
 		t.Fatalf("Start: %v", err)

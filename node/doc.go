@@ -5,8 +5,11 @@
 // implemented in api.go), and in a cluster the
 // membership (package ring/gossip), the ownership machine (package slots,
 // run by node/ownership), replication and anti-entropy (package
-// node/replication), and the live dashboard's snapshot (package
-// node/dashboard, behind dashboard.Source in dashboard_wiring.go). The pure packages it wires (wheel, ring,
+// node/replication), the live dashboard's snapshot (package
+// node/dashboard, behind dashboard.Source in dashboard_wiring.go), the
+// authentication of calls between nodes (package node/internalauth) and
+// gossip key rotation (package node/keyring), the last two wired in
+// internal_wiring.go. The pure packages it wires (wheel, ring,
 // slots) start no goroutines and read no clock; node starts the goroutines
 // listed below (Pebble, ring/gossip with memberlist, and the dashboard, ui,
 // start their own).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/httpapi"
+	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/valyala/fasthttp"
@@ -24,13 +25,7 @@ const (
 	hdrHop = "X-Chime-Hop"
 	// hdrForwardedBy names the node that forwarded the request.
 	hdrForwardedBy = "X-Chime-Forwarded-By"
-	// hdrAuth authenticates a call between nodes: "<unix ms>:<hex HMAC>".
-	hdrAuth = "X-Chime-Auth"
 )
-
-// authSkew is how far the timestamp of a signed call may be from this
-// node's clock: it bounds how long a captured call can be replayed.
-const authSkew = 30 * time.Second
 
 // forwarder sends requests to other nodes over keep-alive connections,
 // every call signed with the cluster secret. It uses fasthttp's HostClient,
@@ -39,7 +34,7 @@ const authSkew = 30 * time.Second
 // it the client's.
 type forwarder struct {
 	self    string
-	auth    *callAuth
+	auth    *internalauth.Auth
 	timeout time.Duration
 	// dial, when set, opens the connections (Config.DialContext).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -69,7 +64,7 @@ func (f *forwarder) noteTLS(members []gossip.Member) {
 const forwardConns = 512
 
 func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder {
-	return &forwarder{self: self, auth: &callAuth{self: self, secret: secret}, timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
+	return &forwarder{self: self, auth: internalauth.New(self, secret), timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
 }
 
 func (f *forwarder) host(addr string) *fasthttp.HostClient {
@@ -159,7 +154,7 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	req.Header.Set(hdrHop, strconv.Itoa(hop))
 	req.Header.Set(hdrForwardedBy, f.self)
 	h := http.Header{}
-	f.auth.sign(h, method, uri, m.Name, body, time.Now())
+	f.auth.Sign(h, method, uri, m.Name, body, time.Now())
 	for k, v := range h {
 		req.Header.Set(k, v[0])
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/ring/gossip/memnet"
 )
@@ -32,7 +33,7 @@ func TestKeysAPI(t *testing.T) {
 	tn := clusterNodeWith(t, memnet.New(2), "n1", "127.0.0.1:7001", func(c *Config) { c.Cluster.Gossip.SecretKey = oldKey })
 	list := func() string {
 		t.Helper()
-		var a KeysAnswer
+		var a keyring.Answer
 		if code := tn.do(t, "GET", "/v1/cluster/keys", nil, &a); code != 200 || a.Answered != 1 {
 			t.Fatalf("list = %d %+v", code, a)
 		}
@@ -80,7 +81,7 @@ func TestKeysAPI(t *testing.T) {
 		if step.op == "remove" {
 			key = oldKey
 		}
-		var a KeysAnswer
+		var a keyring.Answer
 		if code := tn.do(t, "POST", "/v1/cluster/keys", map[string]string{"op": step.op, "key": b64(key)}, &a); code != 200 || len(a.Failed) > 0 {
 			t.Fatalf("%s = %d %+v", step.op, code, a)
 		}

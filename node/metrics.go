@@ -46,7 +46,7 @@ type metrics struct {
 	aeNotComparable prometheus.Counter
 	aeResyncs       prometheus.Counter
 	// internalRejected counts calls between nodes refused, by endpoint
-	// and reason (internalauth.go).
+	// and reason (node/internalauth, wired in internal_wiring.go).
 	internalRejected *prometheus.CounterVec
 	// callbacksDenied counts callback addresses the address policy refused
 	// (dispatch.Policy), by stage: create (a task refused with 400) or dial (a

@@ -13,9 +13,10 @@ import (
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
+	"github.com/chime-scheduler/chime/node/internalauth"
+	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
-	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -42,6 +43,8 @@ type Node struct {
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
 	fwd     *forwarder
+	guard   *internalauth.Guard  // authenticates the internal endpoints' calls; nil standalone
+	keys    *keyring.Service     // the gossip key endpoints (internal_wiring.go)
 	ship    *replication.Shipper // replication to replicas; nil standalone
 	ctl     *ownership.Board     // slot ownership: the executor's inbox and published state; nil standalone
 	exec    *ownership.Executor  // runs the ownership machine (slots.Machine); nil standalone
@@ -62,12 +65,9 @@ type Node struct {
 	storageErr atomic.Pointer[error]
 	bg         sync.WaitGroup // background work that uses the store
 	health     health         // the safety net's readings (health.go)
-	// leftAt is when each member that left was first seen so (mayCall).
-	leftMu    sync.Mutex
-	leftAt    map[string]time.Time
-	lease     time.Duration // the ownership lease (cluster members)
-	closeOnce sync.Once
-	closeErr  error
+	lease      time.Duration  // the ownership lease (cluster members)
+	closeOnce  sync.Once
+	closeErr   error
 }
 
 // New validates cfg and builds a node. Nothing runs until Start.
@@ -91,7 +91,6 @@ func New(cfg Config) (*Node, error) {
 		return nil, err // Validate has reported it already
 	}
 	n.health.overdue.Store(-1)
-	n.leftAt = map[string]time.Time{}
 	if cfg.Cluster != nil {
 		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
 	}
@@ -100,12 +99,14 @@ func New(cfg Config) (*Node, error) {
 	} else {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+		n.guard = newGuard(n, n.fwd.auth)
 		n.fwd.dial = cfg.DialContext
 		if cfg.TLS != nil {
 			n.fwd.tls = cfg.TLS.Client
 		}
 	}
 	n.dash = newDashboard(n)
+	n.keys = newKeys(n)
 	n.api = newAPI(n)
 	return n, nil
 }
@@ -399,16 +400,9 @@ func (n *Node) installView(old, v *view) {
 	if n.fwd != nil {
 		n.fwd.noteTLS(v.members)
 	}
-	now := n.now()
-	n.leftMu.Lock()
-	for _, m := range v.members {
-		if m.Status != gossip.StatusLeft {
-			delete(n.leftAt, m.Name)
-		} else if _, ok := n.leftAt[m.Name]; !ok {
-			n.leftAt[m.Name] = now
-		}
+	if n.guard != nil {
+		n.guard.NoteView(guardMembers(v.members))
 	}
-	n.leftMu.Unlock()
 	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
 	n.ctl.ViewChanged(ownView(old), ownView(v))
 	n.metrics.noteView(v)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
@@ -22,7 +23,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 	wr *writer, st *storage.Store, c *cluster, snaps ownership.Snapshots) (*ownership.Executor, error) {
 	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
 	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
-		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: maxCtlBody}
+		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: internalauth.MaxCtlBody}
 	store := ownStore{w: wr, st: st}
 	return ownership.New(cfg, persisted, voters, b, ownership.Deps{
 		Persister: store,
@@ -99,7 +100,7 @@ func (nodeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 
 // handleCtl receives another node's machine messages.
 func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
-	from, body, e := n.readSigned(r, "ctl", maxCtlBody)
+	from, body, e := n.guard.Read(r, "ctl", internalauth.MaxCtlBody)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -120,7 +121,7 @@ func (n *Node) handleCtl(w http.ResponseWriter, r *http.Request) {
 
 // handleSlotDebug shows the ownership machine's view of one slot.
 func (n *Node) handleSlotDebug(w http.ResponseWriter, r *http.Request) {
-	if _, _, e := n.readSigned(r, "slots", 0); e != nil {
+	if _, _, e := n.guard.Read(r, "slots", 0); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/ring"
 )
@@ -103,7 +104,7 @@ func (a aeMetrics) Resynced() { a.m.aeResyncs.Inc() }
 
 // handleReplicate is the replica's side of replication.PathReplicate.
 func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
-	from, body, e := n.readSigned(r, "replicate", maxReplBody)
+	from, body, e := n.guard.Read(r, "replicate", internalauth.MaxReplBody)
 	serveRepl(w, e, n.ctl == nil, "application/msgpack", func() ([]byte, error) {
 		return replication.Receive(r.Context(), replData{n.writer}, n.ctl, from, body)
 	})
@@ -111,14 +112,14 @@ func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {
 
 // handleAntiEntropy is the replica's side of replication.PathAntiEntropy.
 func (n *Node) handleAntiEntropy(w http.ResponseWriter, r *http.Request) {
-	_, body, e := n.readSigned(r, "antientropy", maxAEBody)
+	_, body, e := n.guard.Read(r, "antientropy", internalauth.MaxAEBody)
 	serveRepl(w, e, n.ctl == nil, "application/octet-stream", func() ([]byte, error) {
 		return replication.AnswerSums(r.Context(), replData{n.writer}, body)
 	})
 }
 
 // serveRepl answers a replication endpoint: e, the call's authentication
-// (readSigned), and standalone refuse it before anything of the body is
+// (Guard.Read), and standalone refuse it before anything of the body is
 // decoded; then answer decodes, checks and applies it. A request refused
 // for what it says is a 400 naming the field.
 func serveRepl(w http.ResponseWriter, e *Error, standalone bool, contentType string, answer func() ([]byte, error)) {

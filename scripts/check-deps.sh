@@ -19,6 +19,20 @@ deny() {
   fi
 }
 
+# only PKG ALLOWED REASON: of Chime, PKG itself may import only the packages
+# matching ALLOWED (its closure then holds what they import, so a deny rule
+# alone cannot say "nothing but httpapi's error type").
+only() {
+  local pkg=$1 allowed=$2 reason=$3
+  compgen -G "${pkg#./}/*.go" >/dev/null || return 0
+  local bad
+  bad=$(go list -f '{{join .Imports "\n"}}' "$pkg" | grep "^$mod/" | grep -vxE "$allowed" || true)
+  if [ -n "$bad" ]; then
+    echo "check-deps: $pkg must not import $(echo "$bad" | tr '\n' ' '): $reason"
+    fail=1
+  fi
+}
+
 pure='github.com/hashicorp/memberlist|github.com/cockroachdb/pebble|^net$|^net/http$|^os/exec$'
 deny ./wheel "$pure|^$mod/" "wheel is a pure data structure (stdlib only)"
 deny ./ring "$pure|^$mod/" "ring is a pure function (stdlib and xxhash only)"
@@ -30,6 +44,10 @@ deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing
 deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
 deny ./node/dashboard "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/node$|^$mod/(storage|wheel|ring/gossip|node/httpapi|node/ownership|node/replication|node/tlsconf|ui|cmd|bench)(/|$)" "the dashboard snapshot reaches the node only through its Source"
+deny ./node/internalauth "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "internalauth signs and checks calls over net/http and crypto; the membership, clock and metrics are funcs it is given"
+only ./node/internalauth "$mod/node/httpapi" "internalauth uses only httpapi's error type"
+deny ./node/keyring "^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|internalauth)|wheel|ui|cmd|bench)(/|$)" "keyring reaches the node's keyring, view, transport and authentication only through the funcs it is built with"
+only ./node/keyring "$mod/(node/httpapi|ring/gossip)" "keyring uses httpapi's error shape and gossip's keyring types only"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
