@@ -16,7 +16,7 @@ import (
 // partitions into two groups, crashes, restarts with old data, joins,
 // drains and process pauses (0.5-4.5 s), with membership changes noticed
 // after a failure detection delay (0.5-3 s plus up to 0.9 s of jitter per
-// node). Odd seeds run with Config.DeadAfter 2 s and a failure detector
+// node). Odd seeds run with Config.DeadAfter 1.5 s and a failure detector
 // that declares a node dead only once it has not reached it for that long
 // (memberlist's minimum suspicion timeout). Checked after every Step
 // (cluster.stepMsg):
@@ -76,13 +76,13 @@ func simulate(t *testing.T, seed uint64, steps int) {
 	if k := int(seed % 4); k > 0 {
 		c.maxMoves = k
 	}
-	// Odd seeds run with node's Config.DeadAfter (2 s, memberlist's local
+	// Odd seeds run with node's Config.DeadAfter (1.5 s, memberlist's local
 	// minimum suspicion timeout), and their failure detector declares a
 	// node dead only once it has not reached it for that long: pauses and
 	// lapses shorter than that void nothing. Even seeds keep the cautious
 	// default (Settle), and detect as soon as their view is refreshed.
 	if seed%2 == 1 {
-		c.deadAfter = 2 * time.Second
+		c.deadAfter = 1500 * time.Millisecond
 	}
 	if *simSeed >= 0 {
 		c.trace = true
