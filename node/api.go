@@ -116,14 +116,10 @@ func (a api) awaitHeld(ctx context.Context, ss ...uint16) bool {
 	return n.ctl.AwaitHeld(ctx, ss...)
 }
 
-// submit hands op to the writer and waits for it; the error is the op's
-// refusal of its one task (or id).
-func (a api) submit(ctx context.Context, op *writeOp) error {
-	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
+// submit hands r to the writer and waits for it.
+func (a api) submit(ctx context.Context, r request) error {
+	if err := a.n.writer.submit(ctx.Done(), r); err != nil {
 		return asError(err)
-	}
-	if len(op.errs) > 0 && op.errs[0] != nil {
-		return op.errs[0]
 	}
 	return nil
 }
@@ -137,9 +133,12 @@ func (a api) Write(ctx context.Context, t *storage.Task, put bool, now time.Time
 	if put {
 		kind = opPut
 	}
-	op := &writeOp{kind: kind, now: now.UnixNano(), tasks: []*storage.Task{t}}
+	op := &tasksOp{writeOp: writeOp{kind: kind, now: now.UnixNano()}, tasks: []*storage.Task{t}}
 	if err := a.submit(ctx, op); err != nil {
 		return nil, false, err
+	}
+	if e := op.errs[0]; e != nil {
+		return nil, false, e
 	}
 	return op.out[0], op.created[0], nil
 }
@@ -152,9 +151,9 @@ func (a api) CreateBatch(ctx context.Context, tasks []*storage.Task, now time.Ti
 		}
 	}
 	a.awaitHeld(ctx, local...)
-	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
-	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
-		return nil, asError(err)
+	op := &tasksOp{writeOp: writeOp{kind: opCreate, now: now.UnixNano()}, tasks: tasks, errs: make([]*Error, len(tasks))}
+	if err := a.submit(ctx, op); err != nil {
+		return nil, err
 	}
 	return op.errs, nil
 }
@@ -198,17 +197,20 @@ func (a api) Trigger(ctx context.Context, id string) (*storage.Task, error) {
 // (nil for a delete).
 func (a api) one(ctx context.Context, kind opKind, id string) (*storage.Task, error) {
 	a.awaitHeld(ctx, slots.Of(id))
-	op := &writeOp{kind: kind, id: id}
+	op := &oneOp{writeOp: writeOp{kind: kind}, id: id}
 	if kind != opDelete {
 		op.now = a.n.now().UnixNano()
 	}
 	if err := a.submit(ctx, op); err != nil {
 		return nil, err
 	}
+	if op.refused != nil {
+		return nil, op.refused
+	}
 	if kind == opDelete {
 		return nil, nil
 	}
-	return op.out[0], nil
+	return op.out, nil
 }
 
 func (a api) Executions(_ context.Context, id string, limit int) ([]storage.Execution, error) {

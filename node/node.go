@@ -218,7 +218,7 @@ func (n *Node) Start() error {
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {
-			wr.send(&writeOp{kind: opDone, res: &r})
+			wr.send(&doneOp{writeOp: writeOp{kind: opDone}, res: r})
 		},
 		Now:         n.now,
 		Node:        n.cfg.Name,
@@ -501,7 +501,7 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 			// Never started: it stays in flight in the store (the next
 			// owner or start repeats it with the same fire id), but the
 			// writer must not wait for it (a seal for a handover does).
-			n.writer.send(&writeOp{kind: opDone, res: &dispatch.Result{Job: j, Err: dispatch.Shutdown}})
+			n.writer.send(&doneOp{writeOp: writeOp{kind: opDone}, res: dispatch.Result{Job: j, Err: dispatch.Shutdown}})
 		}
 		if n.cluster != nil {
 			if n.ae != nil {

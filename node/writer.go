@@ -35,7 +35,7 @@ type syncGroup struct {
 	acked bool              // some op waits for its fsync
 	api   bool              // some op is an API write: its reply also waits for the followers
 	wait  *replication.Wait // the followers' acks the group's API writes wait for; nil: none
-	ops   []*writeOp
+	ops   []request
 	wakes []wakeChange
 	jobs  []*dispatch.Job
 	// applied: the slots' seqs this group committed at their current
@@ -71,8 +71,8 @@ type writer struct {
 	writerDeps
 	cfg *Config
 
-	api      chan *writeOp // API ops; full = 429
-	internal chan *writeOp // fire starts and results; sized so results never wait long
+	api      chan request // API ops; full = 429
+	internal chan request // fire starts and results; sized so results never wait long
 	syncq    chan *syncGroup
 	stop     chan struct{}
 	done     chan struct{} // closed when the syncer has answered everything
@@ -108,8 +108,8 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 	return &writer{
 		writerDeps:  deps,
 		cfg:         cfg,
-		api:         make(chan *writeOp, cfg.WriteQueue),
-		internal:    make(chan *writeOp, cfg.Dispatch.MaxQueued+cfg.Dispatch.Concurrency+1024),
+		api:         make(chan request, cfg.WriteQueue),
+		internal:    make(chan request, cfg.Dispatch.MaxQueued+cfg.Dispatch.Concurrency+1024),
 		syncq:       make(chan *syncGroup, 4),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -126,7 +126,8 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 
 // submit hands an API op to the writer without blocking and waits until it
 // is durable. It answers 429 when the queue is full and 503 when stopping.
-func (w *writer) submit(done <-chan struct{}, op *writeOp) error {
+func (w *writer) submit(done <-chan struct{}, r request) error {
+	op := r.op()
 	op.reply = make(chan struct{})
 	select {
 	case <-w.stop:
@@ -134,7 +135,7 @@ func (w *writer) submit(done <-chan struct{}, op *writeOp) error {
 	default:
 	}
 	select {
-	case w.api <- op:
+	case w.api <- r:
 	default:
 		return errOverloaded
 	}
@@ -157,9 +158,9 @@ func (w *writer) submit(done <-chan struct{}, op *writeOp) error {
 
 // send hands an internal op to the writer, blocking until there is room or
 // the writer stops.
-func (w *writer) send(op *writeOp) bool {
+func (w *writer) send(r request) bool {
 	select {
-	case w.internal <- op:
+	case w.internal <- r:
 		return true
 	case <-w.stop:
 		return false
@@ -172,7 +173,7 @@ func (w *writer) run() {
 	defer close(w.syncq)
 	defer close(w.runDone)
 	for {
-		var op *writeOp
+		var op request
 		select {
 		case op = <-w.api:
 		case op = <-w.internal:
@@ -200,7 +201,7 @@ func (w *writer) drain() {
 
 // group applies first and every op queued behind it (up to MaxGroupTasks
 // task writes) as one batch.
-func (w *writer) group(first *writeOp) {
+func (w *writer) group(first request) {
 	b := w.store.NewBatch()
 	defer b.Close()
 	if w.replicate != nil {
@@ -208,9 +209,9 @@ func (w *writer) group(first *writeOp) {
 	}
 	g := &syncGroup{}
 	n := w.apply(b, g, first)
-	onlyDone, lingered := first.kind == opDone, false
+	onlyDone, lingered := first.op().kind == opDone, false
 	for n < w.cfg.MaxGroupTasks {
-		var op *writeOp
+		var op request
 		select {
 		case op = <-w.api:
 		case op = <-w.internal:
@@ -231,7 +232,7 @@ func (w *writer) group(first *writeOp) {
 		if op == nil {
 			break
 		}
-		onlyDone = onlyDone && op.kind == opDone
+		onlyDone = onlyDone && op.op().kind == opDone
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
@@ -344,7 +345,8 @@ func (w *writer) syncLoop() {
 					// the followers. A replica's apply waiting for this
 					// node's own followers would deadlock two nodes that
 					// follow each other.
-					for _, op := range g.ops {
+					for _, r := range g.ops {
+						op := r.op()
 						if op.reply != nil && op.kind >= opReplica && !op.answered {
 							close(op.reply)
 							op.answered = true
@@ -398,7 +400,8 @@ func (w *writer) sync() error {
 
 // finish acknowledges a durable (or failed) group.
 func (w *writer) finish(g *syncGroup) {
-	for _, op := range g.ops {
+	for _, r := range g.ops {
+		op := r.op()
 		if g.err != nil {
 			e := &Error{Code: CodeInternal, Message: "write failed: " + g.err.Error()}
 			if errors.Is(g.err, storage.ErrFailed) {

@@ -35,7 +35,7 @@ const fireRetryDelay = 50 * time.Millisecond
 // decode; beyond it such a task is read (and skipped) again at each fire.
 const maxQuarantined = 10000
 
-func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
+func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 	n := 0
 	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
 	for _, e := range op.fires {
@@ -95,8 +95,8 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	return n
 }
 
-func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *writeOp) int {
-	r := op.res
+func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
+	r := &op.res
 	id := r.Job.TaskID
 	t, err := w.get(id)
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {

@@ -101,7 +101,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	g.wakes = append(g.wakes, wakeChange{t.ID, wake})
 }
 
-func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
+func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 	op.out = make([]*storage.Task, len(op.tasks))
 	op.errs = make([]*Error, len(op.tasks))
 	op.created = make([]bool, len(op.tasks))
@@ -158,18 +158,18 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *writeOp) int {
 	return n
 }
 
-func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
+func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 	if !w.active(slots.Of(op.id)) {
-		op.errs = []*Error{errNotOwner}
+		op.refused = errNotOwner
 		return
 	}
 	t, err := w.get(op.id)
 	if err != nil {
-		op.errs = []*Error{asError(err)}
+		op.refused = asError(err)
 		return
 	}
 	if t == nil {
-		op.errs = []*Error{errNotFound}
+		op.refused = errNotFound
 		return
 	}
 	prev := t.Wake()
@@ -184,7 +184,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 			w.running[t.ID] = rf
 		}
 		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
-		op.out = []*storage.Task{t}
+		op.out = t
 		return
 	case opPause:
 		switch t.Status {
@@ -192,7 +192,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 			t.Status = storage.StatusPaused
 		case storage.StatusPaused:
 		default:
-			op.errs = []*Error{{Code: CodeConflict, Message: "a " + t.Status.String() + " task cannot be paused"}}
+			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " task cannot be paused"}
 			return
 		}
 	case opResume:
@@ -211,18 +211,18 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *writeOp) {
 			}
 			t.NextDue = schedule.FirstAfter(&t.Spec, last, op.now)
 		default:
-			op.errs = []*Error{{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}}
+			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}
 			return
 		}
 	case opTrigger:
 		if len(t.Triggers) >= maxPendingTriggers {
-			op.errs = []*Error{{Code: CodeOverloaded, Message: "too many triggers pending for this task"}}
+			op.refused = &Error{Code: CodeOverloaded, Message: "too many triggers pending for this task"}
 			return
 		}
 		t.Triggers = append(t.Triggers, op.now)
 	}
 	w.put(b, g, t, prev, op.now)
-	op.out = []*storage.Task{t}
+	op.out = t
 }
 
 // maxPendingTriggers bounds the extra fires queued on one task.
