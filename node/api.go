@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/backup"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
@@ -46,7 +47,8 @@ func newAPI(n *Node) *httpapi.Server {
 			Keys:     n.keys.HandleKeys,
 			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
 			Snapshot: httpapi.JSON(n.dash.Snapshot),
-			Backup:   n.handleBackup,
+			Backup: backup.New(backup.Config{Node: cfg.Name, DataDir: cfg.DataDir, InMemory: cfg.InMemory || cfg.Mem != nil,
+				Checkpoint: func(dir string) error { return n.store.Checkpoint(dir) }, Now: n.now, Log: n.log}).ServeHTTP,
 			Metrics: func(w http.ResponseWriter, r *http.Request) {
 				if n.metrics == nil {
 					writeError(w, errStopping)

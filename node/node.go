@@ -36,9 +36,6 @@ type Node struct {
 	metrics *metrics
 	api     *httpapi.Server  // the HTTP API (api.go)
 	policy  *dispatch.Policy // the callback address policy, for create-time checks
-	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
-	// one backup of a node at a time.
-	backupMu sync.Mutex
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
