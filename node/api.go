@@ -15,6 +15,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/backup"
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -45,7 +46,7 @@ func newAPI(n *Node) *httpapi.Server {
 		},
 		Handlers: httpapi.Handlers{
 			Keys:     n.keys.HandleKeys,
-			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
+			Stats:    httpapi.JSON(func(context.Context) (*health.Stats, error) { return api{n}.Stats() }),
 			Snapshot: httpapi.JSON(n.dash.Snapshot),
 			Backup: backup.New(backup.Config{Node: cfg.Name, DataDir: cfg.DataDir, InMemory: cfg.InMemory || cfg.Mem != nil,
 				Checkpoint: func(dir string) error { return n.store.Checkpoint(dir) }, Now: n.now, Log: n.log}).ServeHTTP,
@@ -226,8 +227,14 @@ func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error 
 	return a.n.store.ScanTasks(from, f)
 }
 
+// Stats is GET /v1/stats.
+func (a api) Stats() (*health.Stats, error) {
+	n := a.n
+	return n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.reg)
+}
+
 func (a api) Readiness() (bool, string, []string) {
-	reasons := a.n.healthReasons()
+	reasons := a.n.health.Reasons()
 	return a.n.Ready(), a.n.notReadyReason(), reasons
 }
 

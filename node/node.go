@@ -12,6 +12,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/keyring"
@@ -60,9 +61,9 @@ type Node struct {
 	running atomic.Bool
 	// storageErr is set once the store failed a write (storageFailed).
 	storageErr atomic.Pointer[error]
-	bg         sync.WaitGroup // background work that uses the store
-	health     health         // the safety net's readings (health.go)
-	lease      time.Duration  // the ownership lease (cluster members)
+	bg         sync.WaitGroup  // background work that uses the store
+	health     *health.Monitor // the safety net (node/health)
+	lease      time.Duration   // the ownership lease (cluster members)
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -87,7 +88,12 @@ func New(cfg Config) (*Node, error) {
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
 	}
-	n.health.overdue.Store(-1)
+	n.health = health.New(cfg.OverdueAfter, health.Deps{
+		ScanDue: func(to int64, f func() bool) error {
+			return n.store.ScanDue(n.view.Load().owns, 0, to, func(uint16, string, int64) bool { return f() })
+		},
+		Quiet: func(err error) bool { return err == storage.ErrClosed },
+		Now:   n.now, Log: n.log})
 	if cfg.Cluster != nil {
 		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
 	}
@@ -167,8 +173,8 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ctl.Counts().Unavailable)
 		},
-		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
-		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
+		stalled: func() float64 { return float64(len(n.health.Stalled().Slots)) },
+		overdue: func() float64 { return float64(max(0, n.health.Overdue())) },
 		corrupt: func() float64 { return float64(n.store.CorruptRecords()) },
 		storageFailed: func() float64 {
 			if n.storageErr.Load() != nil {
@@ -279,7 +285,7 @@ func (n *Node) Start() error {
 	}
 	n.running.Store(true)
 	n.countTasks()
-	n.watchOverdue()
+	n.every(health.ScanEvery, func() bool { n.health.Scan(); return true })
 	n.watchStorage()
 	n.dash.Note("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
@@ -439,6 +445,27 @@ const (
 	stopCrash                    // no drain, gossip stops without a leave: peers see it die (tests)
 	stopFailed                   // no drain (the store takes no writes), then leave (storageFailed)
 )
+
+// every runs f every d on a background goroutine until the node stops or
+// f returns false.
+func (n *Node) every(d time.Duration, f func() bool) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.stopBG:
+				return
+			case <-t.C:
+			}
+			if !f() {
+				return
+			}
+		}
+	}()
+}
 
 // watchStorage checks every storageCheckEvery whether the store failed a
 // write, until the node stops.
