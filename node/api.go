@@ -13,7 +13,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/backup"
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -44,9 +46,10 @@ func newAPI(n *Node) *httpapi.Server {
 		},
 		Handlers: httpapi.Handlers{
 			Keys:     n.keys.HandleKeys,
-			Stats:    httpapi.JSON(func(context.Context) (*Stats, error) { return n.stats() }),
+			Stats:    httpapi.JSON(func(context.Context) (*health.Stats, error) { return api{n}.Stats() }),
 			Snapshot: httpapi.JSON(n.dash.Snapshot),
-			Backup:   n.handleBackup,
+			Backup: backup.New(backup.Config{Node: cfg.Name, DataDir: cfg.DataDir, InMemory: cfg.InMemory || cfg.Mem != nil,
+				Checkpoint: func(dir string) error { return n.store.Checkpoint(dir) }, Now: n.now, Log: n.log}).ServeHTTP,
 			Metrics: func(w http.ResponseWriter, r *http.Request) {
 				if n.metrics == nil {
 					writeError(w, errStopping)
@@ -116,14 +119,10 @@ func (a api) awaitHeld(ctx context.Context, ss ...uint16) bool {
 	return n.ctl.AwaitHeld(ctx, ss...)
 }
 
-// submit hands op to the writer and waits for it; the error is the op's
-// refusal of its one task (or id).
-func (a api) submit(ctx context.Context, op *writeOp) error {
-	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
+// submit hands r to the writer and waits for it.
+func (a api) submit(ctx context.Context, r request) error {
+	if err := a.n.writer.submit(ctx.Done(), r); err != nil {
 		return asError(err)
-	}
-	if len(op.errs) > 0 && op.errs[0] != nil {
-		return op.errs[0]
 	}
 	return nil
 }
@@ -137,9 +136,12 @@ func (a api) Write(ctx context.Context, t *storage.Task, put bool, now time.Time
 	if put {
 		kind = opPut
 	}
-	op := &writeOp{kind: kind, now: now.UnixNano(), tasks: []*storage.Task{t}}
+	op := &tasksOp{writeOp: writeOp{kind: kind, now: now.UnixNano()}, tasks: []*storage.Task{t}}
 	if err := a.submit(ctx, op); err != nil {
 		return nil, false, err
+	}
+	if e := op.errs[0]; e != nil {
+		return nil, false, e
 	}
 	return op.out[0], op.created[0], nil
 }
@@ -152,9 +154,9 @@ func (a api) CreateBatch(ctx context.Context, tasks []*storage.Task, now time.Ti
 		}
 	}
 	a.awaitHeld(ctx, local...)
-	op := &writeOp{kind: opCreate, now: now.UnixNano(), tasks: tasks, errs: make([]*Error, len(tasks))}
-	if err := a.n.writer.submit(ctx.Done(), op); err != nil {
-		return nil, asError(err)
+	op := &tasksOp{writeOp: writeOp{kind: opCreate, now: now.UnixNano()}, tasks: tasks, errs: make([]*Error, len(tasks))}
+	if err := a.submit(ctx, op); err != nil {
+		return nil, err
 	}
 	return op.errs, nil
 }
@@ -198,17 +200,20 @@ func (a api) Trigger(ctx context.Context, id string) (*storage.Task, error) {
 // (nil for a delete).
 func (a api) one(ctx context.Context, kind opKind, id string) (*storage.Task, error) {
 	a.awaitHeld(ctx, slots.Of(id))
-	op := &writeOp{kind: kind, id: id}
+	op := &oneOp{writeOp: writeOp{kind: kind}, id: id}
 	if kind != opDelete {
 		op.now = a.n.now().UnixNano()
 	}
 	if err := a.submit(ctx, op); err != nil {
 		return nil, err
 	}
+	if op.refused != nil {
+		return nil, op.refused
+	}
 	if kind == opDelete {
 		return nil, nil
 	}
-	return op.out[0], nil
+	return op.out, nil
 }
 
 func (a api) Executions(_ context.Context, id string, limit int) ([]storage.Execution, error) {
@@ -222,8 +227,14 @@ func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error 
 	return a.n.store.ScanTasks(from, f)
 }
 
+// Stats is GET /v1/stats.
+func (a api) Stats() (*health.Stats, error) {
+	n := a.n
+	return n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.reg)
+}
+
 func (a api) Readiness() (bool, string, []string) {
-	reasons := a.n.healthReasons()
+	reasons := a.n.health.Reasons()
 	return a.n.Ready(), a.n.notReadyReason(), reasons
 }
 

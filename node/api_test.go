@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"strings"
 	"testing"
@@ -267,7 +268,7 @@ func TestCreateGetPutListExecutions(t *testing.T) {
 	if code := tn.do(t, "GET", "/v1/nothing", nil, &eb); code != 404 || eb.Error.Code != CodeNotFound {
 		t.Errorf("unknown path: %d %+v", code, eb.Error)
 	}
-	var st Stats
+	var st health.Stats
 	if code := tn.do(t, "GET", "/v1/stats", nil, &st); code != 200 || st.Metrics["chime_tasks_created_total"] != 7 {
 		t.Errorf("stats: %d created=%v, want 7", code, st.Metrics["chime_tasks_created_total"])
 	}

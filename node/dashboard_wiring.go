@@ -35,7 +35,7 @@ type dashSource struct{ n *Node }
 var _ dashboard.Source = dashSource{}
 
 func (s dashSource) Stats() (dashboard.Stats, error) {
-	st, err := s.n.stats()
+	st, err := api(s).Stats()
 	if err != nil {
 		return dashboard.Stats{}, err
 	}
@@ -67,7 +67,7 @@ func (s dashSource) SlotHealth() (under, importing, stalled []uint16) {
 	if s.n.ctl != nil {
 		under, importing = s.n.ctl.Flagged()
 	}
-	return under, importing, s.n.stalledSlots().Slots
+	return under, importing, s.n.health.Stalled().Slots
 }
 
 func (s dashSource) FetchMember(ctx context.Context, name, httpAddr string) (int, []byte, error) {

@@ -42,7 +42,9 @@
 // loop, dispatcher, anti-entropy, drain, ctl, cluster, writer and syncer,
 // shipper, background watchers, then the store is closed.
 //
-//   - writer (writer.run, writer.go): the only goroutine that changes task
+//   - writer (writer.run, writer.go; one struct per op kind in writer_ops.go,
+//     records and API ops in writer_tasks.go, fires and results in
+//     writer_fire.go): the only goroutine that changes task
 //     records and slot metadata; applies each group of ops (API writes,
 //     fire starts, results, replicated groups, ctl's persists) to one
 //     Pebble batch and commits it. Owns its record caches and its
@@ -65,8 +67,8 @@
 //     dispatcher.close(ctx) returns the queued jobs and cuts running
 //     callbacks when ctx ends.
 //   - background watchers (n.bg): countTasks counts the stored tasks and
-//     fills, later rebuilds, the id filter; watchOverdue counts overdue
-//     tasks (health.go); watchStorage looks for a failed store every 50 ms
+//     fills, later rebuilds, the id filter; the overdue scan
+//     (health.Monitor.Scan, package node/health) counts overdue tasks; watchStorage looks for a failed store every 50 ms
 //     and then stops the node (storageFailed, on a goroutine of its own).
 //     They stop when shutdown closes n.stopBG.
 //

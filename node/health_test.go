@@ -9,7 +9,11 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/health"
 )
+
+// overdueScanEvery is how often the node runs the overdue scan.
+const overdueScanEvery = health.ScanEvery
 
 // TestSafetyNetShowsAStall: a stall must be visible within seconds. n1 is
 // cut off alone: in its own view it owns every slot and may fire none (no
@@ -23,10 +27,10 @@ func TestSafetyNetShowsAStall(t *testing.T) {
 		const after = 3 * time.Second
 		c := newFaultCluster(t, 3, 31, func(cfg *Config) { cfg.OverdueAfter = after })
 		defer c.close()
-		stats := func(i int) Stats {
+		stats := func(i int) health.Stats {
 			t.Helper()
 			code, body := c.request(i, http.MethodGet, "/v1/stats", nil)
-			var st Stats
+			var st health.Stats
 			if code != http.StatusOK || json.Unmarshal(body, &st) != nil {
 				t.Fatalf("n%d /v1/stats: %d %s", i+1, code, body)
 			}
@@ -49,7 +53,7 @@ func TestSafetyNetShowsAStall(t *testing.T) {
 		cut := time.Now()
 		c.partition([]int{0}, []int{1, 2})
 		deadline := cut.Add(30 * time.Second)
-		var st Stats
+		var st health.Stats
 		for {
 			st = stats(0)
 			if st.SlotsStalled > 0 && st.TasksOverdue > 0 {

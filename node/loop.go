@@ -167,7 +167,7 @@ func (l *loop) run() {
 			chunk := make([]wheel.Entry, n)
 			copy(chunk, expired[:n])
 			expired = expired[n:]
-			if !l.writer.send(&writeOp{kind: opFire, now: nowNs, fires: chunk}) {
+			if !l.writer.send(&fireOp{writeOp: writeOp{kind: opFire, now: nowNs}, fires: chunk}) {
 				return
 			}
 		}

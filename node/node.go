@@ -12,6 +12,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/keyring"
@@ -36,9 +37,6 @@ type Node struct {
 	metrics *metrics
 	api     *httpapi.Server  // the HTTP API (api.go)
 	policy  *dispatch.Policy // the callback address policy, for create-time checks
-	// backupMu is held while GET /v1/admin/backup streams a checkpoint:
-	// one backup of a node at a time.
-	backupMu sync.Mutex
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *cluster             // nil for a standalone node
@@ -63,9 +61,9 @@ type Node struct {
 	running atomic.Bool
 	// storageErr is set once the store failed a write (storageFailed).
 	storageErr atomic.Pointer[error]
-	bg         sync.WaitGroup // background work that uses the store
-	health     health         // the safety net's readings (health.go)
-	lease      time.Duration  // the ownership lease (cluster members)
+	bg         sync.WaitGroup  // background work that uses the store
+	health     *health.Monitor // the safety net (node/health)
+	lease      time.Duration   // the ownership lease (cluster members)
 	closeOnce  sync.Once
 	closeErr   error
 }
@@ -90,7 +88,12 @@ func New(cfg Config) (*Node, error) {
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
 	}
-	n.health.overdue.Store(-1)
+	n.health = health.New(cfg.OverdueAfter, health.Deps{
+		ScanDue: func(to int64, f func() bool) error {
+			return n.store.ScanDue(n.view.Load().owns, 0, to, func(uint16, string, int64) bool { return f() })
+		},
+		Quiet: func(err error) bool { return err == storage.ErrClosed },
+		Now:   n.now, Log: n.log})
 	if cfg.Cluster != nil {
 		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
 	}
@@ -170,8 +173,8 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ctl.Counts().Unavailable)
 		},
-		stalled: func() float64 { return float64(len(n.stalledSlots().Slots)) },
-		overdue: func() float64 { return float64(max(0, n.health.overdue.Load())) },
+		stalled: func() float64 { return float64(len(n.health.Stalled().Slots)) },
+		overdue: func() float64 { return float64(max(0, n.health.Overdue())) },
 		corrupt: func() float64 { return float64(n.store.CorruptRecords()) },
 		storageFailed: func() float64 {
 			if n.storageErr.Load() != nil {
@@ -218,7 +221,7 @@ func (n *Node) Start() error {
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {
-			wr.send(&writeOp{kind: opDone, res: &r})
+			wr.send(&doneOp{writeOp: writeOp{kind: opDone}, res: r})
 		},
 		Now:         n.now,
 		Node:        n.cfg.Name,
@@ -282,7 +285,7 @@ func (n *Node) Start() error {
 	}
 	n.running.Store(true)
 	n.countTasks()
-	n.watchOverdue()
+	n.every(health.ScanEvery, func() bool { n.health.Scan(); return true })
 	n.watchStorage()
 	n.dash.Note("start", "node "+n.cfg.Name+" started")
 	n.log.Info("node started", "data_dir", n.cfg.DataDir)
@@ -443,6 +446,27 @@ const (
 	stopFailed                   // no drain (the store takes no writes), then leave (storageFailed)
 )
 
+// every runs f every d on a background goroutine until the node stops or
+// f returns false.
+func (n *Node) every(d time.Duration, f func() bool) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-n.stopBG:
+				return
+			case <-t.C:
+			}
+			if !f() {
+				return
+			}
+		}
+	}()
+}
+
 // watchStorage checks every storageCheckEvery whether the store failed a
 // write, until the node stops.
 func (n *Node) watchStorage() {
@@ -501,7 +525,7 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 			// Never started: it stays in flight in the store (the next
 			// owner or start repeats it with the same fire id), but the
 			// writer must not wait for it (a seal for a handover does).
-			n.writer.send(&writeOp{kind: opDone, res: &dispatch.Result{Job: j, Err: dispatch.Shutdown}})
+			n.writer.send(&doneOp{writeOp: writeOp{kind: opDone}, res: dispatch.Result{Job: j, Err: dispatch.Shutdown}})
 		}
 		if n.cluster != nil {
 			if n.ae != nil {

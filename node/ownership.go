@@ -37,7 +37,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 			n.loop.gain(ss)
 		},
 		Genesis: c.setGenesis,
-		Stalled: func(r *ownership.StallReport) { n.health.stalled.Store(r) },
+		Stalled: n.health.NoteStalls,
 	})
 }
 

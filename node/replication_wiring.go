@@ -53,11 +53,11 @@ type replData struct{ w *writer }
 func (d replData) Snapshot(slot uint16) (replication.Msg, error) { return d.w.snapshot(slot) }
 
 func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Msg) (replication.Applied, error) {
-	op := &writeOp{kind: opReplica, repl: msgs, from: from}
+	op := &replicaOp{writeOp: writeOp{kind: opReplica}, msgs: msgs, from: from}
 	if err := d.w.submitInternal(done, op); err != nil {
 		return replication.Applied{}, err
 	}
-	return replication.Applied{Results: op.replRes, Epochs: op.epochs, Gens: op.gens, Held: op.held}, nil
+	return op.applied, nil
 }
 
 func (d replData) Position(slot uint16) (epoch, seq uint64) {
@@ -66,19 +66,19 @@ func (d replData) Position(slot uint16) (epoch, seq uint64) {
 }
 
 func (d replData) Sums(done <-chan struct{}, ss []uint16) ([]replication.Item, error) {
-	op := &writeOp{kind: opSums, slots: ss}
+	op := &sumsOp{writeOp: writeOp{kind: opSums}, slots: ss}
 	if err := d.w.submitInternal(done, op); err != nil {
 		return nil, err
 	}
-	return op.ae.items, nil
+	return op.items, nil
 }
 
 func (d replData) Check(done <-chan struct{}, version byte, items []replication.Item) ([]uint8, []uint64, error) {
-	op := &writeOp{kind: opCheckSums, ae: aeOp{items: items, version: version}}
+	op := &checkSumsOp{writeOp: writeOp{kind: opCheckSums}, items: items, version: version}
 	if err := d.w.submitInternal(done, op); err != nil {
 		return nil, nil, err
 	}
-	return op.ae.results, op.ae.epochs, nil
+	return op.results, op.epochs, nil
 }
 
 func (d replData) Repair(slot uint16) (was, now replication.Checksum, err error) {

@@ -136,33 +136,34 @@ func (w *writer) purgeSlot(slot uint16, ids []string) {
 }
 
 // applyReplica applies replicated messages as a follower and records one
-// result per message in op.replRes (and this node's epoch of the slot in
+// result per message in op.msgsRes (and this node's epoch of the slot in
 // op.epochs). The rules: a message below the epoch this node knows is
 // refused (stale), as is one from another node for a slot this node holds
 // at the same or a higher epoch; a snapshot (Reset) replaces the slot; an
 // op applies only on top of exactly the position it was made from (Prev),
 // otherwise the owner is told of the gap and sends a snapshot.
-func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
-	op.replRes = make([]uint8, len(op.repl))
-	op.epochs = make([]uint64, len(op.repl))
-	op.gens = make([]uint64, len(op.repl))
-	op.held = make([]uint64, len(op.repl))
+func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int {
+	res := &op.applied
+	res.Results = make([]uint8, len(op.msgs))
+	res.Epochs = make([]uint64, len(op.msgs))
+	res.Gens = make([]uint64, len(op.msgs))
+	res.Held = make([]uint64, len(op.msgs))
 	n := 0
-	for i := range op.repl {
-		m := &op.repl[i]
+	for i := range op.msgs {
+		m := &op.msgs[i]
 		role, known, _ := w.ctl.State(m.Slot)
-		op.epochs[i] = known
+		res.Epochs[i] = known
 		own := role == slots.RoleOwner || role == slots.RoleSealing
 		cur := w.repl.position(m.Slot)
 		switch {
 		case max(m.Epoch, m.SnapEpoch) < known || (own && max(m.Epoch, m.SnapEpoch) == known):
-			op.replRes[i] = replication.Stale
+			res.Results[i] = replication.Stale
 			continue
 		case own:
 			// The sender holds a newer epoch: this node must step down
 			// first (the machine does so on this news), then resync.
 			w.ctl.Post(slots.EpochSeen{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(m.Epoch), From: op.from, Owner: true})
-			op.replRes[i] = replication.Gap
+			res.Results[i] = replication.Gap
 			continue
 		case m.Reset && m.SnapEpoch == m.Epoch && cur.Epoch == m.Epoch && m.Seq < cur.Seq:
 			// A snapshot from the owner of the data's epoch, older than
@@ -170,11 +171,11 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			// was delayed). Only that owner writes at its epoch, so ours
 			// holds all of it and more: applying it would roll acked
 			// writes back.
-			op.replRes[i], op.gens[i], op.held[i] = replication.OK, w.repl.gen(m.Slot), cur.Seq
+			res.Results[i], res.Gens[i], res.Held[i] = replication.OK, w.repl.gen(m.Slot), cur.Seq
 			continue
 		case m.Reset:
 		case m.Epoch == cur.Epoch && m.Seq <= cur.Seq:
-			op.replRes[i] = replication.OK // applied before (or covered by a snapshot)
+			res.Results[i] = replication.OK // applied before (or covered by a snapshot)
 			continue
 		case !(cur.Epoch == m.PrevEpoch && cur.Seq == m.PrevSeq) && !(cur.Epoch == m.Epoch && cur.Seq == m.PrevSeq):
 			// Neither the position the op was made from nor that same
@@ -182,7 +183,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			// after it took the epoch: only it writes data at its epoch).
 			// Without the second form every slot's first write after a
 			// bootstrap or takeover gapped into a snapshot.
-			op.replRes[i] = replication.Gap
+			res.Results[i] = replication.Gap
 			continue
 		}
 		o := storage.SlotOps{Slot: m.Slot, Count: m.Count, Data: m.Data}
@@ -195,12 +196,12 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 		})
 		if err != nil {
 			w.log.Error("malformed replicated ops", "slot", m.Slot, "err", err)
-			op.replRes[i] = replication.Gap // a snapshot replaces whatever this was
+			res.Results[i] = replication.Gap // a snapshot replaces whatever this was
 			continue
 		}
 		if m.Reset {
 			delete(w.repl.bumpPrev, m.Slot)
-			op.gens[i] = w.repl.bumpGen(m.Slot)
+			res.Gens[i] = w.repl.bumpGen(m.Slot)
 			w.purgeSlot(m.Slot, nil)
 			for _, id := range o.TaskIDs() {
 				if w.ids.add(id) {
@@ -214,7 +215,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 			}
 		}
 		cur.Epoch, cur.Seq = m.Epoch, m.Seq
-		op.held[i] = m.Seq
+		res.Held[i] = m.Seq
 		w.repl.setMeta(b, m.Slot, cur)
 		n += max(1, o.Count/4)
 	}
@@ -224,8 +225,8 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *writeOp) int {
 // applyPersist writes the ownership states the machine persists. A node
 // that takes a new epoch as owner moves its data position to it: its next
 // group is the first of the epoch.
-func (w *writer) applyPersist(b *storage.Batch, op *writeOp) int {
-	for _, p := range op.persist {
+func (w *writer) applyPersist(b *storage.Batch, op *persistOp) int {
+	for _, p := range op.states {
 		s := uint16(p.Slot)
 		m := w.repl.position(s)
 		m.Role, m.OwnEpoch, m.OwnSeq, m.Grantee = uint8(p.State.Role), uint64(p.State.Epoch), p.State.Seq, p.State.Grantee
@@ -237,14 +238,14 @@ func (w *writer) applyPersist(b *storage.Batch, op *writeOp) int {
 		}
 		w.repl.setMeta(b, s, m)
 	}
-	return len(op.persist)
+	return len(op.states)
 }
 
 // applyDrop deletes the data of slots the machine dropped, unless a newer
-// snapshot replaced it since the machine saw the slot (op.dropGens).
-func (w *writer) applyDrop(b *storage.Batch, op *writeOp) int {
+// snapshot replaced it since the machine saw the slot (op.gens).
+func (w *writer) applyDrop(b *storage.Batch, op *dropOp) int {
 	for i, s := range op.slots {
-		if w.repl.gen(s) != op.dropGens[i] {
+		if w.repl.gen(s) != op.gens[i] {
 			continue
 		}
 		b.WithoutCapture(func() { b.DropSlot(s) })
@@ -260,7 +261,7 @@ func (w *writer) applyDrop(b *storage.Batch, op *writeOp) int {
 
 // applySealCheck reports the slots of op.slots with no callback running
 // here: sealed, once this group (with their last results) is durable.
-func (w *writer) applySealCheck(op *writeOp) {
+func (w *writer) applySealCheck(op *sealCheckOp) {
 	busy := map[uint16]bool{}
 	for id := range w.running {
 		busy[slots.Of(id)] = true
@@ -274,18 +275,18 @@ func (w *writer) applySealCheck(op *writeOp) {
 
 // persistStates makes the machine's Persist effects durable.
 func (w *writer) persistStates(ps []slots.Persist) error {
-	return w.submitInternal(nil, &writeOp{kind: opPersist, persist: ps})
+	return w.submitInternal(nil, &persistOp{writeOp: writeOp{kind: opPersist}, states: ps})
 }
 
 // dropSlots deletes slots' data (see applyDrop), durably.
 func (w *writer) dropSlots(ss []uint16, gens []uint64) error {
-	return w.submitInternal(nil, &writeOp{kind: opDrop, slots: ss, dropGens: gens})
+	return w.submitInternal(nil, &dropOp{writeOp: writeOp{kind: opDrop}, slots: ss, gens: gens})
 }
 
 // sealCheck returns the slots of ss with no callback running, once their
 // results are durable.
 func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
-	op := &writeOp{kind: opSealCheck, slots: ss}
+	op := &sealCheckOp{writeOp: writeOp{kind: opSealCheck}, slots: ss}
 	if err := w.submitInternal(nil, op); err != nil {
 		return nil, err
 	}
@@ -295,40 +296,41 @@ func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
 // snapshot returns a Reset message of slot at its current position, read by
 // the writer goroutine so that it matches the slot's seq exactly.
 func (w *writer) snapshot(slot uint16) (replication.Msg, error) {
-	op := &writeOp{kind: opSnapshot, slots: []uint16{slot}}
+	op := &snapshotOp{writeOp: writeOp{kind: opSnapshot}, slot: slot}
 	if err := w.submitInternal(nil, op); err != nil {
 		return replication.Msg{}, err
 	}
 	if op.snapErr != nil {
 		return replication.Msg{}, op.snapErr
 	}
-	return op.repl[0], nil
+	return op.msg, nil
 }
 
 // applySnapshot serves opSnapshot on the writer goroutine. It reads
 // committed data only, and the slots' positions before this group's writes:
 // the two match. It answers at once (a read needs no fsync).
-func (w *writer) applySnapshot(op *writeOp) {
+func (w *writer) applySnapshot(op *snapshotOp) {
 	defer func() {
 		close(op.reply)
 		op.answered = true
 	}()
-	o, err := w.store.SnapshotSlot(op.slots[0])
+	o, err := w.store.SnapshotSlot(op.slot)
 	if err != nil {
 		op.snapErr = err
 		return
 	}
-	m := w.repl.position(op.slots[0])
-	op.repl = append(op.repl, replication.Msg{Slot: op.slots[0], Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data})
+	m := w.repl.position(op.slot)
+	op.msg = replication.Msg{Slot: op.slot, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,
 // waiting for room rather than answering 429, and waits until it is
 // durable (or answered).
-func (w *writer) submitInternal(done <-chan struct{}, op *writeOp) error {
+func (w *writer) submitInternal(done <-chan struct{}, r request) error {
+	op := r.op()
 	op.reply = make(chan struct{})
 	select {
-	case w.internal <- op: // FIFO with opLose, which must come first
+	case w.internal <- r: // FIFO with opLose, which must come first
 	case <-w.runDone:
 		return errStopping
 	case <-done:
@@ -371,12 +373,12 @@ func (w *writer) replFailed(g *syncGroup) {
 	if len(failed) == 0 {
 		return
 	}
-	for _, op := range g.ops {
-		if op.reply == nil {
+	for _, r := range g.ops {
+		if r.op().reply == nil {
 			continue
 		}
-		switch op.kind {
-		case opCreate, opPut:
+		switch op := r.(type) {
+		case *tasksOp:
 			for i, t := range op.tasks {
 				if t != nil && op.errs[i] == nil {
 					if why, ok := failed[t.Slot]; ok {
@@ -384,9 +386,9 @@ func (w *writer) replFailed(g *syncGroup) {
 					}
 				}
 			}
-		case opDelete, opPause, opResume, opTrigger:
-			if why, ok := failed[slots.Of(op.id)]; ok && (op.errs == nil || op.errs[0] == nil) {
-				op.errs = []*Error{{Code: CodeUnavailable, Message: "applied on the owner but not replicated: " + why}}
+		case *oneOp:
+			if why, ok := failed[slots.Of(op.id)]; ok && op.refused == nil {
+				op.refused = &Error{Code: CodeUnavailable, Message: "applied on the owner but not replicated: " + why}
 			}
 		}
 	}

@@ -11,14 +11,6 @@ import (
 // after a group's commit, where no write to the slot can fall between the
 // two.
 
-// aeOp is the anti-entropy part of a writeOp.
-type aeOp struct {
-	items   []replication.Item // opSums: the result; opCheckSums: the owner's items
-	version byte               // opCheckSums: the owner's checksum version
-	results []uint8            // opCheckSums: one per item
-	epochs  []uint64           // opCheckSums: this node's epoch of each item's slot
-}
-
 // readsAfterCommit reports whether ops of kind k read the store once the
 // group's writes are committed (answerSums).
 func (k opKind) readsAfterCommit() bool { return k == opSums || k == opCheckSums }
@@ -31,23 +23,24 @@ func (w *writer) answerSums(g *syncGroup) {
 	if !g.sums || g.err != nil {
 		return
 	}
-	for _, op := range g.ops {
-		if !op.kind.readsAfterCommit() {
+	for _, r := range g.ops {
+		switch op := r.(type) {
+		case *sumsOp:
+			op.err = w.readSums(op)
+		case *checkSumsOp:
+			op.err = w.checkSums(op)
+		default:
 			continue
 		}
-		if op.kind == opSums {
-			op.err = w.readSums(op)
-		} else {
-			op.err = w.checkSums(op)
-		}
+		op := r.op()
 		close(op.reply)
 		op.answered = true
 	}
 }
 
-// readSums fills op.ae.items with the position and checksum of op.slots.
-func (w *writer) readSums(op *writeOp) error {
-	op.ae.items = make([]replication.Item, 0, len(op.slots))
+// readSums fills op.items with the position and checksum of op.slots.
+func (w *writer) readSums(op *sumsOp) error {
+	op.items = make([]replication.Item, 0, len(op.slots))
 	for _, s := range op.slots {
 		m := w.repl.position(s)
 		sum, err := w.store.SlotChecksum(s)
@@ -58,21 +51,21 @@ func (w *writer) readSums(op *writeOp) error {
 		if bp, ok := w.repl.bumpPrev[s]; ok && bp.Seq == m.Seq {
 			it.HasAlt, it.AltEpoch = true, bp.Epoch
 		}
-		op.ae.items = append(op.ae.items, it)
+		op.items = append(op.items, it)
 	}
 	return nil
 }
 
 // checkSums compares the owner's items with this node's copies. A slot this
 // node holds as owner is not compared: the machine settles who owns it.
-func (w *writer) checkSums(op *writeOp) error {
-	op.ae.results = make([]uint8, len(op.ae.items))
-	op.ae.epochs = make([]uint64, len(op.ae.items))
-	for i, it := range op.ae.items {
+func (w *writer) checkSums(op *checkSumsOp) error {
+	op.results = make([]uint8, len(op.items))
+	op.epochs = make([]uint64, len(op.items))
+	for i, it := range op.items {
 		role, known, _ := w.ctl.State(it.Slot)
-		op.ae.epochs[i] = known
-		op.ae.results[i] = replication.NotComparable
-		if op.ae.version != storage.ChecksumVersion || role == slots.RoleOwner || role == slots.RoleSealing {
+		op.epochs[i] = known
+		op.results[i] = replication.NotComparable
+		if op.version != storage.ChecksumVersion || role == slots.RoleOwner || role == slots.RoleSealing {
 			continue
 		}
 		sum, err := w.store.SlotChecksum(it.Slot)
@@ -80,7 +73,7 @@ func (w *writer) checkSums(op *writeOp) error {
 			return err
 		}
 		pos := w.repl.position(it.Slot)
-		op.ae.results[i] = replication.Compare(pos.Epoch, pos.Seq, replication.Checksum(sum), it)
+		op.results[i] = replication.Compare(pos.Epoch, pos.Seq, replication.Checksum(sum), it)
 	}
 	return nil
 }

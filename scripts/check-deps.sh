@@ -48,6 +48,10 @@ deny ./node/internalauth "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(nod
 only ./node/internalauth "$mod/node/httpapi" "internalauth uses only httpapi's error type"
 deny ./node/keyring "^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|internalauth)|wheel|ui|cmd|bench)(/|$)" "keyring reaches the node's keyring, view, transport and authentication only through the funcs it is built with"
 only ./node/keyring "$mod/(node/httpapi|ring/gossip)" "keyring uses httpapi's error shape and gossip's keyring types only"
+deny ./node/health "github.com/cockroachdb/pebble|^$mod/node$|^$mod/(storage|node/(httpapi|replication|dispatch|dashboard|tlsconf|keyring|internalauth)|wheel|ui|cmd|bench)(/|$)" "the safety net reads the due index and the clock through the funcs it is built with"
+only ./node/health "$mod/node/ownership" "health uses only ownership's stall report"
+deny ./node/backup "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring|internalauth|dashboard)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "backup streams a checkpoint taken by the func it is built with; it knows neither the store nor the node"
+only ./node/backup "$mod/node/httpapi" "backup uses only httpapi's error shape"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.

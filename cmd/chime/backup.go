@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/backup"
 )
 
 // backupManifest is manifest.json in a backup directory.
@@ -236,7 +236,7 @@ const maxManifestBytes = 16 << 20
 // It checks every entry (a plain file with a flat, safe name, no
 // duplicates, sizes within lim) and that the archive ends with a manifest
 // that lists exactly the files read, with their sizes and SHA-256.
-func readArchive(r io.Reader, dir string, lim restoreLimit) (*node.BackupManifest, error) {
+func readArchive(r io.Reader, dir string, lim restoreLimit) (*backup.Manifest, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("not a gzip archive: %w", err)
@@ -249,7 +249,7 @@ func readArchive(r io.Reader, dir string, lim restoreLimit) (*node.BackupManifes
 	}
 	files := map[string]got{}
 	var total int64
-	var man *node.BackupManifest
+	var man *backup.Manifest
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -272,7 +272,7 @@ func readArchive(r io.Reader, dir string, lim restoreLimit) (*node.BackupManifes
 		if _, dup := files[h.Name]; dup {
 			return nil, fmt.Errorf("entry %q appears twice", h.Name)
 		}
-		if h.Name == node.BackupManifestName {
+		if h.Name == backup.BackupManifestName {
 			if h.Size > maxManifestBytes {
 				return nil, fmt.Errorf("manifest of %d bytes is over %d", h.Size, maxManifestBytes)
 			}
@@ -280,7 +280,7 @@ func readArchive(r io.Reader, dir string, lim restoreLimit) (*node.BackupManifes
 			if err != nil {
 				return nil, fmt.Errorf("reading the manifest: %w", err)
 			}
-			man = &node.BackupManifest{}
+			man = &backup.Manifest{}
 			if err := json.Unmarshal(b, man); err != nil {
 				return nil, fmt.Errorf("malformed manifest: %w", err)
 			}
@@ -322,7 +322,7 @@ func readArchive(r io.Reader, dir string, lim restoreLimit) (*node.BackupManifes
 		return nil, fmt.Errorf("reading the archive: %w", err)
 	}
 	if man == nil {
-		return nil, errors.New("the archive has no manifest (" + node.BackupManifestName + "): it is incomplete")
+		return nil, errors.New("the archive has no manifest (" + backup.BackupManifestName + "): it is incomplete")
 	}
 	if man.Format != 1 {
 		return nil, fmt.Errorf("unknown archive format %d", man.Format)

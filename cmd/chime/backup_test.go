@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/backup"
 )
 
 // TestBackupRestoreFiresEveryTaskOnce backs up a node holding 500 tasks due
@@ -126,7 +126,7 @@ func makeArchive(t *testing.T, entries []archiveEntry, noManifest bool) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	man := node.BackupManifest{Format: 1, Node: "n1", CreatedAt: "2026-01-01T00:00:00Z"}
+	man := backup.Manifest{Format: 1, Node: "n1", CreatedAt: "2026-01-01T00:00:00Z"}
 	for _, e := range entries {
 		typ := e.typ
 		if typ == 0 {
@@ -142,12 +142,12 @@ func makeArchive(t *testing.T, entries []archiveEntry, noManifest bool) []byte {
 		if typ == tar.TypeReg && e.size == 0 {
 			_, _ = tw.Write([]byte(e.body))
 			sum := sha256.Sum256([]byte(e.body))
-			man.Files = append(man.Files, node.BackupFile{Name: e.name, Size: size, SHA256: hex.EncodeToString(sum[:])})
+			man.Files = append(man.Files, backup.File{Name: e.name, Size: size, SHA256: hex.EncodeToString(sum[:])})
 		}
 	}
 	if !noManifest {
 		b, _ := json.Marshal(man)
-		_ = tw.WriteHeader(&tar.Header{Name: node.BackupManifestName, Typeflag: tar.TypeReg, Size: int64(len(b)), Mode: 0o644})
+		_ = tw.WriteHeader(&tar.Header{Name: backup.BackupManifestName, Typeflag: tar.TypeReg, Size: int64(len(b)), Mode: 0o644})
 		_, _ = tw.Write(b)
 	}
 	_ = tw.Close() // a short entry is reported here; the archive stays as written

@@ -1,9 +1,11 @@
-package node
+package health
 
 import (
 	"math"
 	"sort"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -17,7 +19,7 @@ type Stats struct {
 	Metrics       map[string]float64 `json:"metrics"`
 	LatenessP50   float64            `json:"fire_lateness_p50_seconds"`
 	LatenessP99   float64            `json:"fire_lateness_p99_seconds"`
-	// The safety net (health.go): tasks in owned slots due more than
+	// The safety net (Monitor): tasks in owned slots due more than
 	// --overdue-after ago and not fired (-1 before the first scan), owned
 	// slots not firing for that long (the first 100 of them, and how many
 	// per reason), and why the node is degraded (none: healthy).
@@ -28,20 +30,22 @@ type Stats struct {
 	Degraded     []string       `json:"degraded,omitempty"`
 }
 
-func (n *Node) stats() (*Stats, error) {
-	mfs, err := n.metrics.reg.Gather()
+// Stats reads g's metrics into a Stats of node (up for uptime, ready or
+// not) with the safety net's readings.
+func (mon *Monitor) Stats(node string, uptime time.Duration, ready bool, g prometheus.Gatherer) (*Stats, error) {
+	mfs, err := g.Gather()
 	if err != nil {
 		return nil, err
 	}
 	st := &Stats{
-		Node:          n.cfg.Name,
-		UptimeSeconds: n.now().Sub(n.started).Seconds(),
-		Ready:         n.Ready(),
+		Node:          node,
+		UptimeSeconds: uptime.Seconds(),
+		Ready:         ready,
 		Metrics:       make(map[string]float64),
-		TasksOverdue:  n.health.overdue.Load(),
-		Degraded:      n.healthReasons(),
+		TasksOverdue:  mon.overdue.Load(),
+		Degraded:      mon.Reasons(),
 	}
-	if r := n.stalledSlots(); len(r.Slots) > 0 {
+	if r := mon.Stalled(); len(r.Slots) > 0 {
 		st.SlotsStalled, st.StalledSlots, st.StallReasons = len(r.Slots), r.Slots[:min(100, len(r.Slots))], r.Reasons
 	}
 	for _, mf := range mfs {

@@ -1,0 +1,141 @@
+package node
+
+// The writer's side of firing: starting the fires of expired wheel
+// entries (writing their intents) and applying their results.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// undispatched handles a fire the dispatcher refused (it is stopping, or
+// its queue is full). The fire stays persisted as in flight: the loop tries
+// it again shortly, and a restart or the slot's next owner repeats it with
+// the same fire id. It no longer counts as running, so a seal for a handover
+// (a drain) does not wait for a callback that never started. Before, the
+// entry stayed, and a drain that raced a fire of its slot waited for its cap.
+// Writer goroutine only.
+func (w *writer) undispatched(j *dispatch.Job) {
+	w.metrics.fireDeferred.Inc()
+	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
+		delete(w.running, j.TaskID)
+	}
+	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
+}
+
+// fireRetryDelay is how long an expired entry waits when the dispatcher's
+// backlog is full: the fire is not started (no intent written) until there
+// is room, so overload delays fires but never loses one.
+const fireRetryDelay = 50 * time.Millisecond
+
+// maxQuarantined bounds the writer's set of tasks whose record does not
+// decode; beyond it such a task is read (and skipped) again at each fire.
+const maxQuarantined = 10000
+
+func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
+	n := 0
+	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
+	for _, e := range op.fires {
+		if _, ok := w.quarantined[e.ID]; ok {
+			continue // the loader files it again at every scan; it stays out
+		}
+		t, err := w.get(e.ID)
+		if errors.Is(err, storage.ErrCorrupt) {
+			// Not retried every second: it cannot decode the next time
+			// either. Counted and logged once by the store.
+			if len(w.quarantined) < maxQuarantined {
+				w.quarantined[e.ID] = struct{}{}
+			}
+			continue
+		}
+		if err != nil {
+			w.log.Error("read task to fire", "task", e.ID, "err", err)
+			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+			continue
+		}
+		if t == nil {
+			continue // deleted since it was filed
+		}
+		if !w.active(t.Slot) {
+			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
+		}
+		if w.isRunning(t) {
+			continue // an attempt is at the dispatcher; its result re-files the task
+		}
+		if len(w.running) >= limit {
+			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(fireRetryDelay)})
+			w.metrics.fireDeferred.Inc()
+			continue
+		}
+		prev := t.Wake()
+		switch beginFire(t, op.now, int64(w.cfg.MisfireGrace)) {
+		case startNothing:
+			g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+			continue
+		case startSkipped:
+			w.metrics.misfireSkipped.Inc()
+			w.put(b, g, t, prev, op.now)
+			n++
+			continue
+		}
+		if t.Inflight.Attempt == 1 {
+			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
+			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
+		}
+		w.running[t.ID] = runningFire{seq: t.Inflight.Seq}
+		w.put(b, g, t, prev, op.now)
+		j := jobFor(t)
+		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
+		g.jobs = append(g.jobs, j)
+		n++
+	}
+	return n
+}
+
+func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
+	r := &op.res
+	id := r.Job.TaskID
+	t, err := w.get(id)
+	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
+		delete(w.running, id)
+	}
+	if r.StatusCode == 0 && r.Err == dispatch.Shutdown {
+		// Cut off by a shutdown, not answered by the endpoint: leave the fire
+		// in flight so the next start repeats it with the same fire id and
+		// attempt, instead of spending one of its retries.
+		return 0
+	}
+	w.metrics.observeResult(r)
+	w.hosts.Observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
+	if err != nil {
+		w.log.Error("read task to finish fire", "task", id, "err", err)
+		return 0
+	}
+	if t == nil {
+		return 0 // deleted while its callback ran
+	}
+	if _, ok := w.holds(t.Slot); !ok {
+		// Another node owns the slot now: the record is theirs, and they
+		// repeat the fire (same fire id). While this node still holds the
+		// slot (sealing for a handover, or owning it without a lease) the
+		// result is recorded and replicated: the next owner gets it.
+		return 0
+	}
+	prev := t.Wake()
+	ex, fr := finishFire(t, r, op.now, w.rnd)
+	switch fr {
+	case finishStale:
+		// Replaced while its callback ran: the new definition is filed
+		// already, unless it was waiting for this attempt.
+		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+		return 0
+	case finishRetry:
+		w.metrics.retries.Inc()
+	}
+	b.AppendExecution(t, ex)
+	w.put(b, g, t, prev, op.now)
+	return 1
+}

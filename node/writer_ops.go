@@ -1,0 +1,179 @@
+package node
+
+// The writer's ops (writer.go): what each kind of request carries, and
+// apply, which hands each to its part of the writer.
+
+import (
+	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/replication"
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+	"github.com/chime-scheduler/chime/wheel"
+)
+
+// opKind names what a writeOp does.
+type opKind uint8
+
+const (
+	opCreate    opKind = 1 + iota // store new tasks; conflict if an id exists
+	opPut                         // create or replace tasks
+	opDelete                      // delete one task
+	opPause                       // pause one task
+	opResume                      // resume one task
+	opTrigger                     // queue one extra fire of one task
+	opFire                        // start fires of expired wheel entries (internal)
+	opDone                        // apply one attempt's result (internal)
+	opReplica                     // apply replicated messages as a follower (internal, acked)
+	opPersist                     // write slot ownership states (internal, acked)
+	opDrop                        // delete slots' data (internal, acked)
+	opSealCheck                   // which slots have no callback running (internal, acked)
+	opSnapshot                    // read a slot's snapshot at its current seq (internal, acked)
+	opBarrier                     // nothing: answered once everything queued before it is committed (internal, acked)
+	opSums                        // read slots' positions and checksums, after the group's commit (internal, answered at once)
+	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
+)
+
+// writeOp is what every request to the writer shares, whatever its kind.
+// The syncer closes reply once the op's writes are durable.
+type writeOp struct {
+	kind  opKind
+	now   int64
+	err   error         // the commit or sync failed: nothing of the op is acknowledged
+	reply chan struct{} // closed when durable (nil for internal ops)
+	// answered: reply was closed early (syncer only; finish skips it).
+	answered bool
+}
+
+// request is an op as the writer's queues carry it: a kind's own struct
+// below, which embeds its writeOp and holds what that kind reads and
+// answers (a barrier is a bare *writeOp). One allocation per op, as with
+// a single struct for every kind.
+type request interface{ op() *writeOp }
+
+func (o *writeOp) op() *writeOp { return o }
+
+// tasksOp is opCreate and opPut (writer_tasks.go).
+type tasksOp struct {
+	writeOp
+	tasks []*storage.Task // the new records; nil: refused by validation
+	// One result per task.
+	out     []*storage.Task
+	errs    []*Error
+	created []bool
+}
+
+// oneOp is opDelete, opPause, opResume and opTrigger of one task
+// (writer_tasks.go).
+type oneOp struct {
+	writeOp
+	id      string
+	out     *storage.Task // the task after the op
+	refused *Error        // why the op was not applied (or not replicated)
+}
+
+// fireOp is opFire: start the fires of expired wheel entries (writer_fire.go).
+type fireOp struct {
+	writeOp
+	fires []wheel.Entry
+}
+
+// doneOp is opDone: one attempt's result (writer_fire.go).
+type doneOp struct {
+	writeOp
+	res dispatch.Result
+}
+
+// replicaOp is opReplica: replicated messages to apply as a follower
+// (writer_repl.go).
+type replicaOp struct {
+	writeOp
+	msgs    []replication.Msg
+	from    string              // the sender
+	applied replication.Applied // one result, epoch, generation and seq held per message
+}
+
+// persistOp is opPersist: slot ownership states to write (writer_repl.go).
+type persistOp struct {
+	writeOp
+	states []slots.Persist
+}
+
+// dropOp is opDrop: slots whose data to delete (writer_repl.go).
+type dropOp struct {
+	writeOp
+	slots []uint16
+	gens  []uint64 // the data generation of each slot the machine saw
+}
+
+// sealCheckOp is opSealCheck: which of slots have no callback running
+// (writer_repl.go).
+type sealCheckOp struct {
+	writeOp
+	slots []uint16
+	idle  []uint16 // the answer
+}
+
+// snapshotOp is opSnapshot: a slot's snapshot at its current seq
+// (writer_repl.go).
+type snapshotOp struct {
+	writeOp
+	slot    uint16
+	msg     replication.Msg // the answer: a Reset message
+	snapErr error
+}
+
+// sumsOp is opSums: slots' positions and checksums (writer_sums.go).
+type sumsOp struct {
+	writeOp
+	slots []uint16
+	items []replication.Item // the answer
+}
+
+// checkSumsOp is opCheckSums: an owner's checksums to compare with this
+// node's (writer_sums.go).
+type checkSumsOp struct {
+	writeOp
+	version byte               // the owner's checksum version
+	items   []replication.Item // the owner's items
+	results []uint8            // one per item
+	epochs  []uint64           // this node's epoch of each item's slot
+}
+
+// apply applies one op to the batch and returns how many task writes it made.
+func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
+	g.ops = append(g.ops, r)
+	op := r.op()
+	if op.reply != nil && op.kind != opSnapshot && !op.kind.readsAfterCommit() { // reads answer at once
+		g.acked = true
+		if op.kind < opReplica {
+			g.api = true
+		}
+	}
+	if op.now == 0 {
+		op.now = w.now().UnixNano()
+	}
+	switch r := r.(type) {
+	case *tasksOp:
+		return w.applyTasks(b, g, r)
+	case *oneOp:
+		w.applyOne(b, g, r)
+		return 1
+	case *fireOp:
+		return w.applyFire(b, g, r)
+	case *doneOp:
+		return w.applyDone(b, g, r)
+	case *replicaOp:
+		return w.applyReplica(b, g, r)
+	case *persistOp:
+		return w.applyPersist(b, r)
+	case *dropOp:
+		return w.applyDrop(b, r)
+	case *sealCheckOp:
+		w.applySealCheck(r)
+	case *snapshotOp:
+		w.applySnapshot(r)
+	case *sumsOp, *checkSumsOp:
+		g.sums = true // answered after the commit (answerSums)
+	}
+	return 0 // a barrier: nothing
+}

@@ -1,0 +1,281 @@
+package node
+
+// The writer's task records: reading the current one (the group's own
+// writes, the running fires' copies, the hot cache, the store), writing
+// one, and the API's ops on them (create, replace, delete, pause, resume,
+// trigger).
+
+import (
+	"time"
+
+	"github.com/chime-scheduler/chime/node/schedule"
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// runningFire is an attempt at the dispatcher: its fire sequence and the
+// writer's own copy of the task's record as last written, so the attempt's
+// result does not read the record back from the store. The copy is never
+// handed out (get returns clones), so nothing else can see it change.
+type runningFire struct {
+	seq uint64
+	rec *storage.Task
+}
+
+// cloneTask copies the parts of a record the writer mutates in place.
+func cloneTask(t *storage.Task) *storage.Task {
+	c := *t
+	if t.Inflight != nil {
+		inf := *t.Inflight
+		c.Inflight = &inf
+	}
+	if t.Triggers != nil {
+		c.Triggers = append([]int64(nil), t.Triggers...)
+	}
+	return &c
+}
+
+// get returns the current record of id: the group's own write if any, else
+// the stored one. nil means absent.
+func (w *writer) get(id string) (*storage.Task, error) {
+	if t, ok := w.pending[id]; ok {
+		return t, nil
+	}
+	if rf, ok := w.running[id]; ok && rf.rec != nil {
+		return cloneTask(rf.rec), nil
+	}
+	if t := w.hot.get(w.store, id); t != nil {
+		return t, nil
+	}
+	t, err := w.store.Get(slots.Of(id), id)
+	if err == storage.ErrNotFound {
+		return nil, nil
+	}
+	return t, err
+}
+
+// getForCreate is get for an id about to be created: when the id filter
+// knows the id was never stored, the store is not read.
+func (w *writer) getForCreate(id string) (*storage.Task, error) {
+	if t, ok := w.pending[id]; ok {
+		return t, nil
+	}
+	if !w.ids.mayContain(id) {
+		return nil, nil
+	}
+	return w.get(id)
+}
+
+// wakeOf is the wake time the loop should file t under: none while an
+// attempt of it is at the dispatcher (its result re-files it).
+func (w *writer) wakeOf(t *storage.Task) int64 {
+	if w.isRunning(t) {
+		return 0
+	}
+	return t.Wake()
+}
+
+// isRunning reports whether t's in-flight attempt is at the dispatcher.
+func (w *writer) isRunning(t *storage.Task) bool {
+	rf, ok := w.running[t.ID]
+	return ok && t.Inflight != nil && rf.seq == t.Inflight.Seq
+}
+
+// put writes t (whose stored wake was prev) and files its new wake.
+func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64, now int64) {
+	t.Version++
+	t.UpdatedAt = now
+	b.PutTask(t, prev)
+	w.pending[t.ID] = t
+	delete(w.quarantined, t.ID) // a good record again
+	wake := w.wakeOf(t)
+	if rf, ok := w.running[t.ID]; ok {
+		rf.rec = cloneTask(t)
+		w.running[t.ID] = rf
+		w.hot.drop(t.ID)
+	} else if wake != 0 && wake < now+int64(hotWindow) {
+		w.hot.put(t)
+	} else {
+		w.hot.drop(t.ID)
+	}
+	g.wakes = append(g.wakes, wakeChange{t.ID, wake})
+}
+
+func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
+	op.out = make([]*storage.Task, len(op.tasks))
+	op.errs = make([]*Error, len(op.tasks))
+	op.created = make([]bool, len(op.tasks))
+	n := 0
+	for i, t := range op.tasks {
+		if t == nil {
+			continue // rejected by validation
+		}
+		if !w.active(t.Slot) {
+			op.errs[i] = errNotOwner
+			continue
+		}
+		old, err := w.getForCreate(t.ID)
+		if err != nil {
+			op.errs[i] = asError(err)
+			continue
+		}
+		var prev int64
+		if old != nil {
+			if op.kind == opCreate {
+				op.errs[i] = errExists
+				continue
+			}
+			// Replace: a new definition, but fire ids and history keys go on
+			// from the old ones so a receiver never sees a fire id twice.
+			prev = old.Wake()
+			t.CreatedAt = old.CreatedAt
+			t.FireSeq = old.FireSeq
+			t.HistSeq = old.HistSeq
+			t.FireCount = old.FireCount
+			t.LastFire = old.LastFire
+			t.Version = old.Version
+		} else {
+			op.created[i] = true
+			if w.ids.add(t.ID) {
+				w.rebuildIDs()
+			}
+		}
+		// What t replaces is known (none, or old as read or written by this
+		// writer): the slot checksum needs no read of it.
+		t.Replaces(old)
+		w.put(b, g, t, prev, op.now)
+		op.out[i] = t
+		n++
+	}
+	created := 0
+	for i := range op.out {
+		if op.out[i] != nil && op.created[i] {
+			created++
+		}
+	}
+	w.metrics.created.Add(float64(created))
+	w.counted(int64(created))
+	return n
+}
+
+func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
+	if !w.active(slots.Of(op.id)) {
+		op.refused = errNotOwner
+		return
+	}
+	t, err := w.get(op.id)
+	if err != nil {
+		op.refused = asError(err)
+		return
+	}
+	if t == nil {
+		op.refused = errNotFound
+		return
+	}
+	prev := t.Wake()
+	switch op.kind {
+	case opDelete:
+		b.DeleteTask(t)
+		w.hot.drop(t.ID)
+		w.counted(-1)
+		w.pending[t.ID] = nil
+		if rf, ok := w.running[t.ID]; ok {
+			rf.rec = nil // its result finds the task gone
+			w.running[t.ID] = rf
+		}
+		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
+		op.out = t
+		return
+	case opPause:
+		switch t.Status {
+		case storage.StatusScheduled:
+			t.Status = storage.StatusPaused
+		case storage.StatusPaused:
+		default:
+			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " task cannot be paused"}
+			return
+		}
+	case opResume:
+		switch t.Status {
+		case storage.StatusPaused:
+			t.Status = storage.StatusScheduled
+		case storage.StatusScheduled:
+		case storage.StatusInactive:
+			// A periodic task stopped by failures or a gone endpoint starts
+			// again at its next occurrence.
+			t.Status = storage.StatusScheduled
+			t.FailCount = 0
+			var last int64
+			if t.LastFire != nil {
+				last = t.LastFire.DueAt // stay on the fixed-rate grid
+			}
+			t.NextDue = schedule.FirstAfter(&t.Spec, last, op.now)
+		default:
+			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}
+			return
+		}
+	case opTrigger:
+		if len(t.Triggers) >= maxPendingTriggers {
+			op.refused = &Error{Code: CodeOverloaded, Message: "too many triggers pending for this task"}
+			return
+		}
+		t.Triggers = append(t.Triggers, op.now)
+	}
+	w.put(b, g, t, prev, op.now)
+	op.out = t
+}
+
+// maxPendingTriggers bounds the extra fires queued on one task.
+const maxPendingTriggers = 16
+
+// hotCache keeps the encoded records of tasks that wake within hotWindow,
+// as the writer last wrote them, so starting their fire decodes a few
+// hundred bytes instead of reading the store. The writer is the only
+// mutator of records, so the cache cannot go stale; it is bounded by
+// hotMaxBytes (records beyond it are simply read from the store).
+type hotCache struct {
+	m     map[string][]byte
+	bytes int
+}
+
+const (
+	hotWindow   = 30 * time.Second
+	hotMaxBytes = 32 << 20
+)
+
+// get decodes the cached record of id, nil if none. The encoding is what s
+// holds (the writer wrote it), so the record knows it: its next write
+// does not read it back for the slot checksum (storage.DecodeStoredTask).
+func (h *hotCache) get(s *storage.Store, id string) *storage.Task {
+	enc, ok := h.m[id]
+	if !ok {
+		return nil
+	}
+	t := new(storage.Task)
+	if s.DecodeStoredTask(enc, t) != nil {
+		h.drop(id)
+		return nil
+	}
+	return t
+}
+
+func (h *hotCache) put(t *storage.Task) {
+	old, had := h.m[t.ID]
+	if !had && h.bytes >= hotMaxBytes {
+		return
+	}
+	enc, err := storage.EncodeTask(t)
+	if err != nil {
+		h.drop(t.ID)
+		return
+	}
+	h.bytes += len(enc) - len(old)
+	h.m[t.ID] = enc
+}
+
+func (h *hotCache) drop(id string) {
+	if old, ok := h.m[id]; ok {
+		h.bytes -= len(old)
+		delete(h.m, id)
+	}
+}
