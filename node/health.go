@@ -58,7 +58,7 @@ func (n *Node) every(d time.Duration, f func() bool) {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
-		t := time.NewTicker(d)
+		t := n.cfg.Clock.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
@@ -79,11 +80,8 @@ func New(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: dispatch.NewHostStats(),
+	cfg.Clock = clock.Or(cfg.Clock) // the parts built with &n.cfg use it as is
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	var err error
@@ -98,7 +96,7 @@ func New(cfg Config) (*Node, error) {
 		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
-		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout, cfg.Clock)
 		n.guard = newGuard(n, n.fwd.auth)
 		n.fwd.dial = cfg.DialContext
 		if cfg.TLS != nil {
@@ -220,7 +218,7 @@ func (n *Node) Start() error {
 		OnResult: func(r dispatch.Result) {
 			wr.send(&writeOp{kind: opDone, res: &r})
 		},
-		Now:         n.now,
+		Clock:       n.cfg.Clock,
 		Node:        n.cfg.Name,
 		DialContext: n.cfg.DialContext,
 		LookupNetIP: n.cfg.lookup,
@@ -233,10 +231,8 @@ func (n *Node) Start() error {
 	n.writer, n.loop = wr, lp
 	n.metrics.noteView(n.view.Load())
 	if n.cfg.Cluster != nil {
-		// The shipper's times are the wall clock's, as the writer's
-		// replication.Wait deadlines are.
 		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
-			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Log: n.log})
+			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log})
 		n.ship = ship
 		voters, err := st.Voters()
 		if err != nil {
@@ -245,7 +241,7 @@ func (n *Node) Start() error {
 		}
 		persisted := slotStates(metas)
 		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, clusterMeta{fresh: len(persisted) == 0, tls: n.cfg.TLS != nil},
-			n.now, n.log, n.installView)
+			n.cfg.Clock, n.log, n.installView)
 		if err != nil {
 			st.Close()
 			return err
@@ -276,7 +272,7 @@ func (n *Node) Start() error {
 		if iv := n.cfg.Cluster.AntiEntropyInterval; iv > 0 {
 			n.ae = replication.NewChecker(replication.CheckerConfig{Self: n.cfg.Name, Interval: iv, Hold: 2 * n.lease,
 				Version: storage.ChecksumVersion}, replication.CheckerDeps{Transport: peers{fwd: n.fwd, view: n.view.Load},
-				Ownership: n.ctl, Sums: replData{wr}, Clock: nodeClock{time.Now}, Metrics: aeMetrics{n.metrics}, Log: n.log})
+				Ownership: n.ctl, Sums: replData{wr}, Clock: n.cfg.Clock, Metrics: aeMetrics{n.metrics}, Log: n.log})
 			go n.ae.Run()
 		}
 	}
@@ -545,14 +541,14 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 // of its slots over by a sealed handover (it keeps serving the internal
 // endpoints meanwhile), and only then does it leave.
 func (n *Node) drain(ctx context.Context) {
-	start := time.Now()
+	start := n.cfg.Clock.Now()
 	if err := n.writer.barrier(); err != nil {
 		n.log.Warn("drain: writer", "err", err)
 	}
 	// Once the others drop this node from their tables, its slots' new
 	// owners take them by handover (this node seals each: no fire in
 	// flight, then hands over its final (epoch, seq)).
-	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }) {
+	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }, n.ctl.Changed) {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if r, ok := n.ctl.OwnedReport(rctx); ok {
 			n.log.Warn("drain: slots not handed over in time", "left", r)
@@ -560,5 +556,5 @@ func (n *Node) drain(ctx context.Context) {
 		cancel()
 	}
 	n.ship.Flush(ctx, 5*time.Second)
-	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
+	n.log.Info("drained: the other nodes own this node's slots", "took", n.cfg.Clock.Since(start).Round(time.Millisecond))
 }
