@@ -77,6 +77,15 @@ if grep -nE '\bstorage\.(Store|Open|Options|Batch|MemFS|NewMemFS|SlotOps|SlotMet
   fail=1
 fi
 
+# One clock: under node/, only node/clock reads the time or waits on it;
+# everything else is given a clock.Clock (or its Now) at construction.
+# Time arithmetic (t.Add, t.Sub, time.Unix, …) is not reading the clock.
+if grep -rnE '\btime\.(Now|Since|Until|After|AfterFunc|Sleep|NewTicker|NewTimer|Tick)\b' node --include='*.go' |
+  grep -v '_test\.go:' | grep -v '^node/clock/' | grep -vE '^[^:]+:[0-9]+:\s*//'; then
+  echo "check-deps: a direct time call under node/; take the time from the node's clock.Clock (node/clock)"
+  fail=1
+fi
+
 # Only cmd/ imports node: the node's parts are its sub-packages, which it wires.
 for p in $(go list ./... | grep -v "^$mod/cmd/"); do
   if go list -f '{{join .Imports "\n"}}' "$p" | grep -qxF "$mod/node"; then
