@@ -82,7 +82,7 @@
 //     callbacks when ctx ends.
 //   - background watchers (n.bg): countTasks counts the stored tasks and
 //     fills, later rebuilds, the id filter; watchOverdue counts overdue
-//     tasks (health.go); watchStorage looks for a failed store every 50 ms
+//     tasks (health.go); watchStorage waits for the store to fail (Store.FailedC)
 //     and then stops the node (storageFailed, on a goroutine of its own).
 //     They stop when shutdown closes n.stopBG.
 //

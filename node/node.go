@@ -439,20 +439,19 @@ const (
 	stopFailed                   // no drain (the store takes no writes), then leave (storageFailed)
 )
 
-// watchStorage checks every storageCheckEvery whether the store failed a
-// write, until the node stops.
+// watchStorage stops the node when the store fails a write (it waits on
+// the store's FailedC, not on a poll), until the node stops.
 func (n *Node) watchStorage() {
-	n.every(storageCheckEvery, func() bool {
-		if err := n.store.Failed(); err != nil {
-			n.storageFailed(err)
-			return false
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		select {
+		case <-n.store.FailedC():
+			n.storageFailed(n.store.Failed())
+		case <-n.stopBG:
 		}
-		return true
-	})
+	}()
 }
-
-// storageCheckEvery is how often watchStorage looks at the store.
-const storageCheckEvery = 50 * time.Millisecond
 
 // storageFailed stops a node whose store failed a write or a sync: what
 // the disk holds is unknown and pebble takes no more writes, so the node
