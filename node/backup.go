@@ -16,8 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // BackupManifestName is the last entry of a backup archive: a JSON
@@ -75,7 +73,7 @@ func (n *Node) handleBackup(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", n.cfg.Name+".tar.gz"))
 	w.WriteHeader(http.StatusOK)
 	man := BackupManifest{Format: 1, Node: n.cfg.Name, CreatedAt: at.UTC().Format(time.RFC3339Nano)}
-	if err := writeBackup(w, dir, entries, &man, n.cfg.Clock); err != nil {
+	if err := writeBackup(w, dir, entries, &man, n.now); err != nil {
 		// The status is sent: cut the stream, so the client sees an
 		// archive without its manifest rather than a short one that looks whole.
 		n.log.Error("backup: streaming the archive", "err", err)
@@ -101,7 +99,7 @@ func backupTempDir(dataDir string) (string, error) {
 
 // writeBackup writes the files of dir (the checkpoint's entries; Pebble
 // writes a flat directory) as a tar.gz to w, then the manifest.
-func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *BackupManifest, clk clock.Clock) error {
+func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *BackupManifest, now func() time.Time) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	for _, e := range entries {
@@ -132,7 +130,7 @@ func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *BackupMani
 	if err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o644, Size: int64(len(b)), ModTime: clk.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o644, Size: int64(len(b)), ModTime: now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
 		return err
 	}
 	if _, err := tw.Write(b); err != nil {
