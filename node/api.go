@@ -37,6 +37,7 @@ func newAPI(n *Node) *httpapi.Server {
 		APIToken: cfg.APIToken, ReadToken: cfg.ReadToken,
 		Limits: cfg.Limits, HistoryLimit: cfg.HistoryLimit, Clustered: cfg.Cluster != nil,
 		SigningKeys: keys,
+		Clock:       cfg.Clock,
 		Forwarded: func(ok bool) {
 			if ok {
 				n.metrics.forwarded.WithLabelValues("ok").Inc()

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -135,7 +136,8 @@ const protoVersion = 1
 type cluster struct {
 	name, httpAddr string
 	meta           clusterMeta
-	now            func() time.Time
+	clock          clock.Clock
+	now            func() time.Time // clock.Now
 	log            *slog.Logger
 	// install receives every new view with the one it replaces, in order,
 	// never concurrently.
@@ -149,6 +151,8 @@ type cluster struct {
 	mu     sync.Mutex // serializes rebuild
 	cur    *view      // guarded by mu
 	seq    uint64     // views built; guarded by mu
+	// changed is closed, and replaced, when cur is; guarded by mu.
+	changed chan struct{}
 }
 
 // clusterMeta is what a node advertises of itself from the start.
@@ -158,7 +162,7 @@ type clusterMeta struct {
 	tls   bool // HTTPAddr serves HTTPS (Meta.TLS)
 }
 
-func newCluster(name, httpAddr string, cfg ClusterConfig, meta clusterMeta, now func() time.Time, log *slog.Logger, install func(old, v *view)) (*cluster, error) {
+func newCluster(name, httpAddr string, cfg ClusterConfig, meta clusterMeta, clk clock.Clock, log *slog.Logger, install func(old, v *view)) (*cluster, error) {
 	g := cfg.Gossip
 	g.Name = name
 	if g.Logger == nil {
@@ -168,7 +172,7 @@ func newCluster(name, httpAddr string, cfg ClusterConfig, meta clusterMeta, now 
 	if err != nil {
 		return nil, fmt.Errorf("node: cluster: %w", err)
 	}
-	return &cluster{name: name, httpAddr: httpAddr, meta: meta, now: now, log: log, install: install,
+	return &cluster{name: name, httpAddr: httpAddr, meta: meta, clock: clk, now: clk.Now, log: log, install: install, changed: make(chan struct{}),
 		cfg: cfg, mem: mem, stop: make(chan struct{}), cur: newView(name, nil, time.Time{}, 0)}, nil
 }
 
@@ -243,6 +247,8 @@ func (c *cluster) rebuild(now time.Time) {
 	v := newView(c.name, members, now, c.seq)
 	c.cur = v
 	c.install(old, v)
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 // sameMembers reports whether two member lists (sorted by name) agree on
@@ -277,11 +283,11 @@ func (c *cluster) joinLoop() {
 	// Nodes started together must not each form a cluster of their own
 	// (each would own every slot): wait a little for a seed first. Only a
 	// node that reaches none of them in BootstrapWait starts alone.
-	for start := time.Now(); len(pending) > 0 && len(pending) == len(c.cfg.Join) && time.Since(start) < c.cfg.BootstrapWait; {
+	for start := c.clock.Now(); len(pending) > 0 && len(pending) == len(c.cfg.Join) && c.clock.Since(start) < c.cfg.BootstrapWait; {
 		select {
 		case <-c.stop:
 			return
-		case <-time.After(c.cfg.JoinRetry / 4):
+		case <-c.clock.After(c.cfg.JoinRetry / 4):
 		}
 		attempt()
 	}
@@ -290,7 +296,7 @@ func (c *cluster) joinLoop() {
 	}
 	c.joined.Store(true)
 	c.rebuild(c.now())
-	t := time.NewTicker(c.cfg.JoinRetry)
+	t := c.clock.NewTicker(c.cfg.JoinRetry)
 	defer t.Stop()
 	for len(pending) > 0 {
 		select {
@@ -305,23 +311,38 @@ func (c *cluster) joinLoop() {
 // drain announces that this node is draining, so that no table includes it
 // any more, and waits (at most max) until its own view shows that, plus a
 // moment for the change to reach the others. It reports whether everything
-// was handed over in time.
-func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func() bool) bool {
+// was handed over in time. handedOver, when set, is checked again whenever
+// the channel changed returns is closed (a channel taken before the check),
+// as the view is whenever it changes.
+func (c *cluster) drain(ctx context.Context, max time.Duration, handedOver func() bool, changed func() <-chan struct{}) bool {
 	if err := c.mem.SetState(gossip.StateDraining); err != nil {
 		c.log.Warn("announce draining", "err", err)
 	}
-	deadline := time.Now().Add(max)
+	deadline := c.clock.NewTimer(max)
+	defer deadline.Stop()
 	done := false
-	for !done && time.Now().Before(deadline) && ctx.Err() == nil {
-		v := c.view()
+	for wait := true; !done && wait && ctx.Err() == nil; {
+		var other <-chan struct{} // nil: never
+		if changed != nil {
+			other = changed()
+		}
+		c.mu.Lock()
+		v, viewChanged := c.cur, c.changed
+		c.mu.Unlock()
 		done = v.owned.count() == 0 && (handedOver == nil || handedOver() ||
 			len(v.table.Members()) == 0) // the last member: nobody to hand the slots to
 		if !done {
-			time.Sleep(20 * time.Millisecond)
+			select {
+			case <-viewChanged:
+			case <-other:
+			case <-ctx.Done():
+			case <-deadline.C:
+				wait = false
+			}
 		}
 	}
 	select {
-	case <-time.After(c.cfg.Gossip.GossipInterval * 3):
+	case <-c.clock.After(c.cfg.Gossip.GossipInterval * 3):
 	case <-ctx.Done():
 	}
 	return done

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/ring/gossip/memnet"
@@ -56,7 +57,7 @@ func (n *tnet) start(i int, seeds []string) *tmember {
 	cfg.Join = seeds
 	cfg.Secret = faultSecret
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := newCluster(m.name, fmt.Sprintf("127.0.0.1:%d", 8001+i), cfg, clusterMeta{}, time.Now, log, func(old, v *view) {
+	c, err := newCluster(m.name, fmt.Sprintf("127.0.0.1:%d", 8001+i), cfg, clusterMeta{}, clock.Real, log, func(old, v *view) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.installs++

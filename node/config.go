@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/tlsconf"
@@ -124,8 +125,11 @@ type Config struct {
 
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now. The run loop is its only reader.
-	Now func() time.Time
+	// Clock is the node's one clock: every part of the node (the writer,
+	// the run loop, the cluster, the forwarder, replication, ownership, the
+	// dispatcher, the HTTP API) reads the time and waits through it. Nil
+	// means clock.Real.
+	Clock clock.Clock
 	// Seed seeds retry jitter; 0 picks one from the clock.
 	Seed uint64
 

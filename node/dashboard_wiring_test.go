@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -32,7 +33,7 @@ func startSigningNode(t *testing.T, name string, secret []byte) *testNode {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	n.fwd = newForwarder(name, secret, 10*time.Second) // before anything reads it
+	n.fwd = newForwarder(name, secret, 10*time.Second, clock.Real) // before anything reads it
 	n.guard = newGuard(n, n.fwd.auth)
 	t.Cleanup(n.fwd.close)
 	if err := n.Start(); err != nil {
@@ -228,13 +229,13 @@ func TestInternalMemberAuth(t *testing.T) {
 	if code := b.do(t, "GET", "/internal/v1/member", nil, nil); code != http.StatusUnauthorized {
 		t.Errorf("unsigned GET /internal/v1/member = %d, want 401", code)
 	}
-	other := newForwarder("x", []byte("other"), time.Second)
+	other := newForwarder("x", []byte("other"), time.Second, clock.Real)
 	defer other.close()
 	c, err := other.do(t.Context(), ring.Member{Name: "b", HTTPAddr: hostOf(b.srv)}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
 	if err != nil || c.status != http.StatusUnauthorized {
 		t.Errorf("GET signed with another secret = %d, %v; want 401", c.status, err)
 	}
-	signer := newForwarder("a", secret, time.Second)
+	signer := newForwarder("a", secret, time.Second, clock.Real)
 	defer signer.close()
 	c, err = signer.do(t.Context(), ring.Member{Name: "b", HTTPAddr: hostOf(b.srv)}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
 	if err != nil || c.status != http.StatusOK {

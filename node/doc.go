@@ -14,6 +14,22 @@
 // listed below (Pebble, ring/gossip with memberlist, and the dashboard, ui,
 // start their own).
 //
+// # One clock
+//
+// The node has one clock, Config.Clock (a clock.Clock from package
+// node/clock; nil means clock.Real). New hands it, at construction, to
+// every part that reads the time or waits: the writer and the loop (through
+// the Config they share), the cluster, the forwarder, the shipper and the
+// anti-entropy checker, the ownership executor, the dispatcher, the HTTP
+// API, and as its Now to internalauth and the dashboard. Only node/clock
+// calls time.Now, Since, After, NewTimer or NewTicker
+// (scripts/check-deps.sh fails on any other call under node/); tests fake
+// time with testing/synctest, in which clock.Real is fake time too.
+// Waiting for a state is done on a notification, not a poll: a held
+// request on the board's change (ownership.Board.AwaitHeld), a drain on
+// the view's and the board's (Board.Changed), a shipper flush on the end
+// of the round that empties its queue.
+//
 // # Goroutines and data flow
 //
 //		HTTP handlers ──ops──▶ writer ──committed group──▶ syncer ──▶ replies, wake changes, jobs
@@ -68,7 +84,8 @@
 //     callbacks when ctx ends.
 //   - background watchers (n.bg): countTasks counts the stored tasks and
 //     fills, later rebuilds, the id filter; the overdue scan
-//     (health.Monitor.Scan, package node/health) counts overdue tasks; watchStorage looks for a failed store every 50 ms
+//     (health.Monitor.Scan, package node/health) counts overdue tasks;
+//     watchStorage waits for the store to fail (Store.FailedC)
 //     and then stops the node (storageFailed, on a goroutine of its own).
 //     They stop when shutdown closes n.stopBG.
 //

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/ring"
@@ -36,6 +37,7 @@ type forwarder struct {
 	self    string
 	auth    *internalauth.Auth
 	timeout time.Duration
+	clock   clock.Clock
 	// dial, when set, opens the connections (Config.DialContext).
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// tls gives the client side for a member at host that serves HTTPS
@@ -63,8 +65,8 @@ func (f *forwarder) noteTLS(members []gossip.Member) {
 // forwardConns bounds the connections to one node.
 const forwardConns = 512
 
-func newForwarder(self string, secret []byte, timeout time.Duration) *forwarder {
-	return &forwarder{self: self, auth: internalauth.New(self, secret), timeout: timeout, hosts: map[string]*fasthttp.HostClient{}}
+func newForwarder(self string, secret []byte, timeout time.Duration, c clock.Clock) *forwarder {
+	return &forwarder{self: self, auth: internalauth.New(self, secret), timeout: timeout, clock: c, hosts: map[string]*fasthttp.HostClient{}}
 }
 
 func (f *forwarder) host(addr string) *fasthttp.HostClient {
@@ -132,7 +134,7 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	if err := ctx.Err(); err != nil {
 		return call{}, err
 	}
-	deadline := time.Now().Add(f.timeout)
+	deadline := f.clock.Now().Add(f.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -154,7 +156,7 @@ func (f *forwarder) do(ctx context.Context, m ring.Member, method, uri string, b
 	req.Header.Set(hdrHop, strconv.Itoa(hop))
 	req.Header.Set(hdrForwardedBy, f.self)
 	h := http.Header{}
-	f.auth.Sign(h, method, uri, m.Name, body, time.Now())
+	f.auth.Sign(h, method, uri, m.Name, body, f.clock.Now())
 	for k, v := range h {
 		req.Header.Set(k, v[0])
 	}

@@ -115,7 +115,7 @@ func (l *loop) run() {
 	defer func() { <-l.scanDone }()
 	defer close(l.scanReq)
 
-	timer := time.NewTimer(0)
+	timer := l.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	var (
 		nextLoad int64

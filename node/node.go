@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/health"
@@ -77,11 +78,8 @@ func New(cfg Config) (*Node, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	now := cfg.Now
-	if now == nil {
-		now = time.Now
-	}
-	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: now, hosts: dispatch.NewHostStats(),
+	cfg.Clock = clock.Or(cfg.Clock) // the parts built with &n.cfg use it as is
+	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
 		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	var err error
@@ -101,7 +99,7 @@ func New(cfg Config) (*Node, error) {
 		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
 		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
-		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout)
+		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout, cfg.Clock)
 		n.guard = newGuard(n, n.fwd.auth)
 		n.fwd.dial = cfg.DialContext
 		if cfg.TLS != nil {
@@ -223,7 +221,7 @@ func (n *Node) Start() error {
 		OnResult: func(r dispatch.Result) {
 			wr.send(&doneOp{writeOp: writeOp{kind: opDone}, res: r})
 		},
-		Now:         n.now,
+		Clock:       n.cfg.Clock,
 		Node:        n.cfg.Name,
 		DialContext: n.cfg.DialContext,
 		LookupNetIP: n.cfg.lookup,
@@ -236,10 +234,8 @@ func (n *Node) Start() error {
 	n.writer, n.loop = wr, lp
 	n.metrics.noteView(n.view.Load())
 	if n.cfg.Cluster != nil {
-		// The shipper's times are the wall clock's, as the writer's
-		// replication.Wait deadlines are.
 		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
-			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Log: n.log})
+			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log})
 		n.ship = ship
 		voters, err := st.Voters()
 		if err != nil {
@@ -248,7 +244,7 @@ func (n *Node) Start() error {
 		}
 		persisted := slotStates(metas)
 		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, clusterMeta{fresh: len(persisted) == 0, tls: n.cfg.TLS != nil},
-			n.now, n.log, n.installView)
+			n.cfg.Clock, n.log, n.installView)
 		if err != nil {
 			st.Close()
 			return err
@@ -279,7 +275,7 @@ func (n *Node) Start() error {
 		if iv := n.cfg.Cluster.AntiEntropyInterval; iv > 0 {
 			n.ae = replication.NewChecker(replication.CheckerConfig{Self: n.cfg.Name, Interval: iv, Hold: 2 * n.lease,
 				Version: storage.ChecksumVersion}, replication.CheckerDeps{Transport: peers{fwd: n.fwd, view: n.view.Load},
-				Ownership: n.ctl, Sums: replData{wr}, Clock: nodeClock{time.Now}, Metrics: aeMetrics{n.metrics}, Log: n.log})
+				Ownership: n.ctl, Sums: replData{wr}, Clock: n.cfg.Clock, Metrics: aeMetrics{n.metrics}, Log: n.log})
 			go n.ae.Run()
 		}
 	}
@@ -452,7 +448,7 @@ func (n *Node) every(d time.Duration, f func() bool) {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
-		t := time.NewTicker(d)
+		t := n.cfg.Clock.NewTicker(d)
 		defer t.Stop()
 		for {
 			select {
@@ -467,20 +463,19 @@ func (n *Node) every(d time.Duration, f func() bool) {
 	}()
 }
 
-// watchStorage checks every storageCheckEvery whether the store failed a
-// write, until the node stops.
+// watchStorage stops the node when the store fails a write (it waits on
+// the store's FailedC, not on a poll), until the node stops.
 func (n *Node) watchStorage() {
-	n.every(storageCheckEvery, func() bool {
-		if err := n.store.Failed(); err != nil {
-			n.storageFailed(err)
-			return false
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		select {
+		case <-n.store.FailedC():
+			n.storageFailed(n.store.Failed())
+		case <-n.stopBG:
 		}
-		return true
-	})
+	}()
 }
-
-// storageCheckEvery is how often watchStorage looks at the store.
-const storageCheckEvery = 50 * time.Millisecond
 
 // storageFailed stops a node whose store failed a write or a sync: what
 // the disk holds is unknown and pebble takes no more writes, so the node
@@ -569,14 +564,14 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 // of its slots over by a sealed handover (it keeps serving the internal
 // endpoints meanwhile), and only then does it leave.
 func (n *Node) drain(ctx context.Context) {
-	start := time.Now()
+	start := n.cfg.Clock.Now()
 	if err := n.writer.barrier(); err != nil {
 		n.log.Warn("drain: writer", "err", err)
 	}
 	// Once the others drop this node from their tables, its slots' new
 	// owners take them by handover (this node seals each: no fire in
 	// flight, then hands over its final (epoch, seq)).
-	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }) {
+	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }, n.ctl.Changed) {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if r, ok := n.ctl.OwnedReport(rctx); ok {
 			n.log.Warn("drain: slots not handed over in time", "left", r)
@@ -584,5 +579,5 @@ func (n *Node) drain(ctx context.Context) {
 		cancel()
 	}
 	n.ship.Flush(ctx, 5*time.Second)
-	n.log.Info("drained: the other nodes own this node's slots", "took", time.Since(start).Round(time.Millisecond))
+	n.log.Info("drained: the other nodes own this node's slots", "took", n.cfg.Clock.Since(start).Round(time.Millisecond))
 }

@@ -30,7 +30,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 		Data:      store,
 		Snapshots: snaps,
 		Sender:    ownSender{fwd: n.fwd, timeout: mc.Settle},
-		Clock:     nodeClock{n.now},
+		Clock:     n.cfg.Clock,
 		Log:       n.log,
 		Gained: func(ss []uint16) {
 			n.metrics.takeovers.Add(float64(len(ss)))
@@ -86,16 +86,6 @@ func (o ownSender) Send(to ring.Member, bodies [][]byte) error {
 		}
 	}
 	return nil
-}
-
-// nodeClock is the node's clock (Config.Now) with real tickers.
-type nodeClock struct{ now func() time.Time }
-
-func (c nodeClock) Now() time.Time { return c.now() }
-
-func (nodeClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
 }
 
 // handleCtl receives another node's machine messages.

@@ -120,7 +120,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		quarantined: make(map[string]struct{}),
 		dirty:       make(chan struct{}, 1),
 		hot:         hotCache{m: make(map[string][]byte)},
-		linger:      stoppedTimer(),
+		linger:      stoppedTimer(cfg.Clock.NewTimer),
 	}
 }
 
@@ -241,11 +241,11 @@ func (w *writer) group(first request) {
 		msgs = w.prepareRepl(b, g)
 	}
 	if b.Count() > 0 {
-		start := time.Now()
+		start := w.cfg.Clock.Now()
 		if err := b.Commit(false); err != nil {
 			g.err = err
 		}
-		w.metrics.commit.Observe(time.Since(start).Seconds())
+		w.metrics.commit.Observe(w.cfg.Clock.Since(start).Seconds())
 	}
 	if len(g.applied) > 0 && g.err == nil {
 		w.ctl.Post(g.applied...)
@@ -264,7 +264,7 @@ func (w *writer) group(first request) {
 	}
 	if len(msgs) > 0 && g.err == nil {
 		if g.api {
-			g.wait = replication.NewWait(len(msgs), time.Now().Add(replTimeout))
+			g.wait = replication.NewWait(len(msgs), w.cfg.Clock.Now().Add(replTimeout))
 		}
 		w.replicate(msgs, g.wait)
 	}
@@ -294,7 +294,7 @@ func (w *writer) syncLoop() {
 	defer close(w.done)
 	groups := make([]*syncGroup, 0, 8)
 	dirty := false
-	idle := time.NewTimer(time.Hour)
+	idle := w.cfg.Clock.NewTimer(time.Hour)
 	idle.Stop()
 	defer idle.Stop()
 	for {
@@ -435,8 +435,8 @@ func (w *writer) finish(g *syncGroup) {
 // callback when results trickle in one by one.
 const doneLinger = 10 * time.Millisecond
 
-func stoppedTimer() *time.Timer {
-	t := time.NewTimer(time.Hour)
+func stoppedTimer(newTimer func(time.Duration) *time.Timer) *time.Timer {
+	t := newTimer(time.Hour)
 	t.Stop()
 	return t
 }

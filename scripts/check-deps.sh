@@ -5,14 +5,19 @@ cd "$(dirname "$0")/.."
 mod=$(go list -m)
 fail=0
 
-# deny PKG PATTERN REASON: PKG's dependency closure must not match PATTERN.
+# node/clock is a stdlib-only leaf (see its own rule below) that every
+# package may use: it is left out of the closures deny looks at.
+clockpkg="$mod/node/clock"
+
+# deny PKG PATTERN REASON: PKG's dependency closure must not match PATTERN
+# (node/clock aside).
 deny() {
   local pkg=$1 pattern=$2 reason=$3
   compgen -G "${pkg#./}/*.go" >/dev/null || return 0
   local bad
   local self
   self=$(go list "$pkg")
-  bad=$(go list -deps "$pkg" 2>/dev/null | grep -vxF "$self" | grep -E "$pattern" || true)
+  bad=$(go list -deps "$pkg" 2>/dev/null | grep -vxF "$self" | grep -vxF "$clockpkg" | grep -E "$pattern" || true)
   if [ -n "$bad" ]; then
     echo "check-deps: $pkg must not import $(echo "$bad" | tr '\n' ' '): $reason"
     fail=1
@@ -26,12 +31,19 @@ only() {
   local pkg=$1 allowed=$2 reason=$3
   compgen -G "${pkg#./}/*.go" >/dev/null || return 0
   local bad
-  bad=$(go list -f '{{join .Imports "\n"}}' "$pkg" | grep "^$mod/" | grep -vxE "$allowed" || true)
+  bad=$(go list -f '{{join .Imports "\n"}}' "$pkg" | grep "^$mod/" | grep -vxF "$clockpkg" | grep -vxE "$allowed" || true)
   if [ -n "$bad" ]; then
     echo "check-deps: $pkg must not import $(echo "$bad" | tr '\n' ' '): $reason"
     fail=1
   fi
 }
+
+# node/clock imports the standard library only (a path whose first element
+# has a dot is a module's).
+if bad=$(go list -deps ./node/clock | grep -vxF "$clockpkg" | grep -E '^[^/]+\.[^/]+/'); then
+  echo "check-deps: node/clock must import the standard library only, not $(echo "$bad" | tr '\n' ' ')"
+  fail=1
+fi
 
 pure='github.com/hashicorp/memberlist|github.com/cockroachdb/pebble|^net$|^net/http$|^os/exec$'
 deny ./wheel "$pure|^$mod/" "wheel is a pure data structure (stdlib only)"
@@ -66,6 +78,15 @@ done
 # never the store itself.
 if grep -nE '\bstorage\.(Store|Open|Options|Batch|MemFS|NewMemFS|SlotOps|SlotMeta)\b' node/httpapi/*.go | grep -v '_test.go:'; then
   echo "check-deps: node/httpapi uses the store; it may use storage's record types only (the node reads and writes through httpapi.Backend)"
+  fail=1
+fi
+
+# One clock: under node/, only node/clock reads the time or waits on it;
+# everything else is given a clock.Clock (or its Now) at construction.
+# Time arithmetic (t.Add, t.Sub, time.Unix, …) is not reading the clock.
+if grep -rnE '\btime\.(Now|Since|Until|After|AfterFunc|Sleep|NewTicker|NewTimer|Tick)\b' node --include='*.go' |
+  grep -v '_test\.go:' | grep -v '^node/clock/' | grep -vE '^[^:]+:[0-9]+:\s*//'; then
+  echo "check-deps: a direct time call under node/; take the time from the node's clock.Clock (node/clock)"
   fail=1
 fi
 

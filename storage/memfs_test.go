@@ -99,6 +99,11 @@ func TestFailedWALFailsTheStore(t *testing.T) {
 				if s.Failed() == nil {
 					t.Error("Failed() = nil after a failed write")
 				}
+				select {
+				case <-s.FailedC():
+				default:
+					t.Error("FailedC() not closed after a failed write")
+				}
 				mem.FailWAL(nil) // the disk recovers: the store stays failed
 				for what, f := range map[string]func() error{
 					"commit": func() error { return put("after", true) },

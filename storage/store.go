@@ -95,7 +95,9 @@ type Store struct {
 	closeErr  error
 	// failed holds the error of the write that failed the store (catch).
 	failed atomic.Pointer[error]
-	log    *slog.Logger
+	// failedC is closed when failed is set (FailedC).
+	failedC chan struct{}
+	log     *slog.Logger
 	// corrupt counts the task records that did not decode (noteCorrupt);
 	// corruptKeys remembers the first maxCorruptLogged of them, each
 	// logged once.
@@ -169,6 +171,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 		historyLimit: uint64(opts.HistoryLimit),
 		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
+		failedC:      make(chan struct{}),
 		log:          log,
 	}
 	s.sums.m = map[uint16]Checksum{}
@@ -187,7 +190,9 @@ func (s *Store) catch(err *error) {
 		panic(r)
 	}
 	e := fmt.Errorf("%w: %s", ErrFailed, string(f))
-	s.failed.CompareAndSwap(nil, &e)
+	if s.failed.CompareAndSwap(nil, &e) {
+		close(s.failedC)
+	}
 	*err = *s.failed.Load()
 }
 
@@ -199,6 +204,10 @@ func (s *Store) Failed() error {
 	}
 	return nil
 }
+
+// FailedC returns a channel closed when the store fails (Failed turns
+// non-nil).
+func (s *Store) FailedC() <-chan struct{} { return s.failedC }
 
 // enter registers an operation. It returns false (and registers nothing)
 // once Close has begun.

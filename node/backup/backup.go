@@ -100,7 +100,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", h.cfg.Node+".tar.gz"))
 	w.WriteHeader(http.StatusOK)
 	man := Manifest{Format: 1, Node: h.cfg.Node, CreatedAt: at.UTC().Format(time.RFC3339Nano)}
-	if err := writeBackup(w, dir, entries, &man); err != nil {
+	if err := writeBackup(w, dir, entries, &man, h.cfg.Now); err != nil {
 		// The status is sent: cut the stream, so the client sees an
 		// archive without its manifest rather than a short one that looks whole.
 		h.cfg.Log.Error("backup: streaming the archive", "err", err)
@@ -126,7 +126,7 @@ func backupTempDir(dataDir string) (string, error) {
 
 // writeBackup writes the files of dir (the checkpoint's entries; Pebble
 // writes a flat directory) as a tar.gz to w, then the manifest.
-func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *Manifest) error {
+func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *Manifest, now func() time.Time) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	for _, e := range entries {
@@ -157,7 +157,7 @@ func writeBackup(w io.Writer, dir string, entries []os.DirEntry, man *Manifest) 
 	if err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o644, Size: int64(len(b)), ModTime: time.Now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: BackupManifestName, Mode: 0o644, Size: int64(len(b)), ModTime: now(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
 		return err
 	}
 	if _, err := tw.Write(b); err != nil {

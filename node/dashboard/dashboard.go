@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
@@ -79,7 +80,7 @@ type Config struct {
 	HTTPAddr string
 	// Insecure: the node runs with --insecure-cluster; the dashboard warns.
 	Insecure bool
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means clock.Real.Now.
 	Now func() time.Time
 	// Hosts is the callback latency per host, which the node's dispatcher
 	// feeds.
@@ -133,7 +134,7 @@ type Dashboard struct {
 // New returns the dashboard of the node src reads. It starts nothing.
 func New(cfg Config, src Source) *Dashboard {
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.Real.Now
 	}
 	return &Dashboard{cfg: cfg, src: src}
 }

@@ -24,7 +24,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // Deps is what the dispatcher takes from its user (the node), set once at
@@ -36,10 +37,9 @@ type Deps struct {
 	// may run concurrently. It may block briefly: that is the backpressure
 	// path. Required.
 	OnResult func(Result)
-	// Now is the clock of the results' timestamps; nil means time.Now.
-	// Deadlines, idle expiry and the signature's t always use the wall
-	// clock.
-	Now func() time.Time
+	// Clock is the dispatcher's one clock: the results' timestamps,
+	// deadlines, idle expiry and the signature's t. Nil means clock.Real.
+	Clock clock.Clock
 	// Node, when set, is sent as X-Chime-Node on every callback.
 	Node string
 	// DialContext, when set, opens the connections (network "tcp", addr an
@@ -89,12 +89,12 @@ type Deps struct {
 // concurrent use. done is called from worker goroutines, never under mu,
 // and may run concurrently with itself.
 type Dispatcher struct {
-	cfg  Config
-	now  func() time.Time
-	done func(Result)
-	node string // X-Chime-Node; "": not sent
-	pool *connPool
-	keys [][]byte // signing keys, current first; none: callbacks are unsigned
+	cfg   Config
+	clock clock.Clock
+	done  func(Result)
+	node  string // X-Chime-Node; "": not sent
+	pool  *connPool
+	keys  [][]byte // signing keys, current first; none: callbacks are unsigned
 
 	// stop is cancelled when Close gives up waiting: it is the parent of
 	// every dial, and attempts failing after it report "shutdown".
@@ -138,20 +138,16 @@ func New(cfg Config, deps Deps) *Dispatcher {
 	if deps.OnResult == nil {
 		panic("dispatch: New: Deps.OnResult is nil")
 	}
-	now := deps.Now
-	if now == nil {
-		now = time.Now
-	}
 	cfg = cfg.withDefaults()
 	d := &Dispatcher{
 		cfg:     cfg,
-		now:     now,
+		clock:   clock.Or(deps.Clock),
 		done:    deps.OnResult,
 		node:    deps.Node,
 		stopped: make(chan struct{}),
 	}
 	d.stop, d.cancelStop = context.WithCancel(context.Background())
-	d.pool = newConnPool(d.stop, cfg.TLSConfig, cfg.IdleTimeout)
+	d.pool = newConnPool(d.stop, d.clock, cfg.TLSConfig, cfg.IdleTimeout)
 	d.pool.dialFn = deps.DialContext
 	policy, err := NewPolicy(cfg.CallbackAllow, cfg.CallbackDeny, cfg.CallbackDenyPrivate)
 	if err != nil {

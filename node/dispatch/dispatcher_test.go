@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // dispNoLeaks fails t if a goroutine started during the test outlives it. It
@@ -153,10 +155,11 @@ func dispJobIDs(jobs []*Job) []string {
 	return ids
 }
 
-// dispFireOne runs one job against a fresh dispatcher and returns its result.
-func dispFireOne(t *testing.T, now func() time.Time, j *Job) Result {
+// dispFireOne runs one job against a fresh dispatcher with clock c (nil:
+// clock.Real) and returns its result.
+func dispFireOne(t *testing.T, c clock.Clock, j *Job) Result {
 	t.Helper()
-	d, results := newDispTest(t, Config{Concurrency: 1}, Deps{Now: now})
+	d, results := newDispTest(t, Config{Concurrency: 1}, Deps{Clock: c})
 	d.Start()
 	if !d.Submit(j) {
 		t.Fatalf("submit(%s) = false, want true", j.URL)

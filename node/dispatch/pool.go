@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // errPoolClosed is what get returns after closeAll.
@@ -59,6 +61,7 @@ type connPool struct {
 	tlsConfig   *tls.Config     // cloned per dial; nil means defaults
 	idleTimeout time.Duration   // > 0
 	stop        context.Context // parent of every dial; cancelled at shutdown
+	clock       clock.Clock     // the dispatcher's
 
 	// dialFn, when set, replaces dialer (Deps.DialContext).
 	dialFn func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -79,7 +82,7 @@ type connPool struct {
 
 // newConnPool returns an empty pool. stop cancels dials in progress
 // when it ends (closeAll cuts established connections).
-func newConnPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.Duration) *connPool {
+func newConnPool(stop context.Context, c clock.Clock, tlsConfig *tls.Config, idleTimeout time.Duration) *connPool {
 	p := &connPool{
 		dialer: net.Dialer{
 			Timeout:   dialTimeout,
@@ -88,6 +91,7 @@ func newConnPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.D
 		tlsConfig:   tlsConfig,
 		idleTimeout: idleTimeout,
 		stop:        stop,
+		clock:       c,
 		policy:      &Policy{},
 		lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
@@ -95,7 +99,7 @@ func newConnPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.D
 	}
 	p.mu.idle = make(map[string]*idleConns)
 	p.mu.open = make(map[*poolConn]struct{})
-	p.mu.swept = time.Now()
+	p.mu.swept = p.clock.Now()
 	return p
 }
 
@@ -105,7 +109,7 @@ func newConnPool(stop context.Context, tlsConfig *tls.Config, idleTimeout time.D
 // deadline. The caller owns it until put or discard. It returns
 // errPoolClosed after closeAll.
 func (p *connPool) get(key []byte, fresh bool, deadline time.Time) (*poolConn, error) {
-	now := time.Now()
+	now := p.clock.Now()
 	var expired []*poolConn
 	p.mu.Lock()
 	if p.mu.closed {
@@ -142,7 +146,7 @@ func (p *connPool) dial(key string, deadline time.Time) (*poolConn, error) {
 	}
 	// The connect timeout bounds the dial and the TLS handshake; the
 	// attempt's deadline may be shorter.
-	if limit := time.Now().Add(connectTimeout); limit.Before(deadline) {
+	if limit := p.clock.Now().Add(connectTimeout); limit.Before(deadline) {
 		deadline = limit
 	}
 	ctx, cancel := context.WithDeadline(p.stop, deadline)
@@ -222,7 +226,7 @@ func (p *connPool) dialChecked(ctx context.Context, addr string) (net.Conn, erro
 		actx, cancel := ctx, context.CancelFunc(func() {})
 		if left := len(targets) - i; left > 1 {
 			if dl, ok := ctx.Deadline(); ok {
-				share := max(time.Until(dl)/time.Duration(left), minAddrDial)
+				share := max(dl.Sub(p.clock.Now())/time.Duration(left), minAddrDial)
 				actx, cancel = context.WithTimeout(ctx, share)
 			}
 		}
@@ -267,7 +271,7 @@ func (p *connPool) tlsClientConfig(addr string) *tls.Config {
 // put returns c to the idle list of its key; c must be ready for the next
 // request (its response read completely). After closeAll it closes c.
 func (p *connPool) put(c *poolConn) {
-	now := time.Now()
+	now := p.clock.Now()
 	c.idleSince = now
 	c.reused = true
 	var expired []*poolConn

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // dispCountConns makes srv count the connections it accepts; call before
@@ -333,7 +335,7 @@ func TestDispatchPool(t *testing.T) {
 	key = append([]byte("http://"), key...)
 	stop, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := newConnPool(stop, nil, time.Hour)
+	p := newConnPool(stop, clock.Real, nil, time.Hour)
 	deadline := time.Now().Add(time.Minute)
 	get := func(fresh bool) *poolConn {
 		t.Helper()

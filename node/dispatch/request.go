@@ -56,7 +56,7 @@ func (d *Dispatcher) buildRequest(req *fasthttp.Request, j *Job, s *scratch) {
 		req.Header.SetBytesV("X-Chime-Slot-Epoch", b[attemptEnd:])
 	}
 	if len(s.macs) > 0 {
-		s.sig = appendSignature(s.sig[:0], s.macs, &s.sum, time.Now().Unix(), b[:fireEnd], j.Payload)
+		s.sig = appendSignature(s.sig[:0], s.macs, &s.sum, d.clock.Now().Unix(), b[:fireEnd], j.Payload)
 		req.Header.SetBytesV("X-Chime-Signature", s.sig)
 	}
 	req.SetBodyRaw(j.Payload) // not copied: j is ours until done
@@ -212,7 +212,7 @@ func (d *Dispatcher) roundTrip(req *fasthttp.Request, resp *fasthttp.Response, s
 			return c, nil
 		}
 		d.pool.discard(c)
-		if !stale || !c.reused || fresh || d.stop.Err() != nil || !time.Now().Before(deadline) {
+		if !stale || !c.reused || fresh || d.stop.Err() != nil || !d.clock.Now().Before(deadline) {
 			return nil, err
 		}
 		d.pool.dropIdle(c.key)

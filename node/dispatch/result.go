@@ -67,23 +67,23 @@ type Result struct {
 	Err        string        // transport error, timeout or "shutdown" text; "" when a response arrived
 	Body       []byte        // first 512 bytes of the response body; owned by the receiver of the result
 	RetryAfter time.Duration // parsed Retry-After of a non-2xx response, 0 if none
-	StartedAt  time.Time     // Deps.Now when the attempt started
-	FinishedAt time.Time     // Deps.Now when it ended
+	StartedAt  time.Time     // Deps.Clock's time when the attempt started
+	FinishedAt time.Time     // Deps.Clock's time when it ended
 }
 
 // attempt performs one POST and classifies it. It never returns early
 // without FinishedAt. In the steady state (a kept-alive connection, a
 // short response) it allocates only the result's copy of the body.
 func (d *Dispatcher) attempt(j *Job, s *scratch) Result {
-	res := Result{Job: j, Outcome: OutcomeFailure, StartedAt: d.now()}
+	res := Result{Job: j, Outcome: OutcomeFailure, StartedAt: d.clock.Now()}
 	timeout := j.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	deadline := time.Now().Add(timeout)
+	deadline := d.clock.Now().Add(timeout)
 	if msg := checkURL(j.URL); msg != "" {
 		res.Err = msg
-		res.FinishedAt = d.now()
+		res.FinishedAt = d.clock.Now()
 		return res
 	}
 
@@ -102,15 +102,15 @@ func (d *Dispatcher) attempt(j *Job, s *scratch) Result {
 		case errors.As(err, &denied):
 			res.Outcome = OutcomeDenied
 			res.Err = denied.Error()
-		case !time.Now().Before(deadline):
+		case !d.clock.Now().Before(deadline):
 			res.Err = "timeout after " + timeout.String()
 		default:
 			res.Err = errText(err)
 		}
-		res.FinishedAt = d.now()
+		res.FinishedAt = d.clock.Now()
 		return res
 	}
-	at := d.now()
+	at := d.clock.Now()
 	res.StatusCode = resp.StatusCode()
 	switch {
 	case res.StatusCode >= 200 && res.StatusCode <= 299:
@@ -143,7 +143,7 @@ func (d *Dispatcher) attempt(j *Job, s *scratch) Result {
 	}
 	s.br.Reset(nil)
 	s.bw.Reset(nil)
-	res.FinishedAt = d.now()
+	res.FinishedAt = d.clock.Now()
 	return res
 }
 

@@ -6,10 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // The request a job becomes and the result a response becomes.
@@ -193,12 +197,12 @@ func TestDispatchOutcome(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dispNoLeaks(t)
-			clock := time.Unix(1000, 0)
+			c := &stampClock{Clock: clock.Real}
 			j := dispJob("t", tt.url)
 			if tt.timeout != 0 {
 				j.Timeout = tt.timeout
 			}
-			r := dispFireOne(t, func() time.Time { return clock }, j)
+			r := dispFireOne(t, c, j)
 			if r.Outcome != tt.want || r.StatusCode != tt.wantCode {
 				t.Errorf("outcome, status = %v, %d, want %v, %d (err %q)", r.Outcome, r.StatusCode, tt.want, tt.wantCode, r.Err)
 			}
@@ -208,11 +212,33 @@ func TestDispatchOutcome(t *testing.T) {
 			if string(r.Body) != tt.wantBody {
 				t.Errorf("Body = %q, want %q", r.Body, tt.wantBody)
 			}
-			if !r.StartedAt.Equal(clock) || !r.FinishedAt.Equal(clock) {
-				t.Errorf("StartedAt, FinishedAt = %v, %v, want the injected clock %v", r.StartedAt, r.FinishedAt, clock)
+			if !c.gave(r.StartedAt) || !c.gave(r.FinishedAt) || r.FinishedAt.Before(r.StartedAt) {
+				t.Errorf("StartedAt, FinishedAt = %v, %v, want times of the injected clock, in order", r.StartedAt, r.FinishedAt)
 			}
 		})
 	}
+}
+
+// stampClock is a clock that remembers the times it gave.
+type stampClock struct {
+	clock.Clock
+	mu    sync.Mutex
+	given []time.Time
+}
+
+func (c *stampClock) Now() time.Time {
+	now := c.Clock.Now()
+	c.mu.Lock()
+	c.given = append(c.given, now)
+	c.mu.Unlock()
+	return now
+}
+
+// gave reports whether c's Now returned t.
+func (c *stampClock) gave(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.ContainsFunc(c.given, t.Equal)
 }
 
 func TestDispatchRetryAfter(t *testing.T) {
@@ -223,7 +249,11 @@ func TestDispatchRetryAfter(t *testing.T) {
 		status     int
 		retryAfter string
 		date       string // "" = no Date header
-		want       time.Duration
+		// arrival, when set, makes Retry-After the HTTP date of the
+		// server's time plus arrival (the dispatcher's clock is the real
+		// one): whole seconds, so the delay found may be up to 1s short.
+		arrival time.Duration
+		want    time.Duration
 	}{
 		{name: "seconds", status: 503, retryAfter: "120", want: 120 * time.Second},
 		{name: "zero seconds", status: 429, retryAfter: "0", want: 0},
@@ -231,8 +261,8 @@ func TestDispatchRetryAfter(t *testing.T) {
 		{name: "negative", status: 503, retryAfter: "-5", want: 0},
 		{name: "garbage", status: 503, retryAfter: "soon", want: 0},
 		{name: "date vs Date header", status: 503, retryAfter: serverDate.Add(30 * time.Second).Format(http.TimeFormat), date: serverDate.Format(http.TimeFormat), want: 30 * time.Second},
-		{name: "date vs arrival time", status: 503, retryAfter: now.Add(45 * time.Second).Format(http.TimeFormat), want: 45 * time.Second},
-		{name: "date in the past", status: 503, retryAfter: now.Add(-time.Minute).Format(http.TimeFormat), want: 0},
+		{name: "date vs arrival time", status: 503, arrival: 45 * time.Second, want: 45 * time.Second},
+		{name: "date in the past", status: 503, arrival: -time.Minute, want: 0},
 		{name: "on 404", status: 404, retryAfter: "7", want: 7 * time.Second},
 		{name: "ignored on 2xx", status: 200, retryAfter: "7", want: 0},
 		{name: "absent", status: 500, want: 0},
@@ -244,6 +274,9 @@ func TestDispatchRetryAfter(t *testing.T) {
 				if tt.retryAfter != "" {
 					w.Header().Set("Retry-After", tt.retryAfter)
 				}
+				if tt.arrival != 0 {
+					w.Header().Set("Retry-After", time.Now().Add(tt.arrival).UTC().Format(http.TimeFormat))
+				}
 				if tt.date != "" {
 					w.Header().Set("Date", tt.date)
 				} else {
@@ -252,8 +285,9 @@ func TestDispatchRetryAfter(t *testing.T) {
 				w.WriteHeader(tt.status)
 			}))
 			t.Cleanup(srv.Close)
-			r := dispFireOne(t, func() time.Time { return now }, dispJob("t", srv.URL))
-			if r.StatusCode != tt.status || r.RetryAfter != tt.want {
+			r := dispFireOne(t, nil, dispJob("t", srv.URL))
+			short := tt.want - r.RetryAfter
+			if r.StatusCode != tt.status || tt.arrival == 0 && short != 0 || short < 0 || short >= time.Second {
 				t.Errorf("status, RetryAfter = %d, %v, want %d, %v", r.StatusCode, r.RetryAfter, tt.status, tt.want)
 			}
 		})

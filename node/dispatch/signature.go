@@ -20,7 +20,7 @@ var sigDot = []byte{'.'}
 
 // appendSignature appends the X-Chime-Signature value of a callback to
 // dst: "t=<t>" and one ",v1=<hex HMAC-SHA256(key, t.fireID.body)>" per key
-// of macs (current key first). The wall clock's t, not the node's, is what
+// of macs (current key first). t (the dispatcher's clock: the wall clock) is what
 // the receiver compares with its own. Allocation free once dst has grown to
 // fit (about 80 bytes a key); sum is scratch.
 func appendSignature(dst []byte, macs []hash.Hash, sum *[sha256.Size]byte, t int64, fireID, body []byte) []byte {

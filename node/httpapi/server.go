@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/storage"
@@ -128,6 +129,9 @@ type Config struct {
 	Forwarded func(ok bool)
 	// Handlers serve the endpoints the node answers itself.
 	Handlers Handlers
+	// Clock is the node's clock (POST /v1/test/callback's delay and
+	// signature check); nil means clock.Real.
+	Clock clock.Clock
 }
 
 // Handlers are the endpoints the node serves itself, behind the server's
@@ -157,6 +161,7 @@ type Server struct {
 
 // New builds the API of the node b with cfg.
 func New(cfg Config, b Backend) *Server {
+	cfg.Clock = clock.Or(cfg.Clock)
 	cfg.Limits = cfg.Limits.withDefaults()
 	s := &Server{cfg: cfg, b: b, tokens: newAPITokens(cfg.APIToken, cfg.ReadToken),
 		guard: newHostGuard(cfg.APIToken, cfg.HTTPAddr, cfg.PublicHosts)}
@@ -326,7 +331,7 @@ func (s *Server) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		select {
-		case <-time.After(time.Duration(n) * time.Millisecond):
+		case <-s.cfg.Clock.After(time.Duration(n) * time.Millisecond):
 		case <-r.Context().Done():
 			return
 		}
@@ -337,7 +342,7 @@ func (s *Server) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 	case err != nil || len(body) > 1<<20:
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
 	default:
-		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, time.Now())
+		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, s.cfg.Clock.Now())
 	}
 	WriteJSON(w, status, map[string]string{
 		"task_id":   r.Header.Get("X-Chime-Task-Id"),

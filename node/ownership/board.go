@@ -26,7 +26,8 @@ type Board struct {
 
 	// pub packs each slot's published state: epoch<<8 | firing<<7 | role.
 	pub [slots.Count]atomic.Uint64
-	// changed is closed, and replaced, whenever some slot's pub changes.
+	// changed is closed, and replaced, whenever some slot's pub or the
+	// counts change.
 	changed atomic.Pointer[chan struct{}]
 
 	repMu sync.RWMutex
@@ -204,6 +205,11 @@ func (b *Board) AwaitHeld(ctx context.Context, ss ...uint16) bool {
 		}
 	}
 }
+
+// Changed returns a channel that is closed at the next change of the
+// published state or of Counts. Take it before reading the state it
+// guards: a change after the read then closes it.
+func (b *Board) Changed() <-chan struct{} { return *b.changed.Load() }
 
 func (b *Board) holdsAll(ss []uint16) bool {
 	for _, s := range ss {

@@ -98,15 +98,16 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			changed = e.publish(s) || changed
 		}
 	}
-	if changed {
-		e.b.notify()
-	}
 	if len(gained) > 0 {
 		e.d.Gained(gained)
 	}
 	if recount {
 		cnt := e.m.Counts()
+		changed = changed || cnt != *e.b.counts.Load()
 		e.b.counts.Store(&cnt)
+	}
+	if changed {
+		e.b.notify() // after the counts: a waiter on Changed sees them
 	}
 	if e.hadTable {
 		e.b.tabled.Store(true)

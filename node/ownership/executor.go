@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -54,20 +55,13 @@ type Sender interface {
 	Send(to ring.Member, bodies [][]byte) error
 }
 
-// Clock is the executor's only source of time.
-type Clock interface {
-	Now() time.Time
-	// NewTicker delivers the time every d until stop is called.
-	NewTicker(d time.Duration) (c <-chan time.Time, stop func())
-}
-
 // Deps is what the executor needs of the node.
 type Deps struct {
 	Persister Persister
 	Data      SlotData
 	Snapshots Snapshots
 	Sender    Sender
-	Clock     Clock
+	Clock     clock.Clock // the executor's only source of time
 	Log       *slog.Logger
 	// Gained is told of the slots this node started owning at a new
 	// epoch (to load their due tasks).
@@ -173,15 +167,15 @@ func (e *Executor) Run() {
 	defer close(e.done)
 	e.watch.last.Store(e.d.Clock.Now().UnixNano())
 	go e.watch.run(e.d.Clock, e.stop)
-	tc, stopTicker := e.d.Clock.NewTicker(e.tickEvery())
-	defer stopTicker()
+	tk := e.d.Clock.NewTicker(e.tickEvery())
+	defer tk.Stop()
 	for {
 		tick := false
 		select {
 		case <-e.stop:
 			return
 		case <-e.b.kick:
-		case <-tc:
+		case <-tk.C:
 			tick = true
 		}
 		e.step(tick)

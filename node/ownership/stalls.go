@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -86,14 +87,14 @@ type stallWatch struct {
 }
 
 // run beats until stop is closed.
-func (w *stallWatch) run(clock Clock, stop <-chan struct{}) {
-	tc, stopTicker := clock.NewTicker(stallBeat)
-	defer stopTicker()
+func (w *stallWatch) run(c clock.Clock, stop <-chan struct{}) {
+	tk := c.NewTicker(stallBeat)
+	defer tk.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case now := <-tc:
+		case now := <-tk.C:
 			n := now.UnixNano()
 			if gap := n - w.last.Swap(n); gap > w.maxGap.Load() {
 				w.maxGap.Store(gap)

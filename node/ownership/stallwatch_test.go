@@ -3,6 +3,8 @@ package ownership
 import (
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // TestStallWatchTake: take reports the longest gap between beats, or the
@@ -29,7 +31,7 @@ func TestStallWatchTake(t *testing.T) {
 	stop := make(chan struct{})
 	var r stallWatch
 	r.last.Store(time.Now().UnixNano())
-	go r.run(realClock{}, stop)
+	go r.run(clock.Real, stop)
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	if got := r.take(time.Now()); got > 250*time.Millisecond {

@@ -10,16 +10,6 @@ import (
 	"github.com/chime-scheduler/chime/slots"
 )
 
-// realClock is the system clock, for tests that run the stall watch.
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
-}
-
 // at is a decoded time (time.Unix), comparable with reflect.DeepEqual.
 func at(ns int64) time.Time { return time.Unix(0, ns) }
 

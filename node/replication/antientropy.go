@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -181,7 +182,7 @@ type CheckerDeps struct {
 	Transport Transport
 	Ownership Ownership
 	Sums      Sums
-	Clock     Clock
+	Clock     clock.Clock // nil: clock.Real
 	Metrics   Metrics
 	Log       *slog.Logger
 }
@@ -199,6 +200,7 @@ type Checker struct {
 
 // NewChecker returns the checker; Run runs it.
 func NewChecker(cfg CheckerConfig, deps CheckerDeps) *Checker {
+	deps.Clock = clock.Or(deps.Clock)
 	return &Checker{d: deps, cfg: cfg, st: newAEState(aeRecheck*cfg.Interval, cfg.Hold),
 		stop: make(chan struct{}), done: make(chan struct{})}
 }
@@ -206,13 +208,13 @@ func NewChecker(cfg CheckerConfig, deps CheckerDeps) *Checker {
 // Run is the checker's goroutine, until Close.
 func (a *Checker) Run() {
 	defer close(a.done)
-	c, stop := a.d.Clock.NewTicker(max(a.cfg.Interval/aeRounds, time.Millisecond))
-	defer stop()
+	tk := a.d.Clock.NewTicker(max(a.cfg.Interval/aeRounds, time.Millisecond))
+	defer tk.Stop()
 	for {
 		select {
 		case <-a.stop:
 			return
-		case <-c:
+		case <-tk.C:
 		}
 		a.tick(a.d.Clock.Now())
 	}

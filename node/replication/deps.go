@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -84,13 +83,6 @@ type Sums interface {
 type Checksum struct{ Sum, Count uint64 }
 
 func (c Checksum) String() string { return fmt.Sprintf("%016x/%d", c.Sum, c.Count) }
-
-// Clock is the checker's source of time.
-type Clock interface {
-	Now() time.Time
-	// NewTicker delivers the time every d until stop is called.
-	NewTicker(d time.Duration) (c <-chan time.Time, stop func())
-}
 
 // Metrics counts the checker's outcomes.
 type Metrics interface {

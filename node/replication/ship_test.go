@@ -1,8 +1,10 @@
 package replication
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -45,4 +47,66 @@ func TestShipperRefreshesQueuedSnapshots(t *testing.T) {
 	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 {
 		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d, want the second request's", q.to, q.sent, q.grant, q.owner, q.epoch)
 	}
+}
+
+// TestShipperFlush: Flush returns as soon as the last message is
+// acknowledged, not on a poll; otherwise when max passes, ctx ends or the
+// shipper closes.
+func TestShipperFlush(t *testing.T) {
+	start := func(to string) *Shipper {
+		s := NewShipper("a", ShipperDeps{Transport: fakeTransport{OK}, Ownership: &fakeOwnership{replicas: []string{to}}, Log: quiet})
+		go s.Run()
+		s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, nil)
+		return s
+	}
+	t.Run("acknowledged", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := start("b")
+			defer s.Close()
+			t0 := time.Now()
+			s.Flush(context.Background(), 5*time.Second)
+			if d := time.Since(t0); d != 0 || s.Pending() != 0 {
+				t.Errorf("Flush returned after %v with %d pending, want at once with none", d, s.Pending())
+			}
+			s.Flush(context.Background(), 5*time.Second) // idle: returns at once
+		})
+	})
+	t.Run("max", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := start("gone") // never sent: stays queued
+			defer s.Close()
+			t0 := time.Now()
+			s.Flush(context.Background(), 5*time.Second)
+			if d := time.Since(t0); d != 5*time.Second || s.Pending() != 1 {
+				t.Errorf("Flush returned after %v with %d pending, want 5s with 1", d, s.Pending())
+			}
+		})
+	})
+	t.Run("ctx", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := start("gone")
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			t0 := time.Now()
+			s.Flush(ctx, 5*time.Second)
+			if d := time.Since(t0); d != time.Second {
+				t.Errorf("Flush returned after %v, want 1s (ctx)", d)
+			}
+		})
+	})
+	t.Run("close", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := start("gone")
+			t0 := time.Now()
+			go func() {
+				time.Sleep(2 * time.Second)
+				s.Close()
+			}()
+			s.Flush(context.Background(), 5*time.Second)
+			if d := time.Since(t0); d != 2*time.Second {
+				t.Errorf("Flush returned after %v, want 2s (Close)", d)
+			}
+		})
+	})
 }

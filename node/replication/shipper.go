@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -31,6 +32,7 @@ type ShipperDeps struct {
 	Transport Transport
 	Ownership Ownership
 	Copies    Copies
+	Clock     clock.Clock // nil: clock.Real
 	Log       *slog.Logger
 }
 
@@ -48,7 +50,12 @@ type Shipper struct {
 	unread map[slotNode]*queued
 	busy   int // messages of the round in progress
 	closed bool
-	kick   chan struct{}
+	// flushing counts the Flush calls waiting; idle is closed, and
+	// replaced, when a round ends with nothing queued while one waits
+	// (and by Close).
+	flushing int
+	idle     chan struct{}
+	kick     chan struct{}
 	// backoff: a replica whose last call failed is not called before this
 	// time (run goroutine only); failDelay is the current delay.
 	backoff   map[string]time.Time
@@ -58,11 +65,12 @@ type Shipper struct {
 	done      chan struct{}
 }
 
-// NewShipper returns the shipper of node self; Run runs it. Its times are
-// the wall clock's (Wait deadlines, backoffs), whatever clock the node
-// runs its schedule by.
+// NewShipper returns the shipper of node self; Run runs it. Its times
+// (Wait deadlines, backoffs) are deps.Clock's, as the writer's are.
 func NewShipper(self string, deps ShipperDeps) *Shipper {
+	deps.Clock = clock.Or(deps.Clock)
 	return &Shipper{d: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		idle:    make(chan struct{}),
 		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, unread: map[slotNode]*queued{}}
 }
 
@@ -125,23 +133,45 @@ func (s *Shipper) Pending() int {
 	return len(s.queue) + s.busy
 }
 
-// Flush waits until every queued message was acknowledged (or max passed).
+// Flush waits until every queued message was acknowledged (or max passed,
+// or ctx ended). Meanwhile the shipper retries what is left every
+// flushRetry instead of every retryEvery.
 func (s *Shipper) Flush(ctx context.Context, max time.Duration) {
-	deadline := time.Now().Add(max)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		s.mu.Lock()
-		idle := len(s.queue) == 0 && s.busy == 0
+	if ctx.Err() != nil || max <= 0 {
+		return
+	}
+	s.mu.Lock()
+	if len(s.queue) == 0 && s.busy == 0 {
 		s.mu.Unlock()
-		if idle {
-			return
-		}
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
-		time.Sleep(5 * time.Millisecond)
+		return
+	}
+	s.flushing++
+	idle := s.idle
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.flushing--
+		s.mu.Unlock()
+	}()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	t := s.d.Clock.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
+
+// How soon Run retries the messages a round left: flushRetry while a
+// Flush waits (a drain), else retryEvery.
+const (
+	retryEvery = 100 * time.Millisecond
+	flushRetry = 5 * time.Millisecond
+)
 
 // Close stops Run and settles every message still queued as failed.
 func (s *Shipper) Close() {
@@ -150,6 +180,8 @@ func (s *Shipper) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
+	close(s.idle) // wakes a Flush: nothing is left to wait for
+	s.idle = make(chan struct{})
 	for _, q := range s.queue {
 		if q.wait != nil {
 			q.wait.settle(q.msg.Slot, "node is stopping")
@@ -161,7 +193,7 @@ func (s *Shipper) Close() {
 // Run is the shipper's goroutine, until Close.
 func (s *Shipper) Run() {
 	defer close(s.done)
-	retry := time.NewTimer(time.Hour)
+	retry := s.d.Clock.NewTimer(time.Hour)
 	retry.Stop()
 	for {
 		select {
@@ -172,7 +204,13 @@ func (s *Shipper) Run() {
 		}
 		s.deferred = false
 		if s.round() {
-			retry.Reset(100 * time.Millisecond)
+			s.mu.Lock()
+			d := retryEvery
+			if s.flushing > 0 {
+				d = flushRetry
+			}
+			s.mu.Unlock()
+			retry.Reset(d)
 		}
 		if s.deferred {
 			select { // more snapshots are ready to go: no need to wait
@@ -195,13 +233,17 @@ func (s *Shipper) round() bool {
 	defer func() {
 		s.mu.Lock()
 		s.busy = 0
+		if s.flushing > 0 && len(s.queue) == 0 {
+			close(s.idle)
+			s.idle = make(chan struct{})
+		}
 		s.mu.Unlock()
 	}()
 	if len(batch) == 0 {
 		return false
 	}
 	c := s.d.Ownership
-	now := time.Now()
+	now := s.d.Clock.Now()
 	finished := make([]bool, len(batch))
 	byNode := map[string][]int{}
 	finish := func(i int, why string) {
@@ -311,7 +353,7 @@ func (s *Shipper) round() bool {
 			d := s.failDelay[o.name]*2 + 100*time.Millisecond
 			d = min(d, time.Second)
 			s.failDelay[o.name] = d
-			s.backoff[o.name] = time.Now().Add(d)
+			s.backoff[o.name] = s.d.Clock.Now().Add(d)
 		} else {
 			delete(s.failDelay, o.name)
 			delete(s.backoff, o.name)

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // WriteDev makes TLS files for a development cluster in dir: a CA
@@ -38,8 +40,8 @@ func WriteDev(dir, name string, hosts []string) (Files, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
 		Subject:      pkix.Name{CommonName: name, Organization: []string{"Chime development"}},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
+		NotBefore:    clock.Real.Now().Add(-time.Hour),
+		NotAfter:     clock.Real.Now().Add(365 * 24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
@@ -89,8 +91,8 @@ func devCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: "Chime development CA", Organization: []string{"Chime development"}},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
+		NotBefore:             clock.Real.Now().Add(-time.Hour),
+		NotAfter:              clock.Real.Now().Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,

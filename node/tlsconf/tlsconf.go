@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/clock"
 )
 
 // Files names a node's TLS files (PEM).
@@ -43,7 +45,8 @@ type Reloader struct {
 	files Files
 	cur   atomic.Pointer[material]
 
-	mu        sync.Mutex // serializes reloads
+	clock     clock.Clock // clock.Real: when to look at the files again
+	mu        sync.Mutex  // serializes reloads
 	lastCheck time.Time
 	errs      atomic.Uint64
 }
@@ -64,7 +67,7 @@ func New(f Files) (*Reloader, error) {
 	if f.Mutual && f.CA == "" {
 		return nil, errors.New("tls: mutual TLS between nodes needs the CA that signs their certificates (--tls-ca)")
 	}
-	r := &Reloader{files: f}
+	r := &Reloader{files: f, clock: clock.Real}
 	m, err := r.load()
 	if err != nil {
 		return nil, err
@@ -127,7 +130,7 @@ func (r *Reloader) load() (*material, error) {
 func (r *Reloader) Reload() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lastCheck = time.Now()
+	r.lastCheck = r.clock.Now()
 	m, err := r.load()
 	if err != nil {
 		r.errs.Add(1)
@@ -142,11 +145,11 @@ func (r *Reloader) Reload() error {
 func (r *Reloader) current() *material {
 	m := r.cur.Load()
 	r.mu.Lock()
-	if time.Since(r.lastCheck) < checkEvery {
+	if r.clock.Since(r.lastCheck) < checkEvery {
 		r.mu.Unlock()
 		return m
 	}
-	r.lastCheck = time.Now()
+	r.lastCheck = r.clock.Now()
 	changed := r.stamp() != m.stamp
 	r.mu.Unlock()
 	if changed {
