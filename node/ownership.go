@@ -48,7 +48,8 @@ func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotStat
 		if m.Role == 0 && m.OwnEpoch == 0 {
 			continue
 		}
-		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee}
+		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee,
+			Handed: m.Handed, HandedSeq: m.HandedSeq}
 	}
 	return out
 }

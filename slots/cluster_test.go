@@ -280,6 +280,14 @@ func (c *cluster) stepMsg(msg message) {
 		}
 		c.route(name, e)
 	}
+	for s := range c.numSlots {
+		// The handover record survives a restart only if it was persisted
+		// whenever it changed (New reads back the disk).
+		st, d := m.State(Slot(s)), c.disk[name][Slot(s)]
+		if st.Handed != d.Handed || st.HandedSeq != d.HandedSeq {
+			c.t.Fatalf("after %T%+v: %s slot %d holds handover %s#%d, persisted %s#%d", ev, ev, name, s, st.Handed, st.HandedSeq, d.Handed, d.HandedSeq)
+		}
+	}
 }
 
 // route turns a message effect into a queued event for its receiver.

@@ -20,6 +20,11 @@ func (m *Machine) onReplicated(ev Replicated) {
 	if ev.From == si.leader {
 		si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false // only owners heartbeat
 	}
+	if si.handedCopy && ev.From == si.handedTo && ev.Epoch == si.handedEpoch+1 {
+		// The importer owns the epoch we handed it (only owners
+		// heartbeat): it needs neither the handover nor our copy now.
+		m.handoverTaken(s)
+	}
 	if si.beatFrom == ev.From && !ev.Sent.After(si.beatSeen) {
 		// Not newer than one applied (a snapshot sent in the same tick
 		// counts as applied): it must not revive a revoked grant.
@@ -104,6 +109,13 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 		}
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now, Owner: true})
 	case si.synced && (si.leader == ev.From || si.handedTo == ev.From || !m.alive(si.leader) || si.leaderGone):
+		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	case si.handedCopy && si.handedTo == ev.From && si.epoch == si.handedEpoch+1:
+		// We handed the slot to the requester and kept the final copy,
+		// then restarted (else it is valid, above). That copy is still the
+		// final one: nobody writes at our epoch before the importer takes
+		// it, and it asks for the copy only until then. Nobody else may
+		// hold the writes it lacks: serve it, or the slot waits for good.
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
 	case si.wasOwner && si.grantee == "" && ev.Epoch == si.epoch && m.isTableOwner(s, ev.From):
 		// We owned the epoch before a restart and nobody holds a grant at

@@ -320,7 +320,7 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	e := si.epoch
 	si = m.reset(s, RoleFollower, e+1)
 	si.seq, si.synced, si.leader = seq, copy, to
-	si.handedTo, si.handedEpoch, si.handedSeq = to, e, seq
+	si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = to, e, seq, copy
 	// The importer lists us as the one node that may hold its grant
 	// (takeOver) until we ack a heartbeat without it; hold it even outside
 	// the table's position for the slot, or a crash of the importer before
@@ -360,7 +360,7 @@ func (m *Machine) onHandover(ev HandoverDone) {
 		// the grantee hand epoch+1 to the table owner while we promoted
 		// to epoch+2 from it: two owners of one epoch (sim seed 4448).
 		si.epoch, si.grantee = si.epoch+1, ""
-		si.handedTo, si.takeFrom = "", ""
+		si.handedTo, si.handedCopy, si.takeFrom = "", false, ""
 		m.persist(s)
 		return
 	}
@@ -410,9 +410,19 @@ func (m *Machine) tryTake(s Slot) {
 		m.takeOver(s, si.epoch+1, si.takeFrom, si.synced && si.seq == si.takeSeq)
 	case si.epoch == si.takeEpoch+1 && si.synced && si.leader == si.takeFrom && si.seq >= si.takeSeq:
 		m.takeOver(s, si.epoch, si.takeFrom, true) // the final copy arrived
-	case si.epoch <= si.takeEpoch+1 && (!si.pending || !m.now.Before(si.retryAt)):
-		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: si.takeFrom})
-		m.setPending(s)
+	case si.epoch <= si.takeEpoch+1:
+		if !m.alive(si.takeFrom) && m.isTableOwner(s, m.cfg.Self) {
+			// Only the holder is known to hold the final copy: while it
+			// is dead the slot waits for it, and says so (importStep,
+			// which would, waits for the request pending below). The
+			// copy, once it arrives, ends that (onSnapshot).
+			si.role = RoleUnavailable
+			m.setUnavailable(s, true)
+		}
+		if !si.pending || !m.now.Before(si.retryAt) {
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: si.takeFrom})
+			m.setPending(s)
+		}
 	}
 }
 

@@ -152,3 +152,79 @@ func TestJoinOwnerCrashWithMovesQueued(t *testing.T) {
 		}
 	}
 }
+
+// A slot moves to a joiner, whose copy lacks the last write: the old owner
+// hands over its final (epoch, seq) and crashes before the joiner fetched
+// the final copy, which only the old owner holds. While it is down the
+// joiner cannot take the slot and must say so (unavailable); once it is
+// back, it must serve that copy although it restarted, and the joiner
+// takes the slot. Before the handover was persisted (SlotState.Handed)
+// the restarted owner knew neither that it had handed the slot nor that
+// its copy was the final one: nobody fired the slot again (sim seed 9825).
+func TestHandoverHolderRestartsBeforeFinalCopy(t *testing.T) {
+	c := bootstrapped3(t)
+	c.run(time.Second)
+	const s = Slot(2) // n1 owns it, n2 follows; the 4-node table gives it to n4
+	if c.m["n1"].State(s).Role != RoleOwner {
+		t.Fatalf("setup: slot %d is not n1's:\n%s", s, c.states())
+	}
+	c.add("n4", nil)
+	c.stable = 4
+	c.tables(false)
+	final := uint64(0)
+	for i := 0; i < 100 && c.m["n4"].slots[s].takeFrom != "n1"; i++ {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		q := c.queue[:0]
+		for _, msg := range c.queue {
+			switch ev := msg.ev.(type) {
+			case Sealed:
+				if msg.to == "n1" && ev.Slot == s {
+					// A write committed while n1 sealed: n4's copy lacks it.
+					ev.Seq++
+					final, msg.ev = ev.Seq, ev
+				}
+			case Replicated:
+				if msg.to == "n4" && ev.Slot == s {
+					// n1's heartbeats and announcements to n4 are lost:
+					// n4 cannot tell whether it was n1's replica, so
+					// whether it holds every write n1 acknowledged (it
+					// could take the slot with its own copy if it knew).
+					continue
+				}
+			case EpochSeen:
+				if msg.to == "n4" && ev.Slot == s {
+					continue
+				}
+			}
+			q = append(q, msg)
+		}
+		c.queue = q
+		c.deliver(1)
+	}
+	n4 := c.m["n4"].slots[s]
+	if n4.takeFrom != "n1" || n4.takeSeq != final || final == 0 || n4.seq >= final {
+		t.Fatalf("setup: want n4 handed slot %d by n1 at seq %d, its own copy behind:\n%s", s, final, c.m["n4"].Debug(s))
+	}
+	if st := c.m["n1"].State(s); st.Handed != "n4" || st.HandedSeq != final {
+		t.Fatalf("n1 did not persist its handover of slot %d to n4 at seq %d: %v", s, final, st)
+	}
+	c.crash("n1")
+	c.deaths()
+	c.run(5 * time.Second)
+	if f := c.firing(s); len(f) != 0 || !c.m["n4"].Unavailable(s) {
+		t.Errorf("with n1 down, slot %d fired by %v, n4 unavailable %v; want nobody, and n4 to report it: %s",
+			s, f, c.m["n4"].Unavailable(s), c.m["n4"].Debug(s))
+	}
+	c.restart("n1")
+	for _, n := range c.names {
+		c.refresh(n)
+	}
+	c.run(10 * time.Second)
+	if f := c.firing(s); len(f) != 1 || f[0] != "n4" || c.m["n4"].State(s).Seq < final {
+		t.Errorf("slot %d fired by %v after n1 restarted, want n4 with the final copy (seq %d); n4: %s\nn1: %s\n%s",
+			s, f, final, c.m["n4"].Debug(s), c.m["n1"].Debug(s), c.states())
+	}
+	if st := c.m["n1"].State(s); st.Handed != "" {
+		t.Errorf("n1 still records its handover of slot %d once n4 took it: %v", s, st)
+	}
+}

@@ -11,7 +11,8 @@ import "fmt"
 //     grantee names them;
 //   - a grantor holds a valid replica;
 //   - an unavailable slot has reported MarkUnavailable;
-//   - after a handover the epoch is above the one handed over.
+//   - after a handover the epoch is above the one handed over, and the
+//     final copy kept for the importer is held (role not none).
 //
 // Invariants between nodes (at most one node fires a slot, one owner per
 // epoch ever, epochs never decrease, no replica without a copy) are checked
@@ -38,6 +39,8 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("slots: %s slot %d unavailable but not flagged", m.cfg.Self, s)
 		case si.handedTo != "" && si.epoch <= si.handedEpoch:
 			return fmt.Errorf("slots: %s slot %d handed over epoch %d but holds %d", m.cfg.Self, s, si.handedEpoch, si.epoch)
+		case si.handedCopy && (si.role == RoleNone || si.handedTo == ""):
+			return fmt.Errorf("slots: %s slot %d keeps the final copy for %q as %v", m.cfg.Self, s, si.handedTo, si.role)
 		}
 	}
 	return nil

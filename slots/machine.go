@@ -104,10 +104,13 @@ type slotInfo struct {
 	takeEpoch Epoch
 	takeSeq   uint64
 
-	// After handing the slot over at handedEpoch.
+	// After handing the slot over at handedEpoch. handedCopy: we kept the
+	// final copy; only then is the handover persisted (SlotState.Handed),
+	// while epoch is handedEpoch+1.
 	handedTo    string
 	handedEpoch Epoch
 	handedSeq   uint64
+	handedCopy  bool
 
 	underRep, unavail bool // last flags emitted
 }
@@ -138,6 +141,12 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		}
 		if st.Role == RoleOwner || st.Role == RoleSealing {
 			si.wasOwner, si.grantee = true, st.Grantee
+		}
+		if st.Handed != "" && st.Epoch > 0 && st.Role != RoleNone && st.Handed != cfg.Self {
+			// A handover the importer may not have taken yet: we repeat
+			// it and serve it the final copy we kept.
+			si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = st.Handed, st.Epoch-1, st.HandedSeq, true
+			si.leader = st.Handed
 		}
 	}
 	return m, nil
@@ -276,7 +285,11 @@ func (m *Machine) Step(ev Event) []Effect {
 // wrote). O(1). Like every accessor it panics if s >= NumSlots().
 func (m *Machine) State(s Slot) SlotState {
 	si := &m.slots[s]
-	return SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee}
+	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee}
+	if si.handedTo != "" && si.handedCopy && si.epoch == si.handedEpoch+1 {
+		st.Handed, st.HandedSeq = si.handedTo, si.handedSeq
+	}
+	return st
 }
 
 // Firing reports whether the machine has told node to fire slot s
@@ -588,12 +601,14 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
 		si.leaderOwns, si.leaderGone, si.leaderFollows = old.leaderOwns, old.leaderGone, old.leaderFollows
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
-		si.handedTo, si.handedEpoch, si.handedSeq = old.handedTo, old.handedEpoch, old.handedSeq
+		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
 	}
 	return si
 }
 
 // makeStale forgets that s holds a valid replica (restart): it must resync.
+// Like New, it keeps the handover record the last Persist wrote
+// (SlotState.Handed), and only that.
 func (m *Machine) makeStale(s Slot) {
 	si := &m.slots[s]
 	r := RoleNone
@@ -602,7 +617,10 @@ func (m *Machine) makeStale(s Slot) {
 	}
 	si = m.reset(s, r, si.epoch)
 	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
-	si.handedTo, si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", "", false, false, false
+	si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false
+	if !si.handedCopy || si.epoch != si.handedEpoch+1 {
+		si.handedTo = "" // not persisted (see State)
+	}
 }
 
 // forgetIncarnation applies the restart of node n to slot s: if n was our

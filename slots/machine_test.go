@@ -81,6 +81,7 @@ func TestStatesRoundTrip(t *testing.T) {
 		"owner@1#0:[0]",
 		"owner@3#17>n2:[0-2] follower@3#17:[3] none@0#0:[5-7]",
 		"sealing@2#1>*:[4] unavailable@9#0:[9-10]",
+		"follower@3#1^n2#1:[0] follower@3#4^n2#0:[1-2] none@5#0>n3^n1#2:[4]",
 	} {
 		m, err := ParseStates(text)
 		if err != nil {
@@ -91,7 +92,8 @@ func TestStatesRoundTrip(t *testing.T) {
 			t.Errorf("FormatStates(ParseStates(%q)) = %q, want it back", text, got)
 		}
 	}
-	for _, text := range []string{"owner@1:[0]", "boss@1#0:[0]", "owner@1#0:[3-1]", "owner@1#0:[0] none@0#0:[0]", "owner@1#0[0]"} {
+	for _, text := range []string{"owner@1:[0]", "boss@1#0:[0]", "owner@1#0:[3-1]", "owner@1#0:[0] none@0#0:[0]", "owner@1#0[0]",
+		"follower@3#1^n2:[0]", "follower@3#1^#1:[0]", "follower@3#1^n2#x:[0]"} {
 		if _, err := ParseStates(text); err == nil {
 			t.Errorf("ParseStates(%q) = nil error, want one", text)
 		}

@@ -97,12 +97,14 @@ func (m *Machine) advance(s Slot) {
 			if si.role == RoleImporting || si.role == RoleUnavailable {
 				si.role = RoleFollower
 			}
-			if si.role == RoleFollower && !si.synced && !si.wasOwner {
+			if si.role == RoleFollower && !si.synced && !si.wasOwner && !si.handedCopy {
 				m.drop(s)
 			}
 			// A synced follower outside the table keeps its replica until
 			// the owner announces a caught-up follower or a new epoch; a
-			// restarted owner keeps its copy until its epoch is taken.
+			// restarted owner keeps its copy until its epoch is taken, and
+			// a restarted holder the final copy it handed over until the
+			// importer takes the epoch.
 		}
 	}
 	m.reconcile(s)
@@ -113,7 +115,8 @@ func (m *Machine) advance(s Slot) {
 func (m *Machine) drop(s Slot) {
 	si := &m.slots[s]
 	holding := si.role != RoleNone || si.synced
-	m.reset(s, RoleNone, si.epoch).wasOwner = false // the copy is gone
+	si = m.reset(s, RoleNone, si.epoch)
+	si.wasOwner, si.handedCopy = false, false // the copy is gone
 	if holding {
 		m.emit(DropSlot{Slot: s})
 		m.persist(s)
@@ -190,7 +193,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 	if ev.From == si.handedTo && ev.Epoch == si.handedEpoch+1 && ev.Epoch == si.epoch {
 		// The node we handed the slot to knows the epoch: it got our
 		// handover, so advance need not repeat it.
-		si.handedTo = ""
+		m.handoverTaken(s)
 	}
 	switch {
 	case si.role == RoleOwner || si.role == RoleSealing:
@@ -217,5 +220,16 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		if rel != "" && m.majority {
 			m.slots[s].releasedTo, m.slots[s].grantedUntil = rel, until
 		}
+	}
+}
+
+// handoverTaken forgets the handover of s (and that its copy is kept for
+// the importer): the importer got it. A restart need not keep it either.
+func (m *Machine) handoverTaken(s Slot) {
+	si := &m.slots[s]
+	recorded := si.handedCopy
+	si.handedTo, si.handedCopy = "", false
+	if recorded {
+		m.persist(s)
 	}
 }

@@ -52,8 +52,12 @@ func TestSimulation(t *testing.T) {
 	// regressions: 4448 (two owners of one epoch: a restarted owner
 	// treated a handback as grant-free while the grantee kept a grant),
 	// 5667 (a slot left importing for good: offers to a leader that had
-	// handed the slot on).
-	all := []uint64{4448, 5667}
+	// handed the slot on), 9825, 22062, 25134 and 25389 (a slot stuck
+	// once the node that handed it over restarted before the importer
+	// fetched the final copy: the handover was not persisted; and while
+	// that node was down the importer did not report the slot
+	// unavailable).
+	all := []uint64{4448, 5667, 9825, 22062, 25134, 25389}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}

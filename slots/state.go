@@ -73,14 +73,30 @@ type SlotState struct {
 	// owner that restarts takes the slot back by handover from that node
 	// only (see HandoverOffer). It is persisted before the grant is sent.
 	Grantee string
+	// Handed is, on a node that handed the slot over at Epoch-1 and kept
+	// the final copy of that epoch (up to HandedSeq, its data for the
+	// slot), the importer it handed it to, until that node takes Epoch as
+	// far as this one knows. The importer may still need both after this
+	// node restarted: the handover again if the first was lost, and the
+	// final copy if its own lacks writes, which then nobody else holds.
+	// Without the record a restarted holder could serve neither and the
+	// slot stayed with nobody (sim seed 9825). A handover without a copy
+	// is not recorded: the importer takes it with its own copy or not at
+	// all, and repeating it after a restart only kept an importer that
+	// had none waiting for one.
+	Handed    string
+	HandedSeq uint64
 }
 
 // String renders the state as "owner@3#17" (role@epoch#seq), followed by
-// ">grantee" when Grantee is set.
+// ">grantee" when Grantee is set and by "^importer#seq" when Handed is.
 func (s SlotState) String() string {
 	str := s.Role.String() + "@" + strconv.FormatUint(uint64(s.Epoch), 10) + "#" + strconv.FormatUint(s.Seq, 10)
 	if s.Grantee != "" {
 		str += ">" + s.Grantee
+	}
+	if s.Handed != "" {
+		str += "^" + s.Handed + "#" + strconv.FormatUint(s.HandedSeq, 10)
 	}
 	return str
 }
@@ -127,7 +143,7 @@ func ParseStates(text string) (map[Slot]SlotState, error) {
 	for _, f := range strings.Fields(text) {
 		head, rng, ok := strings.Cut(f, ":[")
 		if !ok || !strings.HasSuffix(rng, "]") {
-			return nil, fmt.Errorf("slots: bad run %q, want role@epoch#seq[>grantee]:[from-to]", f)
+			return nil, fmt.Errorf("slots: bad run %q, want role@epoch#seq[>grantee][^importer#seq]:[from-to]", f)
 		}
 		st, err := parseState(head)
 		if err != nil {
@@ -148,6 +164,7 @@ func ParseStates(text string) (map[Slot]SlotState, error) {
 }
 
 func parseState(s string) (SlotState, error) {
+	s, handed, isHanded := strings.Cut(s, "^")
 	s, grantee, _ := strings.Cut(s, ">")
 	role, rest, ok1 := strings.Cut(s, "@")
 	ep, seq, ok2 := strings.Cut(rest, "#")
@@ -163,7 +180,16 @@ func parseState(s string) (SlotState, error) {
 	if err1 != nil || err2 != nil {
 		return SlotState{}, fmt.Errorf("slots: bad state %q: epoch and seq are unsigned integers", s)
 	}
-	return SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee}, nil
+	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee}
+	if isHanded {
+		name, hseq, ok := strings.Cut(handed, "#")
+		hq, err := strconv.ParseUint(hseq, 10, 64)
+		if !ok || name == "" || err != nil {
+			return SlotState{}, fmt.Errorf("slots: bad handover %q, want ^importer#seq", handed)
+		}
+		st.Handed, st.HandedSeq = name, hq
+	}
+	return st, nil
 }
 
 // parseRange parses "7" or "0-5460" into an inclusive range within a slot.

@@ -165,7 +165,9 @@ func (b *Batch) ApplySlotOps(o SlotOps) error {
 
 // SlotMeta is one node's replication state of a slot: where its data is
 // (Epoch, Seq) and what the ownership state machine persisted (Role,
-// OwnEpoch, OwnSeq, Grantee; opaque to storage).
+// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq; opaque to storage).
+// Fields added later are omitted when empty, so a meta written before they
+// existed decodes with them empty, which is what they meant then.
 type SlotMeta struct {
 	// Epoch is the epoch of the slot's data on this node: the owner that
 	// wrote the last group applied (or, on the owner, sent).
@@ -181,7 +183,15 @@ type SlotMeta struct {
 	OwnSeq   uint64 `msgpack:"mq,omitempty"`
 	// Grantee is the node that may hold this owner's lease grant.
 	Grantee string `msgpack:"g,omitempty"`
+	// Handed is the importer this node handed the slot over to, keeping
+	// the final copy (up to HandedSeq) for it (slots.SlotState.Handed).
+	Handed    string `msgpack:"h,omitempty"`
+	HandedSeq uint64 `msgpack:"hq,omitempty"`
 }
+
+// maxMetaName bounds the node names in a stored SlotMeta, as the ownership
+// wire bounds them: a longer one is corruption, not a name.
+const maxMetaName = 1024
 
 func appendMetaKey(dst []byte, slot uint16) []byte { return appendSection(dst, slot, sectionMeta) }
 
@@ -198,10 +208,16 @@ func (b *Batch) PutSlotMeta(slot uint16, m SlotMeta) {
 }
 
 // DecodeSlotMeta decodes a stored slot meta (the value PutSlotMeta wrote).
+// It rejects a node name over 1 KiB.
 func DecodeSlotMeta(b []byte) (SlotMeta, error) {
 	var m SlotMeta
-	err := msgpack.Unmarshal(b, &m)
-	return m, err
+	if err := msgpack.Unmarshal(b, &m); err != nil {
+		return SlotMeta{}, err
+	}
+	if len(m.Grantee) > maxMetaName || len(m.Handed) > maxMetaName {
+		return SlotMeta{}, fmt.Errorf("storage: slot meta names a node of %d bytes, over %d", max(len(m.Grantee), len(m.Handed)), maxMetaName)
+	}
+	return m, nil
 }
 
 // SlotMetas returns every slot's stored meta.

@@ -134,7 +134,7 @@ func TestSlotMeta(t *testing.T) {
 	put(t, s, newTask(3, "a", 10), newTask(9, "b", 10))
 	b := s.NewBatch()
 	b.Capture()
-	b.PutSlotMeta(3, SlotMeta{Epoch: 4, Seq: 17, Role: 2})
+	b.PutSlotMeta(3, SlotMeta{Epoch: 4, Seq: 17, Role: 1, Handed: "n4", HandedSeq: 17})
 	b.PutSlotMeta(200, SlotMeta{Epoch: 1})
 	if ops := b.TakeSlotOps(); ops != nil {
 		t.Errorf("slot meta was captured: %v", ops)
@@ -146,7 +146,7 @@ func TestSlotMeta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint16]SlotMeta{3: {Epoch: 4, Seq: 17, Role: 2}, 200: {Epoch: 1}}
+	want := map[uint16]SlotMeta{3: {Epoch: 4, Seq: 17, Role: 1, Handed: "n4", HandedSeq: 17}, 200: {Epoch: 1}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("SlotMetas = %v, want %v", got, want)
 	}

@@ -10,7 +10,7 @@ import (
 // FuzzDecodeSlotMeta: a stored slot meta decodes without panicking, and
 // what decodes encodes back to the same meta.
 func FuzzDecodeSlotMeta(f *testing.F) {
-	for _, m := range []SlotMeta{{}, {Epoch: 3, Seq: 9, Role: 2, OwnEpoch: 4, OwnSeq: 1, Grantee: "n2"}} {
+	for _, m := range []SlotMeta{{}, {Epoch: 3, Seq: 9, Role: 2, OwnEpoch: 4, OwnSeq: 1, Grantee: "n2"}, {Epoch: 2, Seq: 1, Role: 1, OwnEpoch: 3, OwnSeq: 1, Handed: "n4", HandedSeq: 1}} {
 		b, err := msgpack.Marshal(&m)
 		if err != nil {
 			f.Fatal(err)
