@@ -22,7 +22,8 @@ import (
 //
 // Safe for concurrent use: the writer adds and asks, a background scan adds.
 type idFilter struct {
-	mu struct {
+	min int // the fewest ids any of its Bloom filters is sized for
+	mu  struct {
 		sync.Mutex
 		cur     *bloom // guarded by mu
 		next    *bloom // being rebuilt; nil otherwise
@@ -47,7 +48,6 @@ const (
 )
 
 func newBloom(capacity int) *bloom {
-	capacity = max(capacity, minIDFilter)
 	nbits := uint64(1) << bits.Len64(uint64(capacity*bloomBitsPerID-1))
 	return &bloom{words: make([]uint64, nbits/64), mask: nbits - 1, capacity: capacity}
 }
@@ -72,9 +72,12 @@ func (b *bloom) has(h uint64) bool {
 	return true
 }
 
-func newIDFilter() *idFilter {
-	f := &idFilter{}
-	f.mu.cur = newBloom(minIDFilter)
+// newIDFilter returns a filter that is never smaller than min ids
+// (minIDFilter in production; tests use small ones, so that growing past
+// it costs thousands of ids, not a million).
+func newIDFilter(min int) *idFilter {
+	f := &idFilter{min: min}
+	f.mu.cur = newBloom(min)
 	return f
 }
 
@@ -111,7 +114,7 @@ func (f *idFilter) build(scan func(add func(id []byte)) error) error {
 	f.mu.pending = true
 	next := f.mu.cur
 	if f.mu.ready {
-		next = newBloom(2 * f.mu.cur.added)
+		next = newBloom(max(2*f.mu.cur.added, f.min))
 		f.mu.next = next
 	}
 	f.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 )
 
 func TestIDFilter(t *testing.T) {
-	f := newIDFilter()
+	f := newIDFilter(minIDFilter)
 	if !f.mayContain("anything") {
 		t.Fatal("before its first build the filter must answer maybe for every id")
 	}
@@ -40,8 +40,12 @@ func TestIDFilter(t *testing.T) {
 	}
 }
 
+// TestIDFilterRebuildsWhenFull grows a filter sized for 4,096 ids (the
+// node's is sized for minIDFilter, a million: the same logic, 256 times
+// the ids to add under -race).
 func TestIDFilterRebuildsWhenFull(t *testing.T) {
-	f := newIDFilter()
+	const min = 1 << 12
+	f := newIDFilter(min)
 	if err := f.build(func(func([]byte)) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +56,8 @@ func TestIDFilterRebuildsWhenFull(t *testing.T) {
 		all = append(all, id)
 		asked = f.add(id)
 	}
-	if len(all) <= minIDFilter {
-		t.Fatalf("rebuild asked after %d ids, want after more than %d", len(all), minIDFilter)
+	if len(all) <= min {
+		t.Fatalf("rebuild asked after %d ids, want after more than %d", len(all), min)
 	}
 	if f.add("one-more") {
 		t.Error("a second rebuild was asked while one is pending")

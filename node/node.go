@@ -80,7 +80,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.Clock = clock.Or(cfg.Clock) // the parts built with &n.cfg use it as is
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
-		ids: newIDFilter(), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
+		ids: newIDFilter(minIDFilter), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	var err error
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
