@@ -75,7 +75,7 @@ var _ httpapi.Backend = api{}
 
 func (a api) Now() time.Time { return a.n.now() }
 
-func (a api) View() httpapi.View { return a.n.view.Load() }
+func (a api) View() httpapi.View { return apiView{a.n.view.Load().View} }
 
 func (a api) Stopped() *Error {
 	if a.n.running.Load() {
@@ -275,17 +275,17 @@ func (a api) Cluster() httpapi.Cluster {
 	v := n.view.Load()
 	var settle time.Duration
 	if n.cluster != nil {
-		settle = n.cluster.cfg.SettleTime
+		settle = n.cfg.Cluster.SettleTime
 	}
-	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.table.Checksum(),
-		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle),
+	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.Table.Checksum(),
+		ViewChecksum: fmt.Sprintf("%016x", v.Table.Checksum()), Settled: v.Settled(n.now(), settle),
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
 	if n.cluster == nil {
 		out.TableVersion, out.ViewChecksum = dashboard.SingleTableVersion, fmt.Sprintf("%016x", uint64(dashboard.SingleTableVersion))
 	}
-	counts := v.table.Counts()
-	for _, m := range v.members {
-		owned, following := v.table.Ranges(m.Name)
+	counts := v.Table.Counts()
+	for _, m := range v.Members {
+		owned, following := v.Table.Ranges(m.Name)
 		c := counts[m.Name]
 		mj := httpapi.Member{Name: m.Name, GossipAddr: m.Addr, HTTPAddr: m.Meta.HTTPAddr,
 			State: m.Meta.State.String(), Status: m.Status.String(),
@@ -320,7 +320,7 @@ func (a api) Forget(name string) error {
 	if _, ok := n.view.Load().member(name); !ok || name == n.cfg.Name {
 		return &Error{Code: CodeNotFound, Field: "name", Message: fmt.Sprintf("no other member is named %q", name)}
 	}
-	if err := n.cluster.mem.Forget(name); err != nil {
+	if err := n.cluster.Gossip().Forget(name); err != nil {
 		if errors.Is(err, gossip.ErrNotDead) {
 			return &Error{Code: CodeConflict, Field: "name", Message: err.Error() + ": only a dead member can be forgotten"}
 		}
@@ -329,9 +329,3 @@ func (a api) Forget(name string) error {
 	n.log.Warn("member forgotten by an operator: it counts as left", "member", name)
 	return nil
 }
-
-// The view as the API sees it (httpapi.View).
-
-func (v *view) Owns(s uint16) bool                 { return v.owns(s) }
-func (v *view) Owner(s uint16) (ring.Member, bool) { return v.owner(s) }
-func (v *view) Members() []ring.Member             { return v.table.Members() }

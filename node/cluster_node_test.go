@@ -136,12 +136,12 @@ func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
 	b := clusterNode(t, net, "b", "127.0.0.1:7002", "127.0.0.1:7001")
 	joined := time.Now()
 	va := a.view.Load()
-	if len(va.table.Members()) != 2 {
-		t.Fatalf("a sees %d members after b is ready", len(va.table.Members()))
+	if len(va.Table.Members()) != 2 {
+		t.Fatalf("a sees %d members after b is ready", len(va.Table.Members()))
 	}
 	want := map[string]int{}
 	for i := range n {
-		o, _ := va.owner(slots.Of(fmt.Sprintf("m-%d", i)))
+		o, _ := va.Owner(slots.Of(fmt.Sprintf("m-%d", i)))
 		want[o.Name]++
 	}
 	if want["a"] == 0 || want["b"] == 0 {

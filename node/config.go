@@ -13,6 +13,8 @@ import (
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/tlsconf"
+	"github.com/chime-scheduler/chime/ring/gossip"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -207,6 +209,116 @@ func (c *Config) Validate() error {
 		if err := c.Cluster.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// ClusterConfig makes a node a cluster member. Without it (Config.Cluster
+// nil) the node is standalone and owns every slot.
+type ClusterConfig struct {
+	// Gossip configures memberlist. Name is set from Config.Name.
+	Gossip gossip.Config
+	// Join lists gossip addresses of other members. The node pushes and
+	// pulls state with all of them (one seed alone was measured to take
+	// 20+ s to converge in some runs), and keeps retrying the ones it has
+	// not seen yet every JoinRetry, so nodes may start in any order.
+	Join []string
+	// JoinRetry is the interval between join attempts to seeds not seen yet.
+	JoinRetry time.Duration
+	// Secret authenticates calls between nodes (HMAC-SHA256 of the request
+	// with a timestamp): forwarded requests and the internal endpoints.
+	// Empty leaves them unauthenticated, like an API without a token.
+	Secret []byte
+	// Insecure runs the cluster without Secret (--insecure-cluster):
+	// internal calls are not authenticated. Without it, Validate refuses a
+	// cluster with no Secret. /v1/cluster and the dashboard show it.
+	Insecure bool
+	// SettleTime is how long the membership must stay unchanged before the
+	// node reports ready: 1 s lets a burst of joins land first.
+	SettleTime time.Duration
+	// ForwardTimeout bounds one forwarded request; past it the client gets
+	// 503 with Retry-After instead of waiting on a dead owner.
+	ForwardTimeout time.Duration
+	// LeaveTimeout bounds the graceful leave on Close.
+	LeaveTimeout time.Duration
+	// BootstrapWait is how long a node with seeds keeps trying to reach
+	// one before it starts a cluster of its own.
+	BootstrapWait time.Duration
+	// Lease, LeaseMargin and OwnershipSettle time the slot ownership
+	// machine (slots.Config: Lease, Margin, Settle). An owner fires a slot
+	// only within Lease of its follower's last ack; a follower promotes
+	// after the owner is declared dead and Lease+LeaseMargin passed. Keep
+	// Lease below the failure detection time, and OwnershipSettle a few
+	// probe intervals.
+	Lease, LeaseMargin, OwnershipSettle time.Duration
+	// AntiEntropyInterval is how long one pass of anti-entropy over all
+	// slots takes (package node/replication): the owner of each slot has
+	// each replica compare the slot's checksum with its own copy's at the
+	// same position, and resyncs a copy that differs. A pass is spread over 16
+	// ticks; a slot verified at an unchanged position is skipped for 10
+	// passes. 30 s finds a diverged copy of a slot being written within a
+	// pass or two and of an idle one within 5 minutes, for at most ~550
+	// slot checks a second across the cluster per replica of a slot
+	// (every slot written) and ~55 when idle, each a few dozen bytes.
+	// 0 turns it off.
+	AntiEntropyInterval time.Duration
+	// MaxMoves bounds the slots this node takes over by a planned move at
+	// once (slots.Config.MaxMoves): the offers that make owners seal a slot,
+	// hold its fires and writes and hand it over. 0 means
+	// slots.DefaultMaxMoves.
+	MaxMoves int
+	// TraceSlots, when k > 0, logs the ownership events and effects of
+	// every k-th slot at info level (a debugging aid; chime serve
+	// --trace-slots, CHIME_TRACE_SLOTS). 0 traces nothing.
+	TraceSlots int
+}
+
+// ownershipConfig is the slots.Config of node self.
+func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
+	sc := slots.DefaultLocalConfig(self)
+	if c.Lease > 0 {
+		sc.Lease = c.Lease
+	}
+	if c.LeaseMargin > 0 {
+		sc.Margin = c.LeaseMargin
+	}
+	if c.OwnershipSettle > 0 {
+		sc.Settle = c.OwnershipSettle
+	}
+	sc.Pause = sc.Settle * 2 / 5
+	// memberlist declares a silent member dead no sooner than its minimum
+	// suspicion timeout, SuspicionMult × max(1, log10 N) probe intervals
+	// (local profile: 1.5 s; LAN: 4 s), counted from the first failed probe.
+	sc.DeadAfter = max(sc.Settle, time.Duration(c.Gossip.SuspicionMult)*c.Gossip.ProbeInterval)
+	if c.MaxMoves > 0 {
+		sc.MaxMoves = c.MaxMoves
+	}
+	return sc
+}
+
+// DefaultClusterConfig returns a cluster config with gossip profile g.
+func DefaultClusterConfig(g gossip.Config) ClusterConfig {
+	return ClusterConfig{Gossip: g, JoinRetry: time.Second, SettleTime: time.Second,
+		ForwardTimeout: 10 * time.Second, LeaveTimeout: 2 * time.Second, BootstrapWait: 3 * time.Second,
+		AntiEntropyInterval: 30 * time.Second}
+}
+
+func (c *ClusterConfig) validate() error {
+	var errs []error
+	if c.JoinRetry <= 0 {
+		errs = append(errs, errors.New("node: Cluster.JoinRetry must be positive"))
+	}
+	if c.SettleTime < 0 {
+		errs = append(errs, errors.New("node: Cluster.SettleTime is negative"))
+	}
+	if c.ForwardTimeout <= 0 {
+		errs = append(errs, errors.New("node: Cluster.ForwardTimeout must be positive"))
+	}
+	if len(c.Secret) == 0 && !c.Insecure {
+		errs = append(errs, errors.New("node: Cluster.Secret is empty: calls between nodes would not be authenticated (set Insecure to run so on purpose)"))
+	}
+	if c.AntiEntropyInterval < 0 {
+		errs = append(errs, errors.New("node: Cluster.AntiEntropyInterval is negative"))
 	}
 	return errors.Join(errs...)
 }

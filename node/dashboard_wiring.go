@@ -53,7 +53,7 @@ func (s dashSource) LatenessBuckets() ([]uint64, []float64) { return s.n.metrics
 // it follows are their owner's to count, so that a cluster's heatmaps add
 // up.
 func (s dashSource) ScanDue(from, to int64, fn func(wake int64) bool) error {
-	return s.n.store.ScanDue(s.n.view.Load().owns, from, to, func(_ uint16, _ string, wake int64) bool { return fn(wake) })
+	return s.n.store.ScanDue(s.n.view.Load().Owns, from, to, func(_ uint16, _ string, wake int64) bool { return fn(wake) })
 }
 
 func (s dashSource) View() *dashboard.View {

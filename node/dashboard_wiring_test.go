@@ -15,6 +15,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -48,7 +49,7 @@ func hostOf(srv *httptest.Server) string { return strings.TrimPrefix(srv.URL, "h
 
 func member(name, gossipAddr, httpAddr string, status gossip.Status) gossip.Member {
 	return gossip.Member{Name: name, Addr: gossipAddr, Status: status,
-		Meta: gossip.Meta{HTTPAddr: httpAddr, State: gossip.StateActive, BootID: 1, Proto: protoVersion}}
+		Meta: gossip.Meta{HTTPAddr: httpAddr, State: gossip.StateActive, BootID: 1, Proto: membership.ProtoVersion}}
 }
 
 // TestClusterSnapshotMerge: over real HTTP and signing, the serving node lists every member of its
@@ -104,13 +105,13 @@ func TestClusterSnapshotMerge(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
-	v := newView("a", []gossip.Member{
+	v := nodeView(membership.NewView("a", []gossip.Member{
 		member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive),
 		member("b", "10.0.0.2:7946", hostOf(b.srv), gossip.StatusAlive),
 		member("c", "10.0.0.3:7946", unreachable, gossip.StatusAlive),
 		member("d", "10.0.0.4:7946", hostOf(hung), gossip.StatusAlive),
 		member("e", "10.0.0.5:7946", hostOf(dead), gossip.StatusDead),
-	}, time.Time{}, 1)
+	}, time.Time{}, 1))
 	// a is standalone: its dashboard shows the view built here instead.
 	d := dashboard.New(dashboard.Config{Name: "a", HTTPAddr: a.cfg.HTTPAddr, Now: a.now, Hosts: a.hosts},
 		fixedView{dashSource{a.Node}, &v})
@@ -141,8 +142,8 @@ func TestClusterSnapshotMerge(t *testing.T) {
 	if want := []string{"a", "b", "c", "d", "e"}; !slices.Equal(names, want) {
 		t.Fatalf("members %v, want %v (the view's order)", names, want)
 	}
-	if s.TableVersion != v.table.Checksum() {
-		t.Errorf("TableVersion = %d, want the view's checksum %d", s.TableVersion, v.table.Checksum())
+	if s.TableVersion != v.Table.Checksum() {
+		t.Errorf("TableVersion = %d, want the view's checksum %d", s.TableVersion, v.Table.Checksum())
 	}
 	// The table: a to d own slots (alive and active), e (dead) none, and
 	// every owner byte indexes the row of the owner.
@@ -152,7 +153,7 @@ func TestClusterSnapshotMerge(t *testing.T) {
 			t.Fatalf("slot %d has no owner", slot)
 		}
 		owned[o]++
-		if want, _ := v.table.Owner(uint16(slot)); s.Members[o].Name != want.Name {
+		if want, _ := v.Table.Owner(uint16(slot)); s.Members[o].Name != want.Name {
 			t.Fatalf("slot %d: owner byte %d is %s, want %s", slot, o, s.Members[o].Name, want.Name)
 		}
 	}
@@ -206,7 +207,7 @@ func TestClusterSnapshotMerge(t *testing.T) {
 	}
 
 	// A view without b forgets its cached row.
-	v = newView("a", []gossip.Member{member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive)}, time.Time{}, 2)
+	v = nodeView(membership.NewView("a", []gossip.Member{member("a", "10.0.0.1:7946", hostOf(a.srv), gossip.StatusAlive)}, time.Time{}, 2))
 	s = snapshot()
 	if len(s.Members) != 1 || s.Members[0].Name != "a" || s.Members[0].Stale {
 		t.Errorf("one-member view: members %+v, want a alone, fresh", s.Members)
@@ -250,51 +251,6 @@ func TestInternalMemberAuth(t *testing.T) {
 	}
 	if row.Name != "b" || row.Status != "alive" || row.SlotsOwned != slots.Count || extra.Wheel == nil || len(extra.Wheel.Counts) != 60 {
 		t.Errorf("answer %s: want b's row (alive, every slot) and its wheel", c.body)
-	}
-}
-
-func TestMemberChanges(t *testing.T) {
-	m := func(name string, status gossip.Status, state gossip.State, boot uint64) gossip.Member {
-		return gossip.Member{Name: name, Addr: "g-" + name, Status: status,
-			Meta: gossip.Meta{HTTPAddr: "h-" + name, State: state, BootID: boot}}
-	}
-	const alive, dead, left = gossip.StatusAlive, gossip.StatusDead, gossip.StatusLeft
-	const active, joining = gossip.StateActive, gossip.StateJoining
-	tests := []struct {
-		name     string
-		old, cur []gossip.Member
-		want     []string
-	}{
-		{"nothing", []gossip.Member{m("a", alive, active, 1)}, []gossip.Member{m("a", alive, active, 1)}, nil},
-		{"first view", nil, []gossip.Member{m("a", alive, joining, 1), m("b", dead, active, 2)},
-			[]string{"join: a joined (joining, http h-a)", "dead: b is known, but dead"}},
-		{"join", []gossip.Member{m("a", alive, active, 1)}, []gossip.Member{m("a", alive, active, 1), m("b", alive, joining, 2)},
-			[]string{"join: b joined (joining, http h-b)"}},
-		{"active", []gossip.Member{m("b", alive, joining, 2)}, []gossip.Member{m("b", alive, active, 2)},
-			[]string{"state: b is active (was joining)"}},
-		{"death", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", dead, active, 2)},
-			[]string{"dead: b failed: declared dead by gossip"}},
-		{"leave", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", left, active, 2)},
-			[]string{"leave: b left the cluster"}},
-		{"leave after death", []gossip.Member{m("b", dead, active, 2)}, []gossip.Member{m("b", left, active, 2)},
-			[]string{"leave: b left the cluster"}},
-		{"back", []gossip.Member{m("b", dead, active, 2)}, []gossip.Member{m("b", alive, joining, 3)},
-			[]string{"join: b rejoined (joining, http h-b)"}},
-		{"restart while alive", []gossip.Member{m("b", alive, active, 2)}, []gossip.Member{m("b", alive, joining, 3)},
-			[]string{"restart: b restarted (joining)"}},
-		{"gone", []gossip.Member{m("a", alive, active, 1), m("c", dead, active, 1), m("b", left, active, 1)}, []gossip.Member{m("a", alive, active, 1)},
-			[]string{"gone: b is no longer a member", "gone: c is no longer a member"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []string
-			for _, c := range memberChanges(tt.old, tt.cur) {
-				got = append(got, c.kind+": "+c.text)
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("memberChanges() = %q, want %q", got, tt.want)
-			}
-		})
 	}
 }
 

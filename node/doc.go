@@ -3,7 +3,8 @@
 // dispatcher (package node/dispatch) and the HTTP API of docs/API.md
 // (package node/httpapi, which reaches the node through httpapi.Backend,
 // implemented in api.go), and in a cluster the
-// membership (package ring/gossip), the ownership machine (package slots,
+// membership (package node/membership over ring/gossip, wired in
+// membership_wiring.go), the ownership machine (package slots,
 // run by node/ownership), replication and anti-entropy (package
 // node/replication), the live dashboard's snapshot (package
 // node/dashboard, behind dashboard.Source in dashboard_wiring.go), the
@@ -91,10 +92,11 @@
 //
 // In a cluster also:
 //
-//   - cluster (cluster.run, cluster.go): turns membership events into
-//     views and installs them in order (Node.installView). joinLoop joins
+//   - cluster (membership.Cluster's run, package node/membership, wired in
+//     membership_wiring.go): turns membership events into views and
+//     installs them in order (Node.installView). Its joinLoop joins
 //     through the seeds, turns the node active and retries seeds until
-//     each was seen. Both stop on cluster.close (leave) or cluster.kill.
+//     each was seen. Both stop on Cluster.Close (leave) or Cluster.Kill.
 //   - ctl (ownership.Executor.Run, package node/ownership, wired in
 //     ownership.go): owns slots.Machine; feeds it views, ticks, other
 //     nodes' messages and what the writer applied (all posted to its

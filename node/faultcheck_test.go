@@ -260,8 +260,8 @@ func (c *faultCluster) explain(id string) string {
 		n := c.nodes[i].n
 		p := n.writer.repl.position(s)
 		v := n.view.Load()
-		o, _ := v.owner(s)
-		f, _ := v.table.Follower(s)
+		o, _ := v.Owner(s)
+		f, _ := v.Table.Follower(s)
 		rec := "no record"
 		if tk, err := n.store.Get(s, id); err == nil {
 			rec = fmt.Sprintf("record %v next due %s fire seq %d fires %d", tk.Status, sinceEpoch(time.Unix(0, tk.NextDue)), tk.FireSeq, tk.FireCount)

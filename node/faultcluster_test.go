@@ -62,6 +62,10 @@ const (
 // faultSecret signs the calls between the harness's nodes.
 var faultSecret = []byte("fault-harness")
 
+// gossipSettle is the fake time a bubble sleeps after the last close, so
+// memberlist's goroutines finish inside it.
+const gossipSettle = 30 * time.Second
+
 // faultCluster is up to len(nodes) full nodes and a callback receiver.
 type faultCluster struct {
 	t      *testing.T
@@ -415,7 +419,7 @@ type faultWindow struct {
 }
 
 // quorumWatch records when running nodes lose and regain the majority of
-// their own view (view.quorum), polling every 50 ms of fake time.
+// their own view (View.Quorum), polling every 50 ms of fake time.
 type quorumWatch struct {
 	stop, done chan struct{}
 	mu         sync.Mutex
@@ -434,7 +438,7 @@ func (c *faultCluster) watchQuorum() *quorumWatch {
 				if fn.n == nil {
 					continue
 				}
-				q := fn.n.view.Load().quorum
+				q := fn.n.view.Load().Quorum
 				if prev, ok := had[fn.name]; ok && prev != q {
 					c.t.Logf("%v: %s majority %v -> %v", fakeClock{}, fn.name, prev, q)
 					w.mu.Lock()
@@ -495,7 +499,7 @@ func (c *faultCluster) waitReady(idx ...int) {
 		for _, i := range idx {
 			n := c.nodes[i].n
 			var names []string
-			for _, m := range n.view.Load().table.Members() {
+			for _, m := range n.view.Load().Table.Members() {
 				names = append(names, m.Name)
 			}
 			slices.Sort(names)
@@ -535,7 +539,7 @@ func (c *faultCluster) roles(i int) map[slots.Role]int {
 }
 
 // table returns the slot table as node i sees it.
-func (c *faultCluster) table(i int) ring.Table { return c.nodes[i].n.view.Load().table }
+func (c *faultCluster) table(i int) ring.Table { return c.nodes[i].n.view.Load().Table }
 
 // ids returns k new task ids (prefix-0, prefix-1, …, skipping ids whose slot
 // does not qualify) whose slot satisfies pick in table tb; pick nil takes

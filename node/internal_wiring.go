@@ -52,9 +52,9 @@ func newKeys(n *Node) *keyring.Service {
 			if n.cluster == nil {
 				return nil // not a nil *gossip.Membership in an interface
 			}
-			return n.cluster.mem
+			return n.cluster.Gossip()
 		},
-		Members: func() []gossip.Member { return n.view.Load().members },
+		Members: func() []gossip.Member { return n.view.Load().Members },
 		Call: func(ctx context.Context, m gossip.Member, body []byte) (int, []byte, error) {
 			c, err := n.fwd.do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr}, http.MethodPost, keyring.InternalPath, body, http.Header{}, 0)
 			return c.status, c.body, err

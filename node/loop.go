@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/chime-scheduler/chime/wheel"
 )
@@ -27,7 +28,7 @@ const fireChunk = 1024
 // gained, which does not move the frontier).
 type scanJob struct {
 	from, to int64
-	gained   *ownedSet
+	gained   *membership.OwnedSet
 }
 
 type scanResult struct {
@@ -49,7 +50,7 @@ type loop struct {
 	frontier   int64 // tasks with wake < frontier are filed
 	scanTarget int64 // frontier once the scan in flight lands; 0 when none
 	scanning   bool  // a scan is in flight
-	gained     *ownedSet
+	gained     *membership.OwnedSet
 	loaded     chan struct{}
 
 	mu struct {
@@ -131,9 +132,9 @@ func (l *loop) run() {
 			inbox, l.mu.inbox = l.mu.inbox, inbox[:0]
 			for _, s := range l.mu.gained {
 				if l.gained == nil {
-					l.gained = new(ownedSet)
+					l.gained = new(membership.OwnedSet)
 				}
-				l.gained.set(s)
+				l.gained.Set(s)
 			}
 			l.mu.gained = l.mu.gained[:0]
 			l.mu.Unlock()
@@ -235,7 +236,7 @@ func (l *loop) scanner() {
 		var entries []wheel.Entry
 		owned := l.writer.active
 		if job.gained != nil {
-			owned = job.gained.has
+			owned = job.gained.Has
 		}
 		err := l.store.ScanDue(owned, job.from, job.to, func(_ uint16, id string, wake int64) bool {
 			entries = append(entries, wheel.Entry{ID: id, Due: time.Unix(0, wake)})

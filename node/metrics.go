@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -189,13 +190,13 @@ func newMetrics(g gauges) *metrics {
 }
 
 // noteView updates the cluster gauges from a new view.
-func (m *metrics) noteView(v *view) {
+func (m *metrics) noteView(v *membership.View) {
 	m.tableChanges.Inc()
-	c := v.table.Counts()[v.self]
+	c := v.Table.Counts()[v.Self]
 	m.slotsOwned.Set(float64(c.Owned))
 	m.slotsFollowing.Set(float64(c.Following))
 	m.members.Reset()
-	for _, mb := range v.members {
+	for _, mb := range v.Members {
 		m.members.WithLabelValues(mb.Status.String(), mb.Meta.State.String()).Inc()
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/keyring"
+	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/storage"
@@ -40,7 +41,7 @@ type Node struct {
 	policy  *dispatch.Policy // the callback address policy, for create-time checks
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
-	cluster *cluster             // nil for a standalone node
+	cluster *membership.Cluster  // nil for a standalone node
 	fwd     *forwarder
 	guard   *internalauth.Guard  // authenticates the internal endpoints' calls; nil standalone
 	keys    *keyring.Service     // the gossip key endpoints (internal_wiring.go)
@@ -88,7 +89,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.health = health.New(cfg.OverdueAfter, health.Deps{
 		ScanDue: func(to int64, f func() bool) error {
-			return n.store.ScanDue(n.view.Load().owns, 0, to, func(uint16, string, int64) bool { return f() })
+			return n.store.ScanDue(n.view.Load().Owns, 0, to, func(uint16, string, int64) bool { return f() })
 		},
 		Quiet: func(err error) bool { return err == storage.ErrClosed },
 		Now:   n.now, Log: n.log})
@@ -96,9 +97,9 @@ func New(cfg Config) (*Node, error) {
 		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
 	}
 	if cfg.Cluster == nil {
-		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
+		n.view.Store(nodeView(membership.Standalone(cfg.Name, cfg.HTTPAddr)))
 	} else {
-		n.view.Store(newView(cfg.Name, nil, time.Time{}, 0)) // owns nothing until it has joined
+		n.view.Store(nodeView(membership.NewView(cfg.Name, nil, time.Time{}, 0))) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout, cfg.Clock)
 		n.guard = newGuard(n, n.fwd.auth)
 		n.fwd.dial = cfg.DialContext
@@ -232,7 +233,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.writer, n.loop = wr, lp
-	n.metrics.noteView(n.view.Load())
+	n.metrics.noteView(n.view.Load().View)
 	if n.cfg.Cluster != nil {
 		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
 			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log})
@@ -243,7 +244,7 @@ func (n *Node) Start() error {
 			return err
 		}
 		persisted := slotStates(metas)
-		c, err := newCluster(n.cfg.Name, n.cfg.HTTPAddr, *n.cfg.Cluster, clusterMeta{fresh: len(persisted) == 0, tls: n.cfg.TLS != nil},
+		c, err := membership.New(n.cfg.Cluster.membership(n.cfg.Name, n.cfg.HTTPAddr, len(persisted) == 0, n.cfg.TLS != nil),
 			n.cfg.Clock, n.log, n.installView)
 		if err != nil {
 			st.Close()
@@ -262,7 +263,7 @@ func (n *Node) Start() error {
 	if n.cluster != nil {
 		go n.ship.Run()
 		go n.exec.Run()
-		if err := n.cluster.start(); err != nil {
+		if err := n.cluster.Start(); err != nil {
 			n.exec.Close()
 			lp.close()
 			close(wr.stop)
@@ -360,7 +361,7 @@ func (n *Node) Ready() bool {
 	}
 	if c := n.cluster; c != nil {
 		k := n.ctl.Counts()
-		return c.ready() && n.ctl.Tabled() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
+		return c.Ready() && n.ctl.Tabled() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
 	}
 	return true
 }
@@ -381,7 +382,7 @@ func (n *Node) notReadyReason() string {
 	if c := n.cluster; c != nil {
 		k := n.ctl.Counts()
 		switch {
-		case !c.ready() || !n.ctl.Tabled():
+		case !c.Ready() || !n.ctl.Tabled():
 			return "joining: the cluster view has not settled"
 		case k.Importing > 0 || k.Unavailable > 0:
 			return fmt.Sprintf("taking slots over: %d importing, %d unavailable", k.Importing, k.Unavailable)
@@ -394,25 +395,25 @@ func (n *Node) notReadyReason() string {
 
 // installView makes v the node's view: from now on the writer fires only
 // v's slots, and the loop loads the slots gained.
-func (n *Node) installView(old, v *view) {
-	n.view.Store(v)
+func (n *Node) installView(old, v *membership.View) {
+	n.view.Store(nodeView(v))
 	if n.fwd != nil {
-		n.fwd.noteTLS(v.members)
+		n.fwd.noteTLS(v.Members)
 	}
 	if n.guard != nil {
-		n.guard.NoteView(guardMembers(v.members))
+		n.guard.NoteView(guardMembers(v.Members))
 	}
-	gained, lost := v.owned.minus(&old.owned), old.owned.minus(&v.owned)
+	gained, lost := v.Owned.Minus(&old.Owned), old.Owned.Minus(&v.Owned)
 	n.ctl.ViewChanged(ownView(old), ownView(v))
 	n.metrics.noteView(v)
-	for _, c := range memberChanges(old.members, v.members) {
-		n.dash.Note(c.kind, c.text)
+	for _, c := range membership.Changes(old.Members, v.Members) {
+		n.dash.Note(c.Kind, c.Text)
 	}
-	if len(gained) > 0 || len(lost) > 0 || old.table.Checksum() != v.table.Checksum() {
-		n.log.Info("slot table changed", "members", len(v.table.Members()), "owned", v.owned.count(),
-			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.table.Checksum()))
+	if len(gained) > 0 || len(lost) > 0 || old.Table.Checksum() != v.Table.Checksum() {
+		n.log.Info("slot table changed", "members", len(v.Table.Members()), "owned", v.Owned.Count(),
+			"gained", len(gained), "lost", len(lost), "checksum", fmt.Sprintf("%016x", v.Table.Checksum()))
 		n.dash.Note("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
-			v.table.Checksum(), len(v.table.Members()), v.owned.count(), len(gained), len(lost)))
+			v.Table.Checksum(), len(v.Table.Members()), v.Owned.Count(), len(gained), len(lost)))
 	}
 }
 
@@ -535,9 +536,9 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 				// others see it left, it acts on no grant any more (they
 				// forget it as a suspect at once, see slots.MemberDead).
 				n.exec.Close()
-				n.cluster.close()
+				n.cluster.Close()
 			default:
-				n.cluster.kill()
+				n.cluster.Kill()
 				n.exec.Close()
 			}
 		}
@@ -571,7 +572,7 @@ func (n *Node) drain(ctx context.Context) {
 	// Once the others drop this node from their tables, its slots' new
 	// owners take them by handover (this node seals each: no fire in
 	// flight, then hands over its final (epoch, seq)).
-	if !n.cluster.drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }, n.ctl.Changed) {
+	if !n.cluster.Drain(ctx, 10*time.Second, func() bool { return n.ctl.Counts().Owned == 0 }, n.ctl.Changed) {
 		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		if r, ok := n.ctl.OwnedReport(rctx); ok {
 			n.log.Warn("drain: slots not handed over in time", "left", r)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/internalauth"
+	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
@@ -20,7 +21,7 @@ import (
 // newOwnership builds the executor of a cluster node on board b, from the
 // slot states and voters persisted in st.
 func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.SlotState, voters []string,
-	wr *writer, st *storage.Store, c *cluster, snaps ownership.Snapshots) (*ownership.Executor, error) {
+	wr *writer, st *storage.Store, c *membership.Cluster, snaps ownership.Snapshots) (*ownership.Executor, error) {
 	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
 	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
 		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: internalauth.MaxCtlBody}
@@ -36,7 +37,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 			n.metrics.takeovers.Add(float64(len(ss)))
 			n.loop.gain(ss)
 		},
-		Genesis: c.setGenesis,
+		Genesis: c.SetGenesis,
 		Stalled: n.health.NoteStalls,
 	})
 }
@@ -55,8 +56,8 @@ func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotStat
 }
 
 // ownView is what the executor needs of v.
-func ownView(v *view) ownership.View {
-	return ownership.View{Table: v.table, Members: v.members, Changed: v.changed, Owns: v.owns}
+func ownView(v *membership.View) ownership.View {
+	return ownership.View{Table: v.Table, Members: v.Members, Changed: v.Changed, Owns: v.Owns}
 }
 
 // ownStore is the executor's Persister and SlotData: the writer, and the

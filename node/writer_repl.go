@@ -66,7 +66,7 @@ func (r *writerRepl) gen(slot uint16) uint64 {
 // have taken it). Otherwise writes answer 503 and nothing of it fires.
 func (w *writer) active(slot uint16) bool {
 	if w.ctl == nil {
-		return w.view().fires(slot)
+		return w.view().Fires(slot)
 	}
 	_, _, firing := w.ctl.State(slot)
 	return firing
@@ -78,7 +78,7 @@ func (w *writer) active(slot uint16) bool {
 // the node holds the slot, so that a handover carries them.
 func (w *writer) holds(slot uint16) (uint64, bool) {
 	if w.ctl == nil {
-		return 0, w.view().fires(slot)
+		return 0, w.view().Fires(slot)
 	}
 	e := w.ctl.Holds(slot)
 	return e, e != 0

@@ -64,6 +64,7 @@ deny ./node/health "github.com/cockroachdb/pebble|^$mod/node$|^$mod/(storage|nod
 only ./node/health "$mod/node/ownership" "health uses only ownership's stall report"
 deny ./node/backup "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring|internalauth|dashboard)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "backup streams a checkpoint taken by the func it is built with; it knows neither the store nor the node"
 only ./node/backup "$mod/node/httpapi" "backup uses only httpapi's error shape"
+deny ./node/membership "github.com/cockroachdb/pebble|^$mod/(node|storage|wheel|ui|bench|cmd)(/|$)" "the membership joins, gossips and builds views: it reaches the node only through the install func it is built with"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
@@ -97,4 +98,11 @@ for p in $(go list ./... | grep -v "^$mod/cmd/"); do
     fail=1
   fi
 done
+
+# Only node imports node/membership: the membership is a part node wires.
+if bad=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' ./... |
+  awk -v m="$mod/node/membership" -v n="$mod/node" '$1 != n { for (i = 2; i <= NF; i++) if ($i == m) print $1 }' | grep .); then
+  echo "check-deps: $(echo "$bad" | tr '\n' ' ')imports node/membership; only node may (it wires the membership)"
+  fail=1
+fi
 exit $fail

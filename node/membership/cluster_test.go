@@ -1,4 +1,4 @@
-package node
+package membership
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"github.com/chime-scheduler/chime/slots"
 )
 
-// These tests run several clusters (the node's membership part: join, views,
+// These tests run several clusters (a node's membership: join, views,
 // readiness) in one process on memnet, a lossy in-memory memberlist
 // transport, inside a synctest bubble: fake time, so failure detection
 // that takes seconds runs in milliseconds and the same way every time.
@@ -27,7 +27,7 @@ const gossipSettle = 30 * time.Second
 
 type tmember struct {
 	name, addr string
-	c          *cluster
+	c          *Cluster
 	mu         sync.Mutex
 	installs   int // views installed
 	bad        string
@@ -53,22 +53,22 @@ func (n *tnet) start(i int, seeds []string) *tmember {
 	m := &tmember{name: fmt.Sprintf("n%d", i+1), addr: gossipAddr(i)}
 	g := gossip.DefaultLocalConfig()
 	g.Transport = n.net.Transport(m.addr)
-	cfg := DefaultClusterConfig(g)
-	cfg.Join = seeds
-	cfg.Secret = faultSecret
+	// The timings of node.DefaultClusterConfig.
+	cfg := Config{Name: m.name, HTTPAddr: fmt.Sprintf("127.0.0.1:%d", 8001+i), Gossip: g, Join: seeds,
+		JoinRetry: time.Second, SettleTime: time.Second, LeaveTimeout: 2 * time.Second, BootstrapWait: 3 * time.Second}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := newCluster(m.name, fmt.Sprintf("127.0.0.1:%d", 8001+i), cfg, clusterMeta{}, clock.Real, log, func(old, v *view) {
+	c, err := New(cfg, clock.Real, log, func(old, v *View) {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		m.installs++
-		if v.seq <= old.seq {
-			m.bad = fmt.Sprintf("view %d installed after view %d", v.seq, old.seq)
+		if v.Seq <= old.Seq {
+			m.bad = fmt.Sprintf("view %d installed after view %d", v.Seq, old.Seq)
 		}
 	})
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	if err := c.start(); err != nil {
+	if err := c.Start(); err != nil {
 		n.t.Fatal(err)
 	}
 	m.c = c
@@ -91,13 +91,13 @@ func allAddrs(k int) []string {
 // exactly want (names) and that their owned sets partition the slots.
 func checkAgree(t *testing.T, ms []*tmember, want ...string) ring.Table {
 	t.Helper()
-	var first *view
-	var union ownedSet
+	var first *View
+	var union OwnedSet
 	total := 0
 	for _, m := range ms {
-		v := m.c.view()
+		v := m.c.View()
 		var names []string
-		for _, rm := range v.table.Members() {
+		for _, rm := range v.Table.Members() {
 			names = append(names, rm.Name)
 		}
 		if fmt.Sprint(names) != fmt.Sprint(want) {
@@ -105,17 +105,17 @@ func checkAgree(t *testing.T, ms []*tmember, want ...string) ring.Table {
 		}
 		if first == nil {
 			first = v
-		} else if v.table.Checksum() != first.table.Checksum() {
-			t.Errorf("%s: checksum %016x, %s has %016x", m.name, v.table.Checksum(), ms[0].name, first.table.Checksum())
+		} else if v.Table.Checksum() != first.Table.Checksum() {
+			t.Errorf("%s: checksum %016x, %s has %016x", m.name, v.Table.Checksum(), ms[0].name, first.Table.Checksum())
 		}
-		for i, w := range v.owned {
+		for i, w := range v.Owned {
 			if union[i]&w != 0 {
 				t.Errorf("%s owns a slot another member owns too", m.name)
 				break
 			}
 			union[i] |= w
 		}
-		total += v.owned.count()
+		total += v.Owned.Count()
 		m.mu.Lock()
 		if m.bad != "" {
 			t.Errorf("%s: %s", m.name, m.bad)
@@ -125,7 +125,7 @@ func checkAgree(t *testing.T, ms []*tmember, want ...string) ring.Table {
 	if total != slots.Count {
 		t.Errorf("members own %d slots together, want %d", total, slots.Count)
 	}
-	return first.table
+	return first.Table
 }
 
 // checkMovedOnlyFrom checks that between tables before and after only the
@@ -163,12 +163,12 @@ func TestClusterJoinInAnyOrder(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		checkAgree(t, ms, "n1", "n2", "n3")
 		for _, m := range ms {
-			if !m.c.ready() {
+			if !m.c.Ready() {
 				t.Errorf("%s not ready 3 s after the last join", m.name)
 			}
 		}
 		for _, m := range ms {
-			m.c.close()
+			m.c.Close()
 		}
 		time.Sleep(gossipSettle)
 	})
@@ -179,21 +179,21 @@ func TestClusterNotReadyUntilSettled(t *testing.T) {
 		n := newTnet(t, 0)
 		a := n.start(0, nil)
 		time.Sleep(2 * time.Second)
-		if !a.c.ready() {
+		if !a.c.Ready() {
 			t.Fatal("a lone node with no seeds is not ready after 2 s")
 		}
 		b := n.start(1, allAddrs(2))
 		time.Sleep(200 * time.Millisecond)
-		if a.c.ready() {
+		if a.c.Ready() {
 			t.Error("n1 ready 200 ms after n2 joined; want not ready until the view settled for 1 s")
 		}
 		time.Sleep(1500 * time.Millisecond)
-		if !a.c.ready() || !b.c.ready() {
-			t.Errorf("ready after settling: n1 %v, n2 %v; want both", a.c.ready(), b.c.ready())
+		if !a.c.Ready() || !b.c.Ready() {
+			t.Errorf("ready after settling: n1 %v, n2 %v; want both", a.c.Ready(), b.c.Ready())
 		}
 		checkAgree(t, []*tmember{a, b}, "n1", "n2")
-		a.c.close()
-		b.c.close()
+		a.c.Close()
+		b.c.Close()
 		time.Sleep(gossipSettle)
 	})
 }
@@ -212,7 +212,7 @@ func TestClusterLeaveAndCrash(t *testing.T) {
 				gone := ms[2]
 				start := time.Now()
 				if how == "leave" {
-					gone.c.close()
+					gone.c.Close()
 				} else {
 					n.net.Crash(gone.addr)
 				}
@@ -220,7 +220,7 @@ func TestClusterLeaveAndCrash(t *testing.T) {
 				for {
 					done := true
 					for _, m := range rest {
-						if len(m.c.view().table.Members()) != 3 {
+						if len(m.c.View().Table.Members()) != 3 {
 							done = false
 						}
 					}
@@ -242,16 +242,16 @@ func TestClusterLeaveAndCrash(t *testing.T) {
 				if how == "crash" {
 					want = gossip.StatusDead
 				}
-				for _, m := range ms[0].c.view().members {
+				for _, m := range ms[0].c.View().Members {
 					if m.Name == "n3" && m.Status != want {
 						t.Errorf("n1 sees n3 as %v, want %v", m.Status, want)
 					}
 				}
 				for _, m := range rest {
-					m.c.close()
+					m.c.Close()
 				}
 				if how == "crash" {
-					gone.c.close()
+					gone.c.Close()
 				}
 				time.Sleep(gossipSettle)
 			})
@@ -271,7 +271,7 @@ func TestClusterMinorityLosesQuorum(t *testing.T) {
 		}
 		time.Sleep(3 * time.Second)
 		for _, m := range ms {
-			if !m.c.view().quorum {
+			if !m.c.View().Quorum {
 				t.Fatalf("%s has no quorum in a healthy cluster", m.name)
 			}
 		}
@@ -280,34 +280,34 @@ func TestClusterMinorityLosesQuorum(t *testing.T) {
 		// waits out the longest suspicion timeout (SuspicionMaxTimeoutMult
 		// × 1.5 s with the local profile) before it declares each dead.
 		cut := time.Now()
-		for ms[2].c.view().owned.count() != slots.Count && time.Since(cut) < 30*time.Second {
+		for ms[2].c.View().Owned.Count() != slots.Count && time.Since(cut) < 30*time.Second {
 			time.Sleep(100 * time.Millisecond)
 		}
 		t.Logf("n3 saw the other two dead %v after the cut", time.Since(cut))
 		time.Sleep(time.Second)
-		lone := ms[2].c.view()
-		if lone.quorum {
-			t.Errorf("n3, alone, believes it has a majority (members %v)", lone.members)
+		lone := ms[2].c.View()
+		if lone.Quorum {
+			t.Errorf("n3, alone, believes it has a majority (members %v)", lone.Members)
 		}
-		if lone.owned.count() != slots.Count || lone.fires(0) {
-			t.Errorf("n3 owns %d slots and fires slot 0: %v; want it to own all (its view) yet fire none", lone.owned.count(), lone.fires(0))
+		if lone.Owned.Count() != slots.Count || lone.Fires(0) {
+			t.Errorf("n3 owns %d slots and fires slot 0: %v; want it to own all (its view) yet fire none", lone.Owned.Count(), lone.Fires(0))
 		}
 		for _, m := range ms[:2] {
-			if v := m.c.view(); !v.quorum || len(v.table.Members()) != 2 {
-				t.Errorf("%s: quorum %v with %d members; want a majority of 2", m.name, v.quorum, len(v.table.Members()))
+			if v := m.c.View(); !v.Quorum || len(v.Table.Members()) != 2 {
+				t.Errorf("%s: quorum %v with %d members; want a majority of 2", m.name, v.Quorum, len(v.Table.Members()))
 			}
 		}
 		n.net.Heal()
 		time.Sleep(10 * time.Second)
 		checkAgree(t, ms, "n1", "n2", "n3")
 		// A graceful leave shrinks the cluster: the two left have a majority.
-		ms[2].c.close()
-		ms[1].c.close()
+		ms[2].c.Close()
+		ms[1].c.Close()
 		time.Sleep(3 * time.Second)
-		if v := ms[0].c.view(); !v.quorum {
-			t.Errorf("n1 lost its majority after the others left gracefully (members %v)", v.members)
+		if v := ms[0].c.View(); !v.Quorum {
+			t.Errorf("n1 lost its majority after the others left gracefully (members %v)", v.Members)
 		}
-		ms[0].c.close()
+		ms[0].c.Close()
 		time.Sleep(gossipSettle)
 	})
 }

@@ -1,4 +1,4 @@
-package node
+package membership
 
 import (
 	"fmt"
@@ -6,45 +6,46 @@ import (
 	"slices"
 	"time"
 
-	"github.com/chime-scheduler/chime/node/dashboard"
-	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 )
 
-// view is one immutable picture of the cluster as this node sees it: the
+// View is one immutable picture of the cluster as this node sees it: the
 // members, the slot table computed from the eligible ones, and the slots
 // this node owns. The node swaps whole views atomically; readers (API
 // routing, the loader, the writer's fire gate) load one and use it without
-// locks. A standalone node has a view of itself owning every slot.
-type view struct {
-	self    string
-	table   ring.Table
-	members []gossip.Member // every known member, by name (dead and left too)
-	dash    *dashboard.View // members and table as the dashboard reads them: one per view, so are its slot-table bytes
-	owned   ownedSet
-	// changed is when the membership last changed as this node saw it;
+// locks. A standalone node has a view of itself owning every slot. Its
+// fields are exported to be read: a view is never changed once built.
+type View struct {
+	Self    string
+	Table   ring.Table
+	Members []gossip.Member // every known member, by name (dead and left too)
+	Owned   OwnedSet
+	// Changed is when the membership last changed as this node saw it;
 	// the view is settled a SettleTime after it.
-	changed time.Time
-	// seq counts the views this node built, from 1.
-	seq uint64
-	// quorum: this node sees a majority of the cluster, counting members
+	Changed time.Time
+	// Seq counts the views this node built, from 1.
+	Seq uint64
+	// Quorum: this node sees a majority of the cluster, counting members
 	// declared dead (they may only be cut off) but not those that left.
 	// Without it the node fires nothing: the other side may own the slots.
-	quorum bool
+	Quorum bool
 }
 
-// ownedSet is a bitmap of slots.
-type ownedSet [slots.Count / 64]uint64
+// OwnedSet is a bitmap of slots.
+type OwnedSet [slots.Count / 64]uint64
 
-func (o *ownedSet) has(s uint16) bool {
+// Has reports whether slot s is in the set.
+func (o *OwnedSet) Has(s uint16) bool {
 	return int(s) < slots.Count && o[s/64]&(1<<(s%64)) != 0
 }
-func (o *ownedSet) set(s uint16) { o[s/64] |= 1 << (s % 64) }
 
-// count returns how many slots are in the set.
-func (o *ownedSet) count() int {
+// Set adds slot s to the set.
+func (o *OwnedSet) Set(s uint16) { o[s/64] |= 1 << (s % 64) }
+
+// Count returns how many slots are in the set.
+func (o *OwnedSet) Count() int {
 	n := 0
 	for _, w := range o {
 		n += bits.OnesCount64(w)
@@ -52,8 +53,8 @@ func (o *ownedSet) count() int {
 	return n
 }
 
-// minus returns the slots in o that are not in other, ascending.
-func (o *ownedSet) minus(other *ownedSet) []uint16 {
+// Minus returns the slots in o that are not in other, ascending.
+func (o *OwnedSet) Minus(other *OwnedSet) []uint16 {
 	var out []uint16
 	for i, w := range o {
 		d := w &^ other[i]
@@ -78,14 +79,13 @@ func eligible(members []gossip.Member) []ring.Member {
 	return out
 }
 
-// newView computes the view of self over members.
-func newView(self string, members []gossip.Member, changed time.Time, seq uint64) *view {
-	v := &view{self: self, members: members, changed: changed, seq: seq,
-		table: ring.Assign(eligible(members), slots.Count), quorum: hasQuorum(members)}
-	v.dash = dashView(members, v.table)
+// NewView computes the view of self over members.
+func NewView(self string, members []gossip.Member, changed time.Time, seq uint64) *View {
+	v := &View{Self: self, Members: members, Changed: changed, Seq: seq,
+		Table: ring.Assign(eligible(members), slots.Count), Quorum: hasQuorum(members)}
 	for s := range slots.Count {
-		if o, ok := v.table.Owner(uint16(s)); ok && o.Name == self {
-			v.owned.set(uint16(s))
+		if o, ok := v.Table.Owner(uint16(s)); ok && o.Name == self {
+			v.Owned.Set(uint16(s))
 		}
 	}
 	return v
@@ -111,54 +111,49 @@ func hasQuorum(members []gossip.Member) bool {
 	return up*2 > all
 }
 
-// standaloneView is the view of a node without a cluster: it owns every
+// Standalone is the view of a node without a cluster: it owns every
 // slot, for good.
-func standaloneView(self, httpAddr string) *view {
-	return newView(self, []gossip.Member{{Name: self, Meta: gossip.Meta{HTTPAddr: httpAddr,
+func Standalone(self, httpAddr string) *View {
+	return NewView(self, []gossip.Member{{Name: self, Meta: gossip.Meta{HTTPAddr: httpAddr,
 		State: gossip.StateActive}, Status: gossip.StatusAlive}}, time.Time{}, 1)
 }
 
-// owns reports whether this node owns slot s in this view.
-func (v *view) owns(s uint16) bool { return v.owned.has(s) }
+// Owns reports whether this node owns slot s in this view.
+func (v *View) Owns(s uint16) bool { return v.Owned.Has(s) }
 
-// fires reports whether this node may fire slot s: it owns it and sees a
+// Fires reports whether this node may fire slot s: it owns it and sees a
 // majority of the cluster.
-func (v *view) fires(s uint16) bool { return v.quorum && v.owned.has(s) }
+func (v *View) Fires(s uint16) bool { return v.Quorum && v.Owned.Has(s) }
 
-// owner returns the member that owns slot s; ok is false when no member is
+// Owner returns the member that owns slot s; ok is false when no member is
 // eligible (a node that has not finished joining alone).
-func (v *view) owner(s uint16) (ring.Member, bool) { return v.table.Owner(s) }
+func (v *View) Owner(s uint16) (ring.Member, bool) { return v.Table.Owner(s) }
 
-// member returns the member named name.
-func (v *view) member(name string) (gossip.Member, bool) {
-	return ownership.FindMember(v.members, name)
+// Settled reports whether no membership change happened within d before now.
+func (v *View) Settled(now time.Time, d time.Duration) bool {
+	return v.Changed.IsZero() || now.Sub(v.Changed) >= d
 }
 
-// settled reports whether no membership change happened within d before now.
-func (v *view) settled(now time.Time, d time.Duration) bool {
-	return v.changed.IsZero() || now.Sub(v.changed) >= d
-}
-
-// memberChange is one membership change, a line of the dashboard's
+// Change is one membership change, a line of the dashboard's
 // timeline.
-type memberChange struct {
-	kind string // join, dead, leave, restart, state, gone
-	text string
+type Change struct {
+	Kind string // join, dead, leave, restart, state, gone
+	Text string
 }
 
-// memberChanges describes how the membership went from old to cur (both
+// Changes describes how the membership went from old to cur (both
 // by name), in name order: members that appeared or came back (join),
 // were declared dead (dead), left (leave), restarted with a new boot id
 // (restart), changed lifecycle state (state) or were dropped from the
 // membership (gone).
-func memberChanges(old, cur []gossip.Member) []memberChange {
+func Changes(old, cur []gossip.Member) []Change {
 	prev := make(map[string]gossip.Member, len(old))
 	for _, m := range old {
 		prev[m.Name] = m
 	}
-	var out []memberChange
+	var out []Change
 	add := func(kind, format string, args ...any) {
-		out = append(out, memberChange{kind, fmt.Sprintf(format, args...)})
+		out = append(out, Change{kind, fmt.Sprintf(format, args...)})
 	}
 	for _, m := range cur {
 		p, known := prev[m.Name]
