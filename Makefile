@@ -36,7 +36,7 @@ test: ## tests without the race detector
 # harness's smoke tests (real processes, but no bound tighter than tens of
 # seconds): it runs at nice 10, so it takes the CPU the processes leave
 # idle and yields it the moment they need it. Both must pass.
-FAKETIME := ./node ./slots ./storage ./wheel ./ring ./bench
+FAKETIME := ./node ./node/membership ./slots ./storage ./wheel ./ring ./bench
 TESTFLAGS := -race -p 1 -count=1 -timeout=15m
 
 test-race: ## tests with the race detector (two groups side by side)

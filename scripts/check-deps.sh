@@ -67,12 +67,14 @@ only ./node/backup "$mod/node/httpapi" "backup uses only httpapi's error shape"
 deny ./node/membership "github.com/cockroachdb/pebble|^$mod/(node|storage|wheel|ui|bench|cmd)(/|$)" "the membership joins, gossips and builds views: it reaches the node only through the install func it is built with"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
+# One listing of every package and its direct imports ("path imp imp …")
+# for the rules below.
+imports=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' ./...)
+
 # Only storage may import pebble directly.
-for p in $(go list ./... | grep -v "^$mod/storage"); do
-  if go list -f '{{join .Imports "\n"}}' "$p" | grep -q '^github.com/cockroachdb/pebble'; then
-    echo "check-deps: $p imports pebble directly; go through storage.Store"
-    fail=1
-  fi
+for p in $(echo "$imports" | awk -v s="$mod/storage" '$1 != s { for (i = 2; i <= NF; i++) if ($i ~ /^github.com\/cockroachdb\/pebble/) { print $1; next } }'); do
+  echo "check-deps: $p imports pebble directly; go through storage.Store"
+  fail=1
 done
 
 # httpapi uses storage's record types only (Task, Spec, Position, …),
@@ -92,15 +94,13 @@ if grep -rnE '\btime\.(Now|Since|Until|After|AfterFunc|Sleep|NewTicker|NewTimer|
 fi
 
 # Only cmd/ imports node: the node's parts are its sub-packages, which it wires.
-for p in $(go list ./... | grep -v "^$mod/cmd/"); do
-  if go list -f '{{join .Imports "\n"}}' "$p" | grep -qxF "$mod/node"; then
-    echo "check-deps: $p imports node; only cmd/ may (node wires its sub-packages, not the other way round)"
-    fail=1
-  fi
+for p in $(echo "$imports" | awk -v c="$mod/cmd/" -v n="$mod/node" 'index($1, c) != 1 { for (i = 2; i <= NF; i++) if ($i == n) { print $1; next } }'); do
+  echo "check-deps: $p imports node; only cmd/ may (node wires its sub-packages, not the other way round)"
+  fail=1
 done
 
 # Only node imports node/membership: the membership is a part node wires.
-if bad=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' ./... |
+if bad=$(echo "$imports" |
   awk -v m="$mod/node/membership" -v n="$mod/node" '$1 != n { for (i = 2; i <= NF; i++) if ($i == m) print $1 }' | grep .); then
   echo "check-deps: $(echo "$bad" | tr '\n' ' ')imports node/membership; only node may (it wires the membership)"
   fail=1
