@@ -137,18 +137,44 @@ func startCluster(t *testing.T, k int, extra ...string) []*chimeProc {
 	for _, p := range procs {
 		p.awaitReady(t)
 	}
+	awaitAgreement(t, procs)
+	return procs
+}
+
+// joinNode starts one more process, named n<len(procs)+1>, with the flags
+// extra, that joins the cluster of procs through their gossip addresses,
+// and waits until it and procs agree on one table (it has taken over its
+// slots). It returns procs with the new node last; SIGTERM (signal) makes
+// it drain and leave.
+func joinNode(t *testing.T, procs []*chimeProc, extra ...string) []*chimeProc {
+	t.Helper()
+	var join []string
+	for _, p := range procs {
+		join = append(join, argAfter(p.args, "--gossip-addr"))
+	}
+	args := append([]string{"--name", fmt.Sprintf("n%d", len(procs)+1),
+		"--gossip-addr", "127.0.0.1:" + strconv.Itoa(freeGossipPorts(t, 1)[0]), "--join", strings.Join(join, ",")}, extra...)
+	all := append(slices.Clip(procs), startChime(t, t.TempDir(), args...))
+	awaitAgreement(t, all)
+	return all
+}
+
+// awaitAgreement waits until the nodes procs agree (clusterAgreement),
+// failing after 30 s with each one's view.
+func awaitAgreement(t *testing.T, procs []*chimeProc) {
+	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		why := clusterAgreement(procs)
 		if why == "" {
-			return procs
+			return
 		}
 		if time.Now().After(deadline) {
 			for _, p := range procs {
 				cv, err := getCluster(p.url)
 				t.Logf("%s: %+v %v", p.url, cv, err)
 			}
-			t.Fatalf("the %d nodes did not agree on one table in 30 s: %s", k, why)
+			t.Fatalf("the %d nodes did not agree on one table in 30 s: %s", len(procs), why)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -66,8 +66,8 @@ func TestMain(m *testing.M) {
 // timing-sensitive ones (TestChaos's silence bound, TestGossipKeyRotation's
 // watch for any suspicion, TestHostileInput's unchanged epochs,
 // TestClusterOfThreeProcesses's fires per owner and 503 bound), the heavy
-// ones (TestFollowerKillLosesNothing's 20,000 tasks, the in-process
-// clusters and the browser), and TestTLSCluster, which changes
+// ones (TestFollowerKillLosesNothing's 20,000 tasks, the browser with its
+// three-node cluster), and TestTLSCluster, which changes
 // http.DefaultTransport. The budget keeps the parallel phase below the
 // load of the largest serial test (TestChaos's 5-6 processes): on 2 cores
 // shared with other work, two 3-node clusters starting beside each other

@@ -21,8 +21,8 @@ import (
 )
 
 // The real-browser test of the dashboard: headless Chromium, driven with
-// chromedp, against a real in-process node, a real in-process three-node
-// cluster (ui_cluster_test.go) and a fake five-node snapshot. It skips when
+// chromedp, against a real in-process node, a cluster of three chime
+// processes (ui_cluster_test.go) and a fake five-node snapshot. It skips when
 // /usr/bin/chromium is missing, unless CHIME_REQUIRE_BROWSER=1 (CI), and
 // saves docs/dashboard.png (one node) and docs/dashboard-cluster.png when
 // CHIME_SCREENSHOT=1.
