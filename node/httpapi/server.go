@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
-	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/signature"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -337,18 +337,18 @@ func (s *Server) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	sig := dispatch.SignatureInvalid
+	sig := signature.Invalid
 	switch {
 	case err != nil || len(body) > 1<<20:
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
 	default:
-		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, s.cfg.Clock.Now())
+		sig = signature.Verify(r.Header.Get(signature.Header), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, s.cfg.Clock.Now(), signature.DefaultMaxAge)
 	}
 	WriteJSON(w, status, map[string]string{
 		"task_id":   r.Header.Get("X-Chime-Task-Id"),
 		"fire_id":   r.Header.Get("X-Chime-Fire-Id"),
 		"due_at":    r.Header.Get("X-Chime-Due-At"),
 		"attempt":   r.Header.Get("X-Chime-Attempt"),
-		"signature": sig,
+		"signature": string(sig),
 	})
 }
