@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/backup"
-	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
@@ -277,12 +276,9 @@ func (a api) Cluster() httpapi.Cluster {
 	if n.cluster != nil {
 		settle = n.cluster.cfg.SettleTime
 	}
-	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.table.Checksum(),
-		ViewChecksum: fmt.Sprintf("%016x", v.table.Checksum()), Settled: v.settled(n.now(), settle),
+	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.version,
+		ViewChecksum: fmt.Sprintf("%016x", v.version), Settled: v.settled(n.now(), settle),
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
-	if n.cluster == nil {
-		out.TableVersion, out.ViewChecksum = dashboard.SingleTableVersion, fmt.Sprintf("%016x", uint64(dashboard.SingleTableVersion))
-	}
 	counts := v.table.Counts()
 	for _, m := range v.members {
 		owned, following := v.table.Ranges(m.Name)
@@ -335,3 +331,20 @@ func (a api) Forget(name string) error {
 func (v *view) Owns(s uint16) bool                 { return v.owns(s) }
 func (v *view) Owner(s uint16) (ring.Member, bool) { return v.owner(s) }
 func (v *view) Members() []ring.Member             { return v.table.Members() }
+func (v *view) Follower(s uint16) (ring.Member, bool) {
+	return v.table.Follower(s)
+}
+func (v *view) Version() uint64 { return v.version }
+
+// SlotEpoch returns slot s's epoch as this node knows it: the epoch at
+// which it owns, seals or follows s; 0 otherwise and on a standalone node.
+func (a api) SlotEpoch(s uint16) uint64 {
+	if a.n.ctl == nil {
+		return 0
+	}
+	switch role, epoch, _ := a.n.ctl.State(s); role {
+	case slots.RoleOwner, slots.RoleSealing, slots.RoleFollower:
+		return epoch
+	}
+	return 0
+}

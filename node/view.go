@@ -19,8 +19,12 @@ import (
 // routing, the loader, the writer's fire gate) load one and use it without
 // locks. A standalone node has a view of itself owning every slot.
 type view struct {
-	self    string
-	table   ring.Table
+	self  string
+	table ring.Table
+	// version identifies the table (X-Chime-Table-Version, /v1/cluster's
+	// table_version): its checksum, or dashboard.SingleTableVersion on a
+	// standalone node.
+	version uint64
 	members []gossip.Member // every known member, by name (dead and left too)
 	dash    *dashboard.View // members and table as the dashboard reads them: one per view, so are its slot-table bytes
 	owned   ownedSet
@@ -82,6 +86,7 @@ func eligible(members []gossip.Member) []ring.Member {
 func newView(self string, members []gossip.Member, changed time.Time, seq uint64) *view {
 	v := &view{self: self, members: members, changed: changed, seq: seq,
 		table: ring.Assign(eligible(members), slots.Count), quorum: hasQuorum(members)}
+	v.version = v.table.Checksum()
 	v.dash = dashView(members, v.table)
 	for s := range slots.Count {
 		if o, ok := v.table.Owner(uint16(s)); ok && o.Name == self {
@@ -114,8 +119,10 @@ func hasQuorum(members []gossip.Member) bool {
 // standaloneView is the view of a node without a cluster: it owns every
 // slot, for good.
 func standaloneView(self, httpAddr string) *view {
-	return newView(self, []gossip.Member{{Name: self, Meta: gossip.Meta{HTTPAddr: httpAddr,
+	v := newView(self, []gossip.Member{{Name: self, Meta: gossip.Meta{HTTPAddr: httpAddr,
 		State: gossip.StateActive}, Status: gossip.StatusAlive}}, time.Time{}, 1)
+	v.version = dashboard.SingleTableVersion
+	return v
 }
 
 // owns reports whether this node owns slot s in this view.
