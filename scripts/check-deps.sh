@@ -65,6 +65,8 @@ deny ./node/health "github.com/cockroachdb/pebble|^$mod/node$|^$mod/(storage|nod
 only ./node/health "$mod/node/ownership" "health uses only ownership's stall report"
 deny ./node/backup "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring|internalauth|dashboard)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "backup streams a checkpoint taken by the func it is built with; it knows neither the store nor the node"
 only ./node/backup "$mod/node/httpapi" "backup uses only httpapi's error shape"
+deny ./client "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|ring/gossip|wheel|ui|cmd|bench)(/|$)" "client is the Go SDK: programs import it without the server"
+only ./client "$mod/(slots|signature)" "client uses only slots.Of and the signature format"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # Only storage may import pebble directly.
