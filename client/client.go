@@ -152,7 +152,7 @@ func (c *Client) do(ctx context.Context, cl call) (answer, error) {
 		var wait time.Duration
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return answer{}, fmt.Errorf("chime: %s %s: %w", cl.method, cl.path, ctx.Err())
+			return answer{}, ended(ctx, cl, lastErr)
 		case err != nil:
 			lastErr = fmt.Errorf("%w: %s %s at %s: %w", ErrUnavailable, cl.method, cl.path, to, err)
 			if !cl.idempotent && !neverSent(err) {
@@ -187,10 +187,19 @@ func (c *Client) do(ctx context.Context, cl call) (answer, error) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return answer{}, fmt.Errorf("chime: %s %s: %w (after %w)", cl.method, cl.path, ctx.Err(), lastErr)
+			return answer{}, ended(ctx, cl, lastErr)
 		case <-t.C:
 		}
 	}
+}
+
+// ended is the error of cl when ctx ended, with the failure that made it
+// wait if there was one.
+func ended(ctx context.Context, cl call, lastErr error) error {
+	if lastErr == nil {
+		return fmt.Errorf("chime: %s %s: %w", cl.method, cl.path, ctx.Err())
+	}
+	return fmt.Errorf("chime: %s %s: %w (after %w)", cl.method, cl.path, ctx.Err(), lastErr)
 }
 
 // targets lists the base URLs to try for cl, best first: its preferred
