@@ -149,13 +149,21 @@ func newTestClient(t *testing.T, fc *fakeCluster, seed int, opts ...client.Optio
 	return c
 }
 
+// newHalves is three fake nodes, n0 owning the low half of the slots
+// (followed by n1) and n1 the high half (followed by n2), and a client
+// seeded with n2.
+func newHalves(t *testing.T) (*fakeCluster, *client.Client) {
+	t.Helper()
+	fc := newFakeCluster(t, 3)
+	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
+	return fc, newTestClient(t, fc, 2)
+}
+
 // half is the first slot of the second half of the slots.
 const half = slots.Count / 2
 
 func TestRoutingToTheOwner(t *testing.T) {
-	fc := newFakeCluster(t, 3)
-	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
-	c := newTestClient(t, fc, 2)
+	fc, c := newHalves(t)
 	ctx := t.Context()
 	low, high := idIn(0, half), idIn(half, slots.Count)
 	for _, id := range []string{low, high} {
@@ -209,9 +217,7 @@ func TestRoutingWithoutMap(t *testing.T) {
 }
 
 func TestRoutingReloadsOnNewVersion(t *testing.T) {
-	fc := newFakeCluster(t, 3)
-	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
-	c := newTestClient(t, fc, 2)
+	fc, c := newHalves(t)
 	ctx := t.Context()
 	low := idIn(0, half)
 	if _, err := c.Get(ctx, low); err != nil {
@@ -301,9 +307,7 @@ func TestRoutingReloadUsesETag(t *testing.T) {
 }
 
 func TestFailoverOnConnectionError(t *testing.T) {
-	fc := newFakeCluster(t, 3)
-	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
-	c := newTestClient(t, fc, 2)
+	fc, c := newHalves(t)
 	ctx := t.Context()
 	low := idIn(0, half)
 	if _, err := c.Get(ctx, low); err != nil {
@@ -328,14 +332,12 @@ func TestFailoverOnConnectionError(t *testing.T) {
 
 func TestFailoverOn503HonoursRetryAfter(t *testing.T) {
 	t.Parallel() // it waits a second
-	fc := newFakeCluster(t, 3)
-	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
+	fc, c := newHalves(t)
 	fc.nodes[0].handle = func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"the slot is moving"}}`))
 	}
-	c := newTestClient(t, fc, 2)
 	low := idIn(0, half)
 	start := time.Now()
 	if _, err := c.Get(t.Context(), low); err != nil {
@@ -449,8 +451,7 @@ func TestNoRetryAfterSendWhenNotIdempotent(t *testing.T) {
 }
 
 func TestBatchSplitsByOwner(t *testing.T) {
-	fc := newFakeCluster(t, 3)
-	fc.setMap("1", [2]int{0, 1}, [2]int{1, 2})
+	fc, c := newHalves(t)
 	var mu sync.Mutex
 	parts := map[string][]string{} // node → ids of the part it got
 	for _, n := range fc.nodes {
@@ -475,7 +476,6 @@ func TestBatchSplitsByOwner(t *testing.T) {
 			_ = json.NewEncoder(w).Encode(map[string]any{"results": res})
 		}
 	}
-	c := newTestClient(t, fc, 2)
 	low1, low2, high := idIn(0, half), idIn(0, half/2), idIn(half, slots.Count)
 	if low1 == low2 {
 		low2 = idIn(half/2, half)
