@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -49,6 +50,23 @@ func Example() {
 	// example-invoice-42 scheduled 1h0m0s
 	// true
 	// true
+}
+
+func ExampleNew() {
+	c, err := client.New([]string{nodeAddr, "127.0.0.1:1"}, // a second seed that is down
+		client.WithTimeout(2*time.Second),
+		client.WithRetry(client.RetryPolicy{MaxAttempts: 3, BackoffBase: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond}),
+		client.WithLogger(slog.New(slog.DiscardHandler)),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = c.Get(context.Background(), "no-such-task")
+	var e *client.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Status, e.Code, errors.Is(err, client.ErrNotFound))
+	}
+	// Output: 404 not_found true
 }
 
 func ExampleClient_List() {

@@ -206,8 +206,8 @@ const maxBatch = 10000
 // by the owners of their ids' slots and each part goes to its owner, the
 // parts in parallel (tasks without an ID go to a seed, which places them).
 // A part is retried only when all its tasks carry an ID. err is non-nil
-// when a part got no per-task answer (every task of it then has that
-// error in its result too).
+// when a part got no per-task answer (it joins the parts' errors; every
+// task of such a part has its part's error in its result too).
 func (c *Client) CreateBatch(ctx context.Context, tasks []Task) ([]BatchResult, error) {
 	results := make([]BatchResult, len(tasks))
 	groups := map[string][]int{} // owner base URL ("": any node) → task indexes
@@ -241,10 +241,7 @@ func (c *Client) CreateBatch(ctx context.Context, tasks []Task) ([]BatchResult, 
 		}
 	}
 	wg.Wait()
-	if len(errs) > 0 {
-		return results, errs[0]
-	}
-	return results, nil
+	return results, errors.Join(errs...)
 }
 
 // batchPart sends the tasks of part (indexes into tasks) as one batch to
