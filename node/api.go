@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/backup"
-	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
@@ -75,7 +74,7 @@ var _ httpapi.Backend = api{}
 
 func (a api) Now() time.Time { return a.n.now() }
 
-func (a api) View() httpapi.View { return apiView{a.n.view.Load().View} }
+func (a api) View() httpapi.View { return apiView{a.n.view.Load()} }
 
 func (a api) Stopped() *Error {
 	if a.n.running.Load() {
@@ -277,12 +276,9 @@ func (a api) Cluster() httpapi.Cluster {
 	if n.cluster != nil {
 		settle = n.cfg.Cluster.SettleTime
 	}
-	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.Table.Checksum(),
-		ViewChecksum: fmt.Sprintf("%016x", v.Table.Checksum()), Settled: v.Settled(n.now(), settle),
+	out := httpapi.Cluster{Self: n.cfg.Name, TableVersion: v.version,
+		ViewChecksum: fmt.Sprintf("%016x", v.version), Settled: v.Settled(n.now(), settle),
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
-	if n.cluster == nil {
-		out.TableVersion, out.ViewChecksum = dashboard.SingleTableVersion, fmt.Sprintf("%016x", uint64(dashboard.SingleTableVersion))
-	}
 	counts := v.Table.Counts()
 	for _, m := range v.Members {
 		owned, following := v.Table.Ranges(m.Name)
@@ -328,4 +324,17 @@ func (a api) Forget(name string) error {
 	}
 	n.log.Warn("member forgotten by an operator: it counts as left", "member", name)
 	return nil
+}
+
+// SlotEpoch returns slot s's epoch as this node knows it: the epoch at
+// which it owns, seals or follows s; 0 otherwise and on a standalone node.
+func (a api) SlotEpoch(s uint16) uint64 {
+	if a.n.ctl == nil {
+		return 0
+	}
+	switch role, epoch, _ := a.n.ctl.State(s); role {
+	case slots.RoleOwner, slots.RoleSealing, slots.RoleFollower:
+		return epoch
+	}
+	return 0
 }

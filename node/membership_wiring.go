@@ -17,11 +17,23 @@ import (
 type view struct {
 	*membership.View
 	dash *dashboard.View
+	// version identifies the table (X-Chime-Table-Version, /v1/cluster's
+	// table_version): its checksum, or dashboard.SingleTableVersion on a
+	// standalone node.
+	version uint64
 }
 
 // nodeView is the node's view of v.
 func nodeView(v *membership.View) *view {
-	return &view{View: v, dash: dashView(v.Members, v.Table)}
+	return &view{View: v, dash: dashView(v.Members, v.Table), version: v.Table.Checksum()}
+}
+
+// standaloneView is the view of a node without a cluster: it owns every
+// slot, for good.
+func standaloneView(name, httpAddr string) *view {
+	v := nodeView(membership.Standalone(name, httpAddr))
+	v.version = dashboard.SingleTableVersion
+	return v
 }
 
 // member returns the member named name.
@@ -37,8 +49,10 @@ func (c *ClusterConfig) membership(name, httpAddr string, fresh, tls bool) membe
 }
 
 // apiView is a view as the API sees it (httpapi.View).
-type apiView struct{ v *membership.View }
+type apiView struct{ v *view }
 
-func (a apiView) Owns(s uint16) bool                 { return a.v.Owns(s) }
-func (a apiView) Owner(s uint16) (ring.Member, bool) { return a.v.Owner(s) }
-func (a apiView) Members() []ring.Member             { return a.v.Table.Members() }
+func (a apiView) Owns(s uint16) bool                    { return a.v.Owns(s) }
+func (a apiView) Owner(s uint16) (ring.Member, bool)    { return a.v.Owner(s) }
+func (a apiView) Follower(s uint16) (ring.Member, bool) { return a.v.Table.Follower(s) }
+func (a apiView) Members() []ring.Member                { return a.v.Table.Members() }
+func (a apiView) Version() uint64                       { return a.v.version }

@@ -97,7 +97,7 @@ func New(cfg Config) (*Node, error) {
 		n.lease = cfg.Cluster.ownershipConfig(cfg.Name).Lease
 	}
 	if cfg.Cluster == nil {
-		n.view.Store(nodeView(membership.Standalone(cfg.Name, cfg.HTTPAddr)))
+		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
 		n.view.Store(nodeView(membership.NewView(cfg.Name, nil, time.Time{}, 0))) // owns nothing until it has joined
 		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout, cfg.Clock)

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/client/signature"
 )
 
-// Callback signing through a node; signing itself and VerifySignature are
-// tested in package dispatch (signature_test.go).
+// Callback signing through a node; signing itself is tested in package
+// dispatch (signature_test.go), the format and verification in package
+// signature.
 
 // refMAC is the signature computed independently of the dispatcher's code.
 func refMAC(key []byte, ts, fireID string, body []byte) string {
@@ -74,10 +75,10 @@ func TestSignTestReceiver(t *testing.T) {
 	for _, tt := range []struct {
 		name, sig, want string
 	}{
-		{"missing", "", dispatch.SignatureMissing},
-		{"forged", "t=" + ts + ",v1=" + refMAC([]byte("not-the-key-0123456789"), ts, "x:1", []byte(body)), dispatch.SignatureInvalid},
-		{"malformed", "t=,v1=", dispatch.SignatureInvalid},
-		{"hand-made valid", "t=" + ts + ",v1=" + refMAC(key, ts, "x:1", []byte(body)), dispatch.SignatureValid},
+		{"missing", "", string(signature.Missing)},
+		{"forged", "t=" + ts + ",v1=" + refMAC([]byte("not-the-key-0123456789"), ts, "x:1", []byte(body)), string(signature.Invalid)},
+		{"malformed", "t=,v1=", string(signature.Invalid)},
+		{"hand-made valid", "t=" + ts + ",v1=" + refMAC(key, ts, "x:1", []byte(body)), string(signature.Valid)},
 	} {
 		hdr := []string{"X-Chime-Fire-Id", "x:1"}
 		if tt.sig != "" {
@@ -91,7 +92,7 @@ func TestSignTestReceiver(t *testing.T) {
 
 	plain := startNode(t, nil)
 	ans = nil
-	if code := plain.do(t, "POST", "/v1/test/callback", body, &ans, "X-Chime-Fire-Id", "x:1", "X-Chime-Signature", "t="+ts+",v1="+refMAC(key, ts, "x:1", []byte(body))); code != 200 || ans["signature"] != dispatch.SignatureNoKey {
-		t.Errorf("node without a key: %d %v, want signature %q", code, ans, dispatch.SignatureNoKey)
+	if code := plain.do(t, "POST", "/v1/test/callback", body, &ans, "X-Chime-Fire-Id", "x:1", "X-Chime-Signature", "t="+ts+",v1="+refMAC(key, ts, "x:1", []byte(body))); code != 200 || ans["signature"] != string(signature.NoKey) {
+		t.Errorf("node without a key: %d %v, want signature %q", code, ans, string(signature.NoKey))
 	}
 }

@@ -52,7 +52,8 @@ deny ./slots "$pure|^$mod/(node|storage|wheel|ui|bench|cmd)" "slots is pure"
 deny ./storage "github.com/hashicorp/memberlist|^$mod/(node|ui|bench|cmd|ring|wheel)" "storage only stores"
 deny ./node/ownership "github.com/cockroachdb/pebble|^$mod/(node|storage|wheel|ui|bench|cmd)(/|$)" "the ownership executor reaches the node only through the interfaces it is built with"
 deny ./node/replication "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|wheel|ring/gossip|ui|cmd|bench)(/|$)" "replication reaches the node, the store and the ownership executor only through the interfaces it is built with"
-deny ./node/dispatch "^$mod/" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
+deny ./node/dispatch "^$mod/(ring|slots|storage|wheel|node|ui|cmd|bench)(/|$)|^$mod/client$" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
+deny ./client/signature "^$mod/" "signature is the callback signature format, a pure leaf the node and the Go SDK share (stdlib only)"
 deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
 deny ./node/dashboard "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/node$|^$mod/(storage|wheel|ring/gossip|node/httpapi|node/ownership|node/replication|node/tlsconf|ui|cmd|bench)(/|$)" "the dashboard snapshot reaches the node only through its Source"
@@ -65,6 +66,8 @@ only ./node/health "$mod/node/ownership" "health uses only ownership's stall rep
 deny ./node/backup "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(tlsconf|ownership|replication|keyring|internalauth|dashboard)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "backup streams a checkpoint taken by the func it is built with; it knows neither the store nor the node"
 only ./node/backup "$mod/node/httpapi" "backup uses only httpapi's error shape"
 deny ./node/membership "github.com/cockroachdb/pebble|^$mod/(node|storage|wheel|ui|bench|cmd)(/|$)" "the membership joins, gossips and builds views: it reaches the node only through the install func it is built with"
+deny ./client "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|ring/gossip|wheel|ui|cmd|bench)(/|$)" "client is the Go SDK: programs import it without the server"
+only ./client "$mod/(slots|client/signature)" "client uses only slots.Of and the signature format"
 deny ./ui "github.com/cockroachdb/pebble|github.com/hashicorp/memberlist|^$mod/(node|storage|cmd|bench)" "ui talks to the node through its own interface"
 
 # One listing of every package and its direct imports ("path imp imp …")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chime-scheduler/chime/client/signature"
 	"github.com/valyala/fasthttp"
 )
 
@@ -56,7 +57,7 @@ func (d *Dispatcher) buildRequest(req *fasthttp.Request, j *Job, s *scratch) {
 		req.Header.SetBytesV("X-Chime-Slot-Epoch", b[attemptEnd:])
 	}
 	if len(s.macs) > 0 {
-		s.sig = appendSignature(s.sig[:0], s.macs, &s.sum, d.clock.Now().Unix(), b[:fireEnd], j.Payload)
+		s.sig = signature.Append(s.sig[:0], s.macs, &s.sum, d.clock.Now().Unix(), b[:fireEnd], j.Payload)
 		req.Header.SetBytesV("X-Chime-Signature", s.sig)
 	}
 	req.SetBodyRaw(j.Payload) // not copied: j is ours until done

@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/client/signature"
 )
 
 // signHit is what the signing tests' receiver saw.
@@ -126,64 +127,20 @@ func TestSignCallbackHeader(t *testing.T) {
 			// what makes a rotation work. One that knows none does not.
 			now := time.Now()
 			for _, key := range tt.wantKeys {
-				if v := VerifySignature(h.sig, h.fireID, h.body, [][]byte{key}, now); v != SignatureValid {
+				if v := signature.Verify(h.sig, h.fireID, h.body, [][]byte{key}, now, 0); v != signature.Valid {
 					t.Errorf("verify with one key: %s", v)
 				}
 			}
-			if v := VerifySignature(h.sig, h.fireID, h.body, [][]byte{other}, now); v != SignatureInvalid {
+			if v := signature.Verify(h.sig, h.fireID, h.body, [][]byte{other}, now, 0); v != signature.Invalid {
 				t.Errorf("verify with another key: %s, want invalid", v)
 			}
-			if v := VerifySignature(h.sig, h.fireID, append(h.body, ' '), tt.wantKeys, now); v != SignatureInvalid {
+			if v := signature.Verify(h.sig, h.fireID, append(h.body, ' '), tt.wantKeys, now, 0); v != signature.Invalid {
 				t.Errorf("verify of a changed body: %s, want invalid", v)
 			}
-			if v := VerifySignature(h.sig, j.TaskID+":8", h.body, tt.wantKeys, now); v != SignatureInvalid {
+			if v := signature.Verify(h.sig, j.TaskID+":8", h.body, tt.wantKeys, now, 0); v != signature.Invalid {
 				t.Errorf("verify under another fire id: %s, want invalid", v)
 			}
 		})
-	}
-}
-
-func TestSignVerifySignature(t *testing.T) {
-	key := []byte("0123456789abcdef")
-	next := []byte("fedcba9876543210")
-	now := time.Unix(1_700_000_000, 0)
-	body := []byte(`{"x":1}`)
-	sign := func(ts int64, k []byte) string {
-		return refMAC(k, strconv.FormatInt(ts, 10), "t:1", body)
-	}
-	t0 := now.Unix()
-	good := sign(t0, key)
-	tests := []struct {
-		name   string
-		header string
-		keys   [][]byte
-		want   string
-	}{
-		{name: "valid", header: fmt.Sprintf("t=%d,v1=%s", t0, good), keys: [][]byte{key}, want: SignatureValid},
-		{name: "valid, second v1", header: fmt.Sprintf("t=%d,v1=%s,v1=%s", t0, sign(t0, next), good), keys: [][]byte{key}, want: SignatureValid},
-		{name: "valid with the next key", header: fmt.Sprintf("t=%d,v1=%s", t0, sign(t0, next)), keys: [][]byte{key, next}, want: SignatureValid},
-		{name: "spaces, unknown scheme", header: fmt.Sprintf("t=%d, v2=zz, v1=%s", t0, good), keys: [][]byte{key}, want: SignatureValid},
-		{name: "4 min 59 s old", header: fmt.Sprintf("t=%d,v1=%s", t0-299, sign(t0-299, key)), keys: [][]byte{key}, want: SignatureValid},
-		{name: "6 min old", header: fmt.Sprintf("t=%d,v1=%s", t0-360, sign(t0-360, key)), keys: [][]byte{key}, want: SignatureExpired},
-		{name: "6 min ahead", header: fmt.Sprintf("t=%d,v1=%s", t0+360, sign(t0+360, key)), keys: [][]byte{key}, want: SignatureExpired},
-		{name: "t changed", header: fmt.Sprintf("t=%d,v1=%s", t0+1, good), keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "wrong key", header: fmt.Sprintf("t=%d,v1=%s", t0, good), keys: [][]byte{next}, want: SignatureInvalid},
-		{name: "missing", header: "", keys: [][]byte{key}, want: SignatureMissing},
-		{name: "no key", header: fmt.Sprintf("t=%d,v1=%s", t0, good), want: SignatureNoKey},
-		{name: "no t", header: "v1=" + good, keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "two t", header: fmt.Sprintf("t=%d,t=%d,v1=%s", t0, t0, good), keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "no v1", header: fmt.Sprintf("t=%d", t0), keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "short v1", header: fmt.Sprintf("t=%d,v1=%s", t0, good[:62]), keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "not hex", header: fmt.Sprintf("t=%d,v1=%s", t0, strings.Repeat("g", 64)), keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "huge t", header: "t=99999999999999999999999,v1=" + good, keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "negative t", header: "t=-1,v1=" + good, keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "garbage", header: ",,,=,=,t", keys: [][]byte{key}, want: SignatureInvalid},
-		{name: "binary", header: "t=\x00\xff,v1=\x00", keys: [][]byte{key}, want: SignatureInvalid},
-	}
-	for _, tt := range tests {
-		if got := VerifySignature(tt.header, "t:1", body, tt.keys, now); got != tt.want {
-			t.Errorf("%s: VerifySignature(%q) = %s, want %s", tt.name, tt.header, got, tt.want)
-		}
 	}
 }
 
@@ -243,7 +200,7 @@ func BenchmarkSignCallback(b *testing.B) {
 				if bc.fresh {
 					s.macs[0] = hmac.New(sha256.New, keys[0])
 				}
-				s.sig = appendSignature(s.sig[:0], s.macs, &s.sum, 1_700_000_000, fireID, body)
+				s.sig = signature.Append(s.sig[:0], s.macs, &s.sum, 1_700_000_000, fireID, body)
 			}
 		})
 	}

@@ -42,7 +42,8 @@ func (s *Server) routed(w http.ResponseWriter, r *http.Request, v View, id strin
 	s.forwardTo(w, r, owner, body)
 }
 
-// forwardTo relays r to owner and its answer back.
+// forwardTo relays r to owner and its answer back, naming the owner in
+// X-Chime-Owner: the client's slot map sent it to the wrong node.
 func (s *Server) forwardTo(w http.ResponseWriter, r *http.Request, owner ring.Member, body []byte) {
 	hop := s.b.Hops(r, body)
 	if hop >= maxHops {
@@ -61,6 +62,7 @@ func (s *Server) forwardTo(w http.ResponseWriter, r *http.Request, owner ring.Me
 			w.Header().Set(k, v)
 		}
 	}
+	w.Header().Set(HeaderOwner, owner.Name)
 	w.WriteHeader(c.Status)
 	_, _ = w.Write(c.Body)
 }

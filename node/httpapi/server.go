@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chime-scheduler/chime/client/signature"
 	"github.com/chime-scheduler/chime/node/clock"
-	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -69,6 +69,9 @@ type Backend interface {
 
 	// Cluster describes the cluster as the node sees it (GET /v1/cluster).
 	Cluster() Cluster
+	// SlotEpoch returns slot s's epoch as this node knows it (it owns or
+	// follows s), 0 when it does not (GET /v1/cluster/slots).
+	SlotEpoch(s uint16) uint64
 	// Forget declares the dead member name gone for good.
 	Forget(name string) error
 	// Readiness reports whether the node is ready, why not (reason), and
@@ -93,8 +96,13 @@ type View interface {
 	Owns(s uint16) bool
 	// Owner returns the owner of slot s (false: nobody owns it yet).
 	Owner(s uint16) (ring.Member, bool)
+	// Follower returns the follower of slot s (false: none).
+	Follower(s uint16) (ring.Member, bool)
 	// Members are the members that hold slots.
 	Members() []ring.Member
+	// Version identifies the slot table (X-Chime-Table-Version): equal on
+	// the nodes that computed the same table.
+	Version() uint64
 }
 
 // Answer is another node's answer to a forwarded request: its status, the
@@ -187,6 +195,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/trigger", s.handleOne(Backend.Trigger, http.StatusAccepted))
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", s.handleExecutions)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
+	mux.HandleFunc("GET /v1/cluster/slots", s.handleSlots)
 	mux.HandleFunc("POST /v1/cluster/members/{name}/forget", s.handleForget)
 	mux.HandleFunc("GET /v1/cluster/keys", orNotFound(h.Keys))
 	mux.HandleFunc("POST /v1/cluster/keys", orNotFound(h.Keys))
@@ -222,11 +231,12 @@ func orNotFound(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// withCommon names the node on every answer and runs the edge checks
-// (edge.go): Host, bearer token and role, Content-Type.
+// withCommon names the node and its slot table version on every answer and
+// runs the edge checks (edge.go): Host, bearer token and role, Content-Type.
 func (s *Server) withCommon(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Chime-Node", s.cfg.Name)
+		w.Header().Set(HeaderTableVersion, tableVersion(s.b.View()))
 		r, e := s.checkEdge(r)
 		if e != nil {
 			if e.Code == CodeUnauthenticated {
@@ -337,18 +347,18 @@ func (s *Server) handleTestCallback(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	sig := dispatch.SignatureInvalid
+	sig := signature.Invalid
 	switch {
 	case err != nil || len(body) > 1<<20:
 		_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20)) // too large to check: invalid
 	default:
-		sig = dispatch.VerifySignature(r.Header.Get("X-Chime-Signature"), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, s.cfg.Clock.Now())
+		sig = signature.Verify(r.Header.Get(signature.Header), r.Header.Get("X-Chime-Fire-Id"), body, s.cfg.SigningKeys, s.cfg.Clock.Now(), signature.DefaultMaxAge)
 	}
 	WriteJSON(w, status, map[string]string{
 		"task_id":   r.Header.Get("X-Chime-Task-Id"),
 		"fire_id":   r.Header.Get("X-Chime-Fire-Id"),
 		"due_at":    r.Header.Get("X-Chime-Due-At"),
 		"attempt":   r.Header.Get("X-Chime-Attempt"),
-		"signature": sig,
+		"signature": string(sig),
 	})
 }

@@ -31,6 +31,8 @@ type fake struct {
 	answer   func(method, uri string, body []byte) Answer
 	forwards []string // method uri hop body, in order
 	batch    []*storage.Task
+	version  uint64            // the table version
+	epochs   map[uint16]uint64 // SlotEpoch's answers
 }
 
 func newFake() *fake {
@@ -53,7 +55,17 @@ func (v fakeView) Owner(s uint16) (ring.Member, bool) {
 	}
 	return ring.Member{Name: "n1"}, true
 }
+func (v fakeView) Follower(s uint16) (ring.Member, bool) {
+	if v.f.noOwner {
+		return ring.Member{}, false
+	}
+	if v.f.remote[s] {
+		return ring.Member{Name: "n1"}, true
+	}
+	return n2, true
+}
 func (v fakeView) Members() []ring.Member { return []ring.Member{{Name: "n1"}, n2} }
+func (v fakeView) Version() uint64        { return v.f.version }
 
 func (f *fake) Now() time.Time             { return fakeNow }
 func (f *fake) View() View                 { return fakeView{f} }
@@ -154,6 +166,11 @@ func (f *fake) ScanTasks(from storage.Position, fn func(*storage.Task) bool) err
 	return nil
 }
 
+func (f *fake) SlotEpoch(s uint16) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.epochs[s]
+}
 func (f *fake) Cluster() Cluster { return Cluster{Self: "n1", Members: []Member{{Name: "n1"}}} }
 func (f *fake) Forget(name string) error {
 	if name != "dead" {

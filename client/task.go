@@ -1,0 +1,223 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is a task's state.
+type Status string
+
+// Task statuses (API.md "Task answer"). A task is created scheduled or
+// paused; the others are states the node moves it to.
+const (
+	StatusScheduled Status = "scheduled"
+	StatusPaused    Status = "paused"
+	StatusDone      Status = "done"     // a one-shot that fired
+	StatusFailed    Status = "failed"   // a one-shot whose fire failed
+	StatusInactive  Status = "inactive" // a periodic task stopped by max_fails or a gone endpoint
+)
+
+// Misfire is what a periodic task does about fires missed while no node
+// could fire it.
+type Misfire string
+
+// Misfire policies.
+const (
+	MisfireFireOnce Misfire = "fire_once" // the default: fire once, resume at the next occurrence
+	MisfireSkip     Misfire = "skip"      // drop them
+	MisfireFireAll  Misfire = "fire_all"  // fire each
+)
+
+// Task is a task as the API takes and answers it (API.md "Tasks").
+//
+// The schedule is one of Delay, DueAt, Every and Cron. With none of DueAt,
+// Every and Cron set, the task is a one-shot due Delay after the node
+// receives it: at once when Delay is 0. Durations are sent in whole
+// milliseconds.
+//
+// The fields after Labels are the task's state: the node fills them in
+// its answers and ignores them in a request, except Status: a task sent
+// with StatusPaused is created (or replaced) paused.
+type Task struct {
+	// ID is 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -; the node makes
+	// up a ULID when a create has none. Its slot is slots.Of(ID).
+	ID string
+	// CallbackURL is where each fire is POSTed (http or https).
+	CallbackURL string
+
+	Delay time.Duration // one-shot: due this long after the request
+	DueAt time.Time     // one-shot: due at this instant
+	Every time.Duration // periodic at a fixed rate, at least 100 ms
+	Cron  string        // periodic: a cron expression (5 or 6 fields, or @daily, @every 1h, …)
+	// Timezone is the IANA zone of Cron (UTC when empty).
+	Timezone string
+	// StartAt delays the first fire of a periodic task.
+	StartAt time.Time
+
+	// Payload is the callback's body, any JSON.
+	Payload json.RawMessage
+	// Headers are extra callback headers (not X-Chime-*).
+	Headers map[string]string
+	// Timeout is one attempt's timeout (0: the node's default, 5 s).
+	Timeout time.Duration
+	// MaxRetries is the number of retries of a fire after its first
+	// attempt (nil: the node's default, 3).
+	MaxRetries *int
+	// Misfire is a periodic task's misfire policy ("": fire_once).
+	Misfire Misfire
+	// MaxFails: a periodic task becomes inactive after this many
+	// consecutive failed fires (0: never).
+	MaxFails int
+	// Labels are filterable key/values (List's Label).
+	Labels map[string]string
+
+	// Status is the task's state; in a request only StatusPaused counts.
+	Status    Status
+	Slot      uint16    // slots.Of(ID)
+	NextDueAt time.Time // zero when nothing is due
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	FireCount uint64    // successful fires
+	FailCount uint64    // consecutive failed fires
+	Owner     string    // the node that answered: the owner of the slot
+	LastFire  *LastFire // the last finished fire, if any
+}
+
+// LastFire summarizes a task's most recent finished fire.
+type LastFire struct {
+	FireID     string
+	DueAt      time.Time
+	FinishedAt time.Time
+	Attempts   int
+	StatusCode int    // 0 when no HTTP answer arrived
+	Error      string // timeout, connection error, refused address
+	Result     string // the first 512 bytes of the callback's answer
+}
+
+// Execution is one attempt of one fire (Client.Executions).
+type Execution struct {
+	FireID     string
+	DueAt      time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Attempt    int
+	StatusCode int
+	Error      string
+	Result     string
+}
+
+// taskJSON is Task on the wire: the field names of API.md.
+type taskJSON struct {
+	ID          string            `json:"id,omitempty"`
+	CallbackURL string            `json:"callback_url"`
+	DelayMs     *int64            `json:"delay_ms,omitempty"`
+	DueAt       string            `json:"due_at,omitempty"`
+	EveryMs     int64             `json:"every_ms,omitempty"`
+	Cron        string            `json:"cron,omitempty"`
+	Timezone    string            `json:"timezone,omitempty"`
+	StartAt     string            `json:"start_at,omitempty"`
+	Payload     json.RawMessage   `json:"payload,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+	TimeoutMs   int64             `json:"timeout_ms,omitempty"`
+	MaxRetries  *int              `json:"max_retries,omitempty"`
+	Misfire     string            `json:"misfire,omitempty"`
+	MaxFails    int               `json:"max_fails,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Status      string            `json:"status,omitempty"`
+
+	// The answer's state; never sent.
+	Slot      uint16        `json:"slot,omitempty"`
+	NextDueAt string        `json:"next_due_at,omitempty"`
+	CreatedAt string        `json:"created_at,omitempty"`
+	UpdatedAt string        `json:"updated_at,omitempty"`
+	FireCount uint64        `json:"fire_count,omitempty"`
+	FailCount uint64        `json:"fail_count,omitempty"`
+	Owner     string        `json:"owner,omitempty"`
+	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
+}
+
+type lastFireJSON struct {
+	FireID     string `json:"fire_id"`
+	DueAt      string `json:"due_at,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
+	Attempts   int    `json:"attempts"`
+	StatusCode int    `json:"status_code"`
+	Error      string `json:"error,omitempty"`
+	Result     string `json:"result,omitempty"`
+}
+
+type executionJSON struct {
+	FireID     string `json:"fire_id"`
+	DueAt      string `json:"due_at,omitempty"`
+	StartedAt  string `json:"started_at,omitempty"`
+	FinishedAt string `json:"finished_at,omitempty"`
+	Attempt    int    `json:"attempt"`
+	StatusCode int    `json:"status_code"`
+	Error      string `json:"error,omitempty"`
+	Result     string `json:"result,omitempty"`
+}
+
+// request renders t as a request body: the request fields only.
+func (t *Task) request() taskJSON {
+	w := taskJSON{
+		ID: t.ID, CallbackURL: t.CallbackURL, EveryMs: t.Every.Milliseconds(), Cron: t.Cron,
+		DueAt: instant(t.DueAt), Timezone: t.Timezone, StartAt: instant(t.StartAt),
+		Payload: t.Payload, Headers: t.Headers, TimeoutMs: t.Timeout.Milliseconds(),
+		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
+	}
+	if t.Delay != 0 || t.DueAt.IsZero() && t.Every == 0 && t.Cron == "" {
+		d := t.Delay.Milliseconds()
+		w.DelayMs = &d
+	}
+	if t.Status == StatusPaused {
+		w.Status = string(StatusPaused)
+	}
+	return w
+}
+
+// task reads a task answer (API.md "Task answer").
+func (w *taskJSON) task() Task {
+	t := Task{
+		ID: w.ID, CallbackURL: w.CallbackURL, Every: ms(w.EveryMs), Cron: w.Cron,
+		DueAt: parseInstant(w.DueAt), Timezone: w.Timezone, StartAt: parseInstant(w.StartAt),
+		Payload: w.Payload, Headers: w.Headers, Timeout: ms(w.TimeoutMs), MaxRetries: w.MaxRetries,
+		Misfire: Misfire(w.Misfire), MaxFails: w.MaxFails, Labels: w.Labels,
+		Status: Status(w.Status), Slot: w.Slot, NextDueAt: parseInstant(w.NextDueAt),
+		CreatedAt: parseInstant(w.CreatedAt), UpdatedAt: parseInstant(w.UpdatedAt),
+		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,
+	}
+	if w.DelayMs != nil {
+		t.Delay = ms(*w.DelayMs)
+	}
+	if lf := w.LastFire; lf != nil {
+		t.LastFire = &LastFire{FireID: lf.FireID, DueAt: parseInstant(lf.DueAt), FinishedAt: parseInstant(lf.FinishedAt),
+			Attempts: lf.Attempts, StatusCode: lf.StatusCode, Error: lf.Error, Result: lf.Result}
+	}
+	return t
+}
+
+// execution reads one execution record.
+func (w *executionJSON) execution() Execution {
+	return Execution{FireID: w.FireID, DueAt: parseInstant(w.DueAt), StartedAt: parseInstant(w.StartedAt),
+		FinishedAt: parseInstant(w.FinishedAt), Attempt: w.Attempt, StatusCode: w.StatusCode, Error: w.Error, Result: w.Result}
+}
+
+// instant renders t as the API does: RFC 3339 in UTC, "" for the zero time.
+func instant(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// parseInstant reads an RFC 3339 instant; "" (or garbage) is the zero time.
+func parseInstant(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
