@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	gonet "net"
 	"net/http/httptest"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/ring/gossip/memnet"
-	"github.com/chime-scheduler/chime/slots"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // clusterNode starts a node named name that gossips on net at addr, joins
@@ -90,110 +87,6 @@ func waitReady(t *testing.T, tn *testNode) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Logf("%s ready after %v", name, time.Since(start).Round(time.Millisecond))
-}
-
-// fired returns how many callbacks a node sent successfully.
-func fired(t *testing.T, tn *testNode) int {
-	t.Helper()
-	return int(testutil.ToFloat64(tn.metrics.firesSuccess))
-}
-
-// TestJoinMovesSlotsWithTheirTasks: tasks stored on a lone node; a second
-// node joins before they are due and takes about half of the slots. The
-// joiner catches up on those slots as the first node's follower and takes
-// each by a sealed handover; every task fires exactly once (on the first
-// node if its slot had not moved yet at its due time). Then the joiner leaves: the first node (its
-// follower, holding the replicas) fires what the joiner owned.
-func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs two nodes for several seconds")
-	}
-	net := memnet.New(3)
-	a := clusterNode(t, net, "a", "127.0.0.1:7001")
-	rcv := newReceiver(t)
-	create := func(prefix string, n int, due time.Time) {
-		for i := range n {
-			body := fmt.Sprintf(`{"id":"%s-%d","callback_url":%q,"due_at":%q}`, prefix, i, rcv.url("/"), due.Format(time.RFC3339Nano))
-			// 503 is not an acknowledgement: retried, as clients do
-			// (while slots move, or a replica is slow to answer).
-			retried := false
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				var ans map[string]any
-				code := a.do(t, "POST", "/v1/tasks", body, &ans)
-				if code == 201 || (code == 409 && retried) {
-					break // 409: the earlier attempt was stored after all
-				}
-				retried = true
-				if code != 503 || time.Now().After(deadline) {
-					t.Fatalf("create %s-%d: %d %v", prefix, i, code, ans)
-				}
-			}
-		}
-	}
-	const n = 200
-	due := time.Now().Add(2500 * time.Millisecond)
-	create("m", n, due)
-	b := clusterNode(t, net, "b", "127.0.0.1:7002", "127.0.0.1:7001")
-	joined := time.Now()
-	va := a.view.Load()
-	if len(va.table.Members()) != 2 {
-		t.Fatalf("a sees %d members after b is ready", len(va.table.Members()))
-	}
-	want := map[string]int{}
-	for i := range n {
-		o, _ := va.owner(slots.Of(fmt.Sprintf("m-%d", i)))
-		want[o.Name]++
-	}
-	if want["a"] == 0 || want["b"] == 0 {
-		t.Fatalf("owners %v; the test needs both", want)
-	}
-	rcv.waitHits(t, 15*time.Second, func(hs []hit) bool { return len(hs) >= n })
-	time.Sleep(500 * time.Millisecond)
-	checkOnce(t, rcv.hits(), n)
-	// Until b has taken its slots over (sealed handovers), a fires them:
-	// each task fires once, on whichever node held its slot at its due
-	// time. Only a handover done before the due time says which.
-	if fa, fb := fired(t, a), fired(t, b); joined.Before(due) && (fa != want["a"] || fb != want["b"]) {
-		t.Errorf("a fired %d and b %d; their slots hold %d and %d", fa, fb, want["a"], want["b"])
-	} else if fa+fb != n {
-		t.Errorf("a fired %d and b %d, want %d in all", fa, fb, n)
-	}
-
-	// Tasks created through a (b's are forwarded to b and replicated back
-	// to a), then b leaves before they are due: a fires all of them.
-	create("l", n, time.Now().Add(3*time.Second))
-	b.stop(t)
-	rcv.waitHits(t, 20*time.Second, func(hs []hit) bool { return len(hs) >= 2*n })
-	time.Sleep(500 * time.Millisecond)
-	checkOnce(t, rcv.hits(), 2*n)
-}
-
-// checkOnce checks that the hits are n distinct tasks, each fired once and
-// none before its due time.
-func checkOnce(t *testing.T, hs []hit, n int) {
-	t.Helper()
-	seen := map[string]int{}
-	for _, h := range hs {
-		seen[h.TaskID]++
-		if h.At.Before(h.Due) {
-			t.Errorf("%s fired %v early", h.TaskID, h.Due.Sub(h.At))
-		}
-	}
-	for id, c := range seen {
-		if c != 1 {
-			var how []string
-			for _, h := range hs {
-				if h.TaskID == id {
-					how = append(how, fmt.Sprintf("%s attempt %d epoch %s at %s", h.FireID, h.Attempt,
-						h.Header.Get("X-Chime-Slot-Epoch"), h.At.Format("15:04:05.000")))
-				}
-			}
-			t.Errorf("%s fired %d times: %v", id, c, how)
-		}
-	}
-	if len(seen) != n {
-		t.Errorf("%d distinct tasks fired, want %d", len(seen), n)
-	}
 }
 
 // testLogLevel is the cluster tests' log level: warn, or CHIME_TEST_LOG
