@@ -74,6 +74,7 @@ type faultCluster struct {
 	nodes  []*faultNode
 	// configure changes every node's Config before it starts.
 	configure []func(*Config)
+	closed    bool // close ran
 
 	mu       sync.Mutex
 	faults   []faultWindow        // when a fault allowed a node's fires to be repeated
@@ -198,6 +199,11 @@ func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{DialContext: c.hnet.dialer(faultClientAddr)},
 	}
+	// A test that stops early (t.Fatal) leaves its nodes running: their
+	// timers would keep the bubble's fake time going until the test
+	// binary's timeout. The bubble's cleanups run before it waits for its
+	// goroutines.
+	t.Cleanup(c.close)
 	return c
 }
 
@@ -774,8 +780,13 @@ func (c *faultCluster) settle(limit time.Time) {
 
 // close kills every node still running (the checks are done; no handover
 // needed), stops the receiver and lets the goroutines of memberlist and
-// the HTTP clients finish, so the bubble can end.
+// the HTTP clients finish, so the bubble can end. It runs once; the
+// harness calls it at the test's cleanup too.
 func (c *faultCluster) close() {
+	if c.closed {
+		return
+	}
+	c.closed = true
 	for _, i := range c.up() {
 		c.crash(i)
 	}
