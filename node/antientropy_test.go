@@ -80,6 +80,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // after its delete).
 func TestAntiEntropy(t *testing.T) {
 	const interval = 500 * time.Millisecond
+	t.Parallel() // fake time: it runs beside the fault tests without timing out
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 2, 21, func(cfg *Config) { cfg.Cluster.AntiEntropyInterval = interval })
 		// Each owner streams its follower a snapshot of each of its 8192

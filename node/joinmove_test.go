@@ -23,6 +23,7 @@ import (
 // drain takes 3-6 s; they are due in 7): the first node (its follower,
 // holding the replicas) fires all of them, each once.
 func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
+	t.Parallel() // fake time: it runs beside the fault tests without timing out
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 1, 31)
 		const n = 200
