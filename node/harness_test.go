@@ -39,10 +39,10 @@ import (
 //		// h.At is exactly when the node sent it, in fake time
 //	})
 //
-// The same harness runs outside a bubble, in real time: tests that are not
-// about time (request validation, auth, edge headers) and use T.Run, which
-// a bubble does not allow, run there; they wait on nothing shorter than
-// 60 s.
+// The same harness runs outside a bubble, in real time: the tests that are
+// not about time (request validation, auth, edge headers, the backup
+// stream; several use T.Run, which a bubble does not allow) run there, and
+// wait on nothing shorter than 60 s.
 
 // testNet is the in-memory network of one test (or one bubble): its
 // nodes' APIs, its receivers and its client. It is made at the test's
