@@ -31,9 +31,9 @@ func TestBackupEndpoint(t *testing.T) {
 		t.Fatalf("backup without the token: %d %+v", code, eb.Error)
 	}
 
-	req, _ := http.NewRequest("GET", tn.srv.URL+"/v1/admin/backup", nil)
+	req, _ := http.NewRequest("GET", tn.url("/v1/admin/backup"), nil)
 	req.Header.Set(auth[0], auth[1])
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := tn.client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"github.com/chime-scheduler/chime/node/httpapi"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/chime-scheduler/chime/slots"
@@ -47,48 +47,43 @@ func plantCorrupt(t *testing.T, s *storage.Store, id string, due time.Time) {
 // quarantines it instead of retrying it every second, and it is counted in
 // chime_corrupt_records_total.
 func TestCorruptRecordIsSkippedAndQuarantined(t *testing.T) {
-	tn := startNode(t, func(c *Config) { c.LoadInterval = 500 * time.Millisecond })
-	rcv := newReceiver(t)
-	for _, id := range []string{"good-1", "good-2"} {
-		if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": id, "callback_url": rcv.url("/hook"), "delay_ms": 100}, nil); code != 201 {
-			t.Fatalf("create %s = %d", id, code)
+	synctest.Test(t, func(t *testing.T) {
+		tn := startNode(t, func(c *Config) { c.LoadInterval = 500 * time.Millisecond })
+		rcv := newReceiver(t)
+		for _, id := range []string{"good-1", "good-2"} {
+			if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": id, "callback_url": rcv.url("/hook"), "delay_ms": 100}, nil); code != 201 {
+				t.Fatalf("create %s = %d", id, code)
+			}
 		}
-	}
-	// Planted while the node is down, so the start-up load files it.
-	cfg := tn.cfg
-	tn.stop(t)
-	st, err := storage.Open(storage.Options{Dir: cfg.DataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	plantCorrupt(t, st, "bad", time.Now())
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	tn = restartNode(t, cfg)
+		// Planted while the node is down, so the start-up load files it.
+		cfg := tn.cfg
+		tn.stop(t)
+		st, err := storage.Open(storage.Options{Dir: cfg.DataDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plantCorrupt(t, st, "bad", time.Now())
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tn = restartNode(t, cfg)
 
-	var page struct {
-		Tasks []httpapi.TaskResponse `json:"tasks"`
-	}
-	if code := tn.do(t, "GET", "/v1/tasks", nil, &page); code != http.StatusOK || len(page.Tasks) != 2 {
-		t.Fatalf("listing with a corrupt record = %d, %d tasks; want 200 with the 2 good ones", code, len(page.Tasks))
-	}
-	var resp *http.Response
-	rcv.waitHits(t, 10*time.Second, func(h []hit) bool { return len(h) >= 2 })
-	// Several loader rounds (500 ms) later the bad record was read to fire
-	// once or twice, not every second of a retry loop.
-	time.Sleep(3 * time.Second)
-	reads := tn.store.CorruptRecords()
-	if reads < 2 || reads > 3 { // the listing, then the fire path once (a loader round may race it once more)
-		t.Errorf("the corrupt record was read %d times in 3 s; want it quarantined after its first fire", reads)
-	}
-	resp, err = http.Get(tn.srv.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := fmt.Sprintf("\nchime_corrupt_records_total %d\n", tn.store.CorruptRecords()); !strings.Contains(string(body), want) {
-		t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
-	}
+		var page struct {
+			Tasks []httpapi.TaskResponse `json:"tasks"`
+		}
+		if code := tn.do(t, "GET", "/v1/tasks", nil, &page); code != http.StatusOK || len(page.Tasks) != 2 {
+			t.Fatalf("listing with a corrupt record = %d, %d tasks; want 200 with the 2 good ones", code, len(page.Tasks))
+		}
+		rcv.waitHits(t, 10*time.Second, func(h []hit) bool { return len(h) >= 2 })
+		// Several loader rounds (500 ms) later the bad record was read to fire
+		// once or twice, not every second of a retry loop.
+		time.Sleep(3 * time.Second)
+		reads := tn.store.CorruptRecords()
+		if reads < 2 || reads > 3 { // the listing, then the fire path once (a loader round may race it once more)
+			t.Errorf("the corrupt record was read %d times in 3 s; want it quarantined after its first fire", reads)
+		}
+		if want := fmt.Sprintf("\nchime_corrupt_records_total %d\n", tn.store.CorruptRecords()); !strings.Contains(tn.metricsText(t), want) {
+			t.Errorf("/metrics lacks %q", strings.TrimSpace(want))
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -23,7 +24,7 @@ func edgeReq(t *testing.T, tn *testNode, method, path, host, body string, hdr ..
 	if body != "" {
 		rd = strings.NewReader(body)
 	}
-	req, err := http.NewRequest(method, tn.srv.URL+path, rd)
+	req, err := http.NewRequest(method, tn.url(path), rd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func edgeReq(t *testing.T, tn *testNode, method, path, host, body string, hdr ..
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := tn.srv.Client().Do(req)
+	resp, err := tn.client().Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -267,25 +268,27 @@ func TestAPITokenRoles(t *testing.T) {
 // dashboard's snapshot (its per-host latency view).
 
 func TestAPIEdgeSnapshotRedacts(t *testing.T) {
-	rcv := newReceiver(t)
-	tn := startNode(t, nil)
-	cb := strings.Replace(rcv.url("/r"), "http://", "http://user:pa55word@", 1)
-	if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "pw", "callback_url": cb, "delay_ms": 0}, nil); code != 201 {
-		t.Fatalf("create: %d", code)
-	}
-	rcv.waitHits(t, 5*time.Second, func(h []hit) bool { return len(h) >= 1 })
-	var raw json.RawMessage
-	waitFor(t, 5*time.Second, "the host in the snapshot", func() bool {
-		if code := tn.do(t, "GET", "/v1/snapshot", nil, &raw); code != 200 {
-			t.Fatalf("snapshot: %d", code)
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		tn := startNode(t, nil)
+		cb := strings.Replace(rcv.url("/r"), "http://", "http://user:pa55word@", 1)
+		if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "pw", "callback_url": cb, "delay_ms": 0}, nil); code != 201 {
+			t.Fatalf("create: %d", code)
 		}
-		return strings.Contains(string(raw), "***@127.0.0.1")
+		rcv.waitHits(t, 5*time.Second, func(h []hit) bool { return len(h) >= 1 })
+		var raw json.RawMessage
+		waitFor(t, 5*time.Second, "the host in the snapshot", func() bool {
+			if code := tn.do(t, "GET", "/v1/snapshot", nil, &raw); code != 200 {
+				t.Fatalf("snapshot: %d", code)
+			}
+			return strings.Contains(string(raw), "***@127.0.0.1")
+		})
+		for _, path := range []string{"/v1/snapshot", "/v1/stats"} {
+			if code := tn.do(t, "GET", path, nil, &raw); code != 200 || strings.Contains(string(raw), "pa55word") {
+				t.Errorf("%s: %d, and it shows the password: %s", path, code, raw)
+			}
+		}
 	})
-	for _, path := range []string{"/v1/snapshot", "/v1/stats"} {
-		if code := tn.do(t, "GET", path, nil, &raw); code != 200 || strings.Contains(string(raw), "pa55word") {
-			t.Errorf("%s: %d, and it shows the password: %s", path, code, raw)
-		}
-	}
 }
 
 // TestEdgeCallbackHost: the dashboard's per-host key keeps the host, never

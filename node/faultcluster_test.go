@@ -96,8 +96,7 @@ type faultNode struct {
 	http   string // API address (pipeNet)
 	mem    *storage.MemFS
 	n      *Node // nil while down
-	srv    *http.Server
-	served chan struct{} // closed when srv.Serve returned
+	srv    *pipeServer
 }
 
 // newFaultCluster starts k nodes n1..nk at the same moment, each joining
@@ -282,12 +281,7 @@ func (c *faultCluster) start(i int, seeds []string) {
 	c.mu.Lock()
 	fn.n = n
 	c.mu.Unlock()
-	fn.srv = &http.Server{Handler: c.countCalls(n.Handler()), ReadHeaderTimeout: 10 * time.Second}
-	fn.served = make(chan struct{})
-	go func(srv *http.Server, done chan struct{}) {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}(fn.srv, fn.served)
+	fn.srv = servePipe(ln, c.countCalls(n.Handler()))
 }
 
 // restart starts node i again on what its filesystem holds, joining
@@ -337,8 +331,7 @@ func (c *faultCluster) crash(i int) {
 }
 
 func (c *faultCluster) closeServer(fn *faultNode) {
-	fn.srv.Close()
-	<-fn.served
+	fn.srv.close()
 	c.mu.Lock()
 	fn.n, fn.srv = nil, nil
 	c.mu.Unlock()
@@ -852,11 +845,10 @@ func sinceEpoch(t time.Time) string {
 // that records every callback, in arrival order, and answers 200 after a
 // short random delay (faultAnswerDelay).
 type fireRecorder struct {
-	srv    *http.Server
-	served chan struct{}
-	mu     sync.Mutex
-	fires  []fire
-	rnd    *rand.Rand // answer delays; guarded by mu
+	srv   *pipeServer
+	mu    sync.Mutex
+	fires []fire
+	rnd   *rand.Rand // answer delays; guarded by mu
 }
 
 // faultAnswerDelay bounds how long the receiver takes to answer a
@@ -866,12 +858,8 @@ type fireRecorder struct {
 const faultAnswerDelay = 200 * time.Millisecond
 
 func newFireRecorder(ln *pipeListener, seed uint64) *fireRecorder {
-	r := &fireRecorder{served: make(chan struct{}), rnd: rand.New(rand.NewPCG(seed, 0xca11))}
-	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve)}
-	go func() {
-		defer close(r.served)
-		_ = r.srv.Serve(ln)
-	}()
+	r := &fireRecorder{rnd: rand.New(rand.NewPCG(seed, 0xca11))}
+	r.srv = servePipe(ln, http.HandlerFunc(r.serve))
 	return r
 }
 
@@ -898,7 +886,4 @@ func (r *fireRecorder) all() []fire {
 	return slices.Clone(r.fires)
 }
 
-func (r *fireRecorder) close() {
-	r.srv.Close()
-	<-r.served
-}
+func (r *fireRecorder) close() { r.srv.close() }

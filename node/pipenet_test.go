@@ -309,6 +309,41 @@ func (l *pipeListener) Close() error {
 // Addr is the address the listener was registered at.
 func (l *pipeListener) Addr() net.Addr { return l.addr }
 
+// pipeServer is an HTTP server on a pipeNet listener.
+type pipeServer struct {
+	srv       *http.Server
+	served    chan struct{}  // closed when Serve returned
+	active    sync.WaitGroup // running handlers
+	closeOnce sync.Once
+}
+
+// servePipe serves h on ln until close. A dial to ln's address may come
+// before: it waits in accept until Serve runs, as in a listen backlog.
+func servePipe(ln *pipeListener, h http.Handler) *pipeServer {
+	s := &pipeServer{served: make(chan struct{})}
+	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.active.Add(1)
+		defer s.active.Done()
+		h.ServeHTTP(w, r)
+	})}
+	go func() {
+		defer close(s.served)
+		_ = s.srv.Serve(ln)
+	}()
+	return s
+}
+
+// close closes the listener and every connection (their clients see EOF)
+// and waits until Serve and every handler returned, so that a bubble can
+// end. Idempotent.
+func (s *pipeServer) close() {
+	s.closeOnce.Do(func() {
+		s.srv.Close()
+		<-s.served
+		s.active.Wait()
+	})
+}
+
 // pipeConn is one end of a connection: a net.Pipe end that reports TCP
 // addresses and leaves the network's registry when closed.
 type pipeConn struct {

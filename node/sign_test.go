@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/chime-scheduler/chime/client/signature"
@@ -60,39 +61,41 @@ func TestSignNodeConfigValidate(t *testing.T) {
 // TestSignTestReceiver checks that the built-in receiver checks the
 // signature of a real fire and reports forged, missing and unkeyed ones.
 func TestSignTestReceiver(t *testing.T) {
-	key := []byte("test-receiver-key-0123456789")
-	tn := startNode(t, func(c *Config) { c.Dispatch.SigningKey = key })
-	tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "signed", "callback_url": tn.srv.URL + "/v1/test/callback", "delay_ms": 0, "payload": map[string]int{"n": 1}}, nil)
-	task := waitTask(t, tn, "signed", func(task map[string]any) bool { return task["status"] == "done" })
-	lf, _ := task["last_fire"].(map[string]any)
-	if lf == nil || !strings.Contains(fmt.Sprint(lf["result"]), `"signature":"valid"`) {
-		t.Errorf("last_fire = %v, want the receiver's signature verdict valid", lf)
-	}
-
-	var ans map[string]string
-	ts := strconv.FormatInt(time.Now().Unix(), 10)
-	body := `{"n":1}`
-	for _, tt := range []struct {
-		name, sig, want string
-	}{
-		{"missing", "", string(signature.Missing)},
-		{"forged", "t=" + ts + ",v1=" + refMAC([]byte("not-the-key-0123456789"), ts, "x:1", []byte(body)), string(signature.Invalid)},
-		{"malformed", "t=,v1=", string(signature.Invalid)},
-		{"hand-made valid", "t=" + ts + ",v1=" + refMAC(key, ts, "x:1", []byte(body)), string(signature.Valid)},
-	} {
-		hdr := []string{"X-Chime-Fire-Id", "x:1"}
-		if tt.sig != "" {
-			hdr = append(hdr, "X-Chime-Signature", tt.sig)
+	synctest.Test(t, func(t *testing.T) {
+		key := []byte("test-receiver-key-0123456789")
+		tn := startNode(t, func(c *Config) { c.Dispatch.SigningKey = key })
+		tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "signed", "callback_url": tn.url("/v1/test/callback"), "delay_ms": 0, "payload": map[string]int{"n": 1}}, nil)
+		task := waitTask(t, tn, "signed", func(task map[string]any) bool { return task["status"] == "done" })
+		lf, _ := task["last_fire"].(map[string]any)
+		if lf == nil || !strings.Contains(fmt.Sprint(lf["result"]), `"signature":"valid"`) {
+			t.Errorf("last_fire = %v, want the receiver's signature verdict valid", lf)
 		}
+
+		var ans map[string]string
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		body := `{"n":1}`
+		for _, tt := range []struct {
+			name, sig, want string
+		}{
+			{"missing", "", string(signature.Missing)},
+			{"forged", "t=" + ts + ",v1=" + refMAC([]byte("not-the-key-0123456789"), ts, "x:1", []byte(body)), string(signature.Invalid)},
+			{"malformed", "t=,v1=", string(signature.Invalid)},
+			{"hand-made valid", "t=" + ts + ",v1=" + refMAC(key, ts, "x:1", []byte(body)), string(signature.Valid)},
+		} {
+			hdr := []string{"X-Chime-Fire-Id", "x:1"}
+			if tt.sig != "" {
+				hdr = append(hdr, "X-Chime-Signature", tt.sig)
+			}
+			ans = nil
+			if code := tn.do(t, "POST", "/v1/test/callback", body, &ans, hdr...); code != 200 || ans["signature"] != tt.want {
+				t.Errorf("%s: %d %v, want signature %q", tt.name, code, ans, tt.want)
+			}
+		}
+
+		plain := startNode(t, nil)
 		ans = nil
-		if code := tn.do(t, "POST", "/v1/test/callback", body, &ans, hdr...); code != 200 || ans["signature"] != tt.want {
-			t.Errorf("%s: %d %v, want signature %q", tt.name, code, ans, tt.want)
+		if code := plain.do(t, "POST", "/v1/test/callback", body, &ans, "X-Chime-Fire-Id", "x:1", "X-Chime-Signature", "t="+ts+",v1="+refMAC(key, ts, "x:1", []byte(body))); code != 200 || ans["signature"] != string(signature.NoKey) {
+			t.Errorf("node without a key: %d %v, want signature %q", code, ans, string(signature.NoKey))
 		}
-	}
-
-	plain := startNode(t, nil)
-	ans = nil
-	if code := plain.do(t, "POST", "/v1/test/callback", body, &ans, "X-Chime-Fire-Id", "x:1", "X-Chime-Signature", "t="+ts+",v1="+refMAC(key, ts, "x:1", []byte(body))); code != 200 || ans["signature"] != string(signature.NoKey) {
-		t.Errorf("node without a key: %d %v, want signature %q", code, ans, string(signature.NoKey))
-	}
+	})
 }

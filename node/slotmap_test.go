@@ -26,7 +26,7 @@ func TestSlotMapStandalone(t *testing.T) {
 	if c.TableVersion != 1 {
 		t.Errorf("/v1/cluster table_version = %d, want 1", c.TableVersion)
 	}
-	resp, err := tn.srv.Client().Get(tn.srv.URL + "/v1/tasks/nope")
+	resp, err := tn.client().Get(tn.url("/v1/tasks/nope"))
 	if err != nil {
 		t.Fatal(err)
 	}
