@@ -48,17 +48,6 @@ func aeCounts(n *Node) (match, mismatch, resyncs float64) {
 	return testutil.ToFloat64(n.metrics.aeMatch), testutil.ToFloat64(n.metrics.aeMismatch), testutil.ToFloat64(n.metrics.aeResyncs)
 }
 
-// waitFor polls cond every 20 ms until it holds, or fails after d (fake
-// time in a bubble).
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, d)
-		}
-	}
-}
-
 // TestAntiEntropy runs two nodes of the fault harness (fake time, lossy
 // links) that check every slot twice a second, in two phases on one
 // cluster:

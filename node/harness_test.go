@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,15 +110,13 @@ func (nw *testNet) newAddr() string {
 // whose fake clock starts at midnight UTC, 2000-01-01.
 func inBubble() bool { return time.Now().Year() < 2001 }
 
-// testNode is an in-process node: startNode's on a temp dir with its API
-// on the test's network; cluster_node_test.go's (real time, real sockets,
-// until they move to the fault harness) on loopback (srv).
+// testNode is an in-process node on a temp dir with its API on the test's
+// network.
 type testNode struct {
 	*Node
 	cfg  Config
 	tnet *testNet
-	pipe *pipeServer      // the API on tnet at cfg.HTTPAddr
-	srv  *httptest.Server // or on loopback, with pipe and tnet nil
+	pipe *pipeServer // the API on tnet at cfg.HTTPAddr
 }
 
 // testConfig returns the test defaults for a standalone node named name:
@@ -196,12 +193,7 @@ func (tn *testNode) stop(t *testing.T) {
 	if err := tn.Close(ctx); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if tn.pipe != nil {
-		tn.pipe.close()
-	}
-	if tn.srv != nil {
-		tn.srv.Close()
-	}
+	tn.pipe.close()
 }
 
 // lateBound bounds how late tn sends a fire after its time in fake time,
@@ -211,17 +203,11 @@ func (tn *testNode) lateBound() time.Duration { return tn.cfg.Tick + tn.cfg.Idle
 
 // url is the URL of path on tn's API.
 func (tn *testNode) url(path string) string {
-	if tn.srv != nil {
-		return tn.srv.URL + path
-	}
 	return "http://" + tn.cfg.HTTPAddr + path
 }
 
 // client is the client that reaches tn's API.
 func (tn *testNode) client() *http.Client {
-	if tn.srv != nil {
-		return tn.srv.Client()
-	}
 	return tn.tnet.client
 }
 
@@ -306,7 +292,6 @@ type hit struct {
 // callbacks. respond decides the status of each hit (nil = 200).
 type receiver struct {
 	addr string // host:port
-	srv  *httptest.Server
 
 	mu struct {
 		sync.Mutex
@@ -326,13 +311,7 @@ func newReceiver(t *testing.T) *receiver {
 	r := &receiver{notify: make(chan struct{}, 1)}
 	r.mu.perTask = make(map[string]int)
 	tnet := netOf(t)
-	if inBubble() {
-		r.addr = tnet.newAddr()
-	} else {
-		r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-		t.Cleanup(r.srv.Close)
-		r.addr = r.srv.Listener.Addr().String()
-	}
+	r.addr = tnet.newAddr()
 	t.Cleanup(servePipe(tnet.pn.listen(r.addr), http.HandlerFunc(r.serve)).close)
 	return r
 }
@@ -418,3 +397,14 @@ func (r *receiver) waitHits(t *testing.T, d time.Duration, cond func([]hit) bool
 
 // url is the receiver's callback URL for path p.
 func (r *receiver) url(p string) string { return "http://" + r.addr + p }
+
+// waitFor polls cond every 20 ms until it holds, or fails after d (fake
+// time in a bubble).
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, d)
+		}
+	}
+}
