@@ -303,9 +303,7 @@ type receiver struct {
 	notify chan struct{}
 }
 
-// newReceiver starts a receiver on t's network. Outside a bubble it also
-// listens on loopback, at the same address, for the nodes that call back
-// over TCP (cluster_node_test.go's).
+// newReceiver starts a receiver on t's network.
 func newReceiver(t *testing.T) *receiver {
 	t.Helper()
 	r := &receiver{notify: make(chan struct{}, 1)}
