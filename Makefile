@@ -28,15 +28,15 @@ test: ## tests without the race detector
 
 # The tests run in two groups side by side, each one package at a time
 # (-p 1: the cluster tests of two packages beside each other starve each
-# other's timers on 2 cores). REALTIME holds the tests whose checks rest on
-# real time: real `chime` processes and their failover bounds (cmd/chime),
-# real sockets with deadlines. FAKETIME holds the CPU-bound rest, whose
-# clusters run on fake time (testing/synctest) or on no time at all (the
-# ownership machine's simulation, storage, the wheel) plus the bench
-# harness's smoke tests (real processes, but no bound tighter than tens of
-# seconds): it runs at nice 10, so it takes the CPU the processes leave
-# idle and yields it the moment they need it. Both must pass.
-FAKETIME := ./node ./node/membership ./slots ./storage ./wheel ./ring ./bench
+# other's timers on 2 cores). The real-time group holds the tests whose
+# checks rest on real time: real `chime` processes and their failover
+# bounds (cmd/chime), the bench harness's smoke runs (a join must land
+# within 3 s of fires), real sockets with deadlines. FAKETIME holds the
+# CPU-bound rest, whose clusters run on fake time (testing/synctest) or on
+# no time at all (the ownership machine's simulation, storage, the wheel):
+# it runs at nice 10, so it takes the CPU the processes leave idle and
+# yields it the moment they need it. Both must pass.
+FAKETIME := ./node ./node/membership ./slots ./storage ./wheel ./ring
 TESTFLAGS := -race -p 1 -count=1 -timeout=15m
 
 test-race: ## tests with the race detector (two groups side by side)
