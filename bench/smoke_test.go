@@ -189,7 +189,10 @@ func TestWorkloadsSmoke(t *testing.T) {
 	})
 	t.Run("cluster/join", func(t *testing.T) {
 		cfg := DefaultJoinConfig()
-		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 1200, 400, 100 // 3 s of fires: the join lands inside them
+		// 7 s of fires: the join lands inside them even when the joiner
+		// reaches every table only after 3-4 s (a busy 2-core machine:
+		// make check runs node's tests beside this one).
+		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 2800, 400, 100
 		cfg.Target.Nodes = 2
 		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, 15*time.Second, 200*time.Millisecond, true
 		res, err := RunJoin(gate.context(t), cfg)
