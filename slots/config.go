@@ -59,6 +59,11 @@ type Config struct {
 	// writes held, at any moment. A takeover after a crash (the grantor
 	// promotes with its replica) needs no place. 0 means no bound.
 	MaxMoves int
+	// Incarnation tells this run of the node from its earlier ones (node:
+	// its boot id): an owner's PairHeartbeats renew only the grants its
+	// own incarnation gave. Every start of a node must use a new value;
+	// 0 means 1.
+	Incarnation uint64
 }
 
 // pause returns the tick gap over which the machine assumes it was paused.

@@ -51,6 +51,9 @@ type Heartbeat struct {
 	// hand the slot to should this owner die: the grant in transit from
 	// the receiver to the importer (see lease.go).
 	Release string
+	// Inc is the sender's Config.Incarnation: only PairHeartbeats of the
+	// same incarnation renew a grant this heartbeat gives.
+	Inc uint64
 }
 
 // Ack: acknowledge a heartbeat or snapshot from To; received as ReplAck.
@@ -67,6 +70,31 @@ type Ack struct {
 	// Released names the importer the sender holds a release for
 	// (Heartbeat.Release), "" for none.
 	Released string
+	// Inc is the Heartbeat.Inc of the grant held (0: none, or the grant
+	// came with a snapshot); Gen is this node's pair generation (see
+	// PairAck). Together they tell the owner whether PairAcks renew it.
+	Inc, Gen uint64
+}
+
+// PairHeartbeat renews, in one message to To, every grant this owner gave
+// To at incarnation Inc (see lease.go, "Pairs"); received as
+// PairReplicated. An owner sends one to every other member every Lease/4.
+type PairHeartbeat struct {
+	To   string
+	Sent time.Time
+	Inc  uint64
+}
+
+// PairAck answers a PairHeartbeat from To, echoing Sent and Inc; received
+// as PairReplAck. Gen is this node's pair generation: it changes whenever
+// a grant or release this node held ends or changes hands (given up,
+// acted on, replaced), so that the owner extends only the grants whose
+// ack carried the same Gen.
+type PairAck struct {
+	To   string
+	Sent time.Time
+	Inc  uint64
+	Gen  uint64
 }
 
 // SendSnapshot: stream a full copy of the slot at (Epoch, Seq) to To, then
@@ -172,6 +200,8 @@ func (StopFiring) isEffect()          {}
 func (Persist) isEffect()             {}
 func (Heartbeat) isEffect()           {}
 func (Ack) isEffect()                 {}
+func (PairHeartbeat) isEffect()       {}
+func (PairAck) isEffect()             {}
 func (SendSnapshot) isEffect()        {}
 func (RequestSnapshot) isEffect()     {}
 func (SendNoReplica) isEffect()       {}
@@ -194,6 +224,12 @@ func (e Heartbeat) String() string {
 }
 func (e Ack) String() string {
 	return fmt.Sprintf("Ack s=%d e=%d q=%d to=%s%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(!e.Synced, " unsynced"), mark(e.Released != "", " released>"+e.Released))
+}
+func (e PairHeartbeat) String() string {
+	return fmt.Sprintf("PairHeartbeat to=%s inc=%d", e.To, e.Inc)
+}
+func (e PairAck) String() string {
+	return fmt.Sprintf("PairAck to=%s inc=%d gen=%d", e.To, e.Inc, e.Gen)
 }
 func (e SendSnapshot) String() string {
 	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))

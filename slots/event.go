@@ -90,6 +90,7 @@ type Replicated struct {
 	Sent    time.Time
 	Grant   bool
 	Release string // see Heartbeat.Release
+	Inc     uint64 // see Heartbeat.Inc
 }
 
 // ReplAck is From's Ack of a heartbeat or snapshot this owner sent at Sent.
@@ -105,6 +106,26 @@ type ReplAck struct {
 	Grant    bool
 	Synced   bool
 	Released string // see Ack.Released
+	Inc, Gen uint64 // see Ack.Inc
+}
+
+// PairReplicated is From's PairHeartbeat, sent at Sent (From's clock) by
+// its incarnation Inc: every grant this node holds from that incarnation
+// counts as accepted now (see lease.go, "Pairs").
+type PairReplicated struct {
+	From string
+	Sent time.Time
+	Inc  uint64
+}
+
+// PairReplAck is From's PairAck of a PairHeartbeat this owner sent at
+// Sent: the grants From acked with pair generation Gen are renewed until
+// Sent+Lease, as by a ReplAck with Grant.
+type PairReplAck struct {
+	From string
+	Sent time.Time
+	Inc  uint64
+	Gen  uint64
 }
 
 // SnapshotRequest asks this node for a full copy of Slot (From imports or
@@ -202,6 +223,8 @@ func (MemberAlive) isEvent()      {}
 func (Tick) isEvent()             {}
 func (Replicated) isEvent()       {}
 func (ReplAck) isEvent()          {}
+func (PairReplicated) isEvent()   {}
+func (PairReplAck) isEvent()      {}
 func (SnapshotRequest) isEvent()  {}
 func (SnapshotComplete) isEvent() {}
 func (NoReplica) isEvent()        {}
