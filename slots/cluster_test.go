@@ -83,6 +83,8 @@ type cluster struct {
 	// voters, if set, counts each node's majority as node does (Voters,
 	// kept across restarts) instead of against stable.
 	voters map[string]*Voters
+	// starts counts machines created: each gets the next Incarnation.
+	starts uint64
 }
 
 func newCluster(t testing.TB, numSlots int) *cluster {
@@ -119,7 +121,10 @@ func (c *cluster) config(name string) Config {
 // add creates (or restarts, with its disk) node name.
 func (c *cluster) add(name string, persisted map[Slot]SlotState) {
 	c.t.Helper()
-	m, err := New(c.config(name), persisted)
+	cfg := c.config(name)
+	c.starts++
+	cfg.Incarnation = c.starts
+	m, err := New(cfg, persisted)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -308,9 +313,14 @@ func (c *cluster) route(from string, e Effect) {
 	case Persist:
 		c.disk[from][e.Slot] = e.State
 	case Heartbeat:
-		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release})
+		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc})
 	case Ack:
-		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released})
+		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released,
+			Inc: e.Inc, Gen: e.Gen})
+	case PairHeartbeat:
+		send(e.To, PairReplicated{From: from, Sent: e.Sent, Inc: e.Inc})
+	case PairAck:
+		send(e.To, PairReplAck{From: from, Sent: e.Sent, Inc: e.Inc, Gen: e.Gen})
 	case SendSnapshot:
 		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner})
 	case RequestSnapshot:

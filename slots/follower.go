@@ -55,19 +55,23 @@ func (m *Machine) onReplicated(ev Replicated) {
 				m.setPending(s)
 			}
 		}
-		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo})
+		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo, Inc: m.heldInc(s), Gen: m.pairGen})
 		return
 	}
 	si.seq = max(si.seq, ev.Seq)
 	si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false // only owners heartbeat
-	m.acceptGrant(s, ev.Grant, ev.Release)
-	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo})
+	m.acceptGrant(s, ev.Grant, ev.Release, ev.Inc)
+	m.noteGrant(s) // the ack carries the generation that includes this grant
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo,
+		Inc: m.heldInc(s), Gen: m.pairGen})
 }
 
 // acceptGrant applies the Grant flag and the Release of a heartbeat or
-// snapshot from the leader (see lease.go).
-func (m *Machine) acceptGrant(s Slot, grant bool, release string) {
+// snapshot from the leader (see lease.go); inc is the heartbeat's Inc, 0
+// for a snapshot.
+func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc uint64) {
 	si := &m.slots[s]
+	si.grantInc = inc
 	si.grantor = grant && si.synced && m.majority && m.inPosition(s)
 	si.releasedTo = ""
 	if !si.grantor && si.synced && m.majority {
@@ -157,7 +161,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	// SnapshotComplete). Revoking the grant here would leave nobody able
 	// to promote if the owner died before its next heartbeat.
 	keep := stale && si.synced && si.leader == ev.From
-	prevGrantor, prevReleased, prevUntil, prevSeq := si.grantor, si.releasedTo, si.grantedUntil, si.seq
+	prevGrantor, prevReleased, prevUntil, prevSeq, prevInc := si.grantor, si.releasedTo, si.grantedUntil, si.seq, si.grantInc
 	offerFirst := si.offerFirst
 	role := RoleFollower
 	if owner == m.cfg.Self {
@@ -183,16 +187,18 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		si.offerFirst = offerFirst // for takeOver's cover
 	}
 	if keep {
-		si.grantor, si.grantedUntil, si.seq = prevGrantor && m.majority && m.inPosition(s), prevUntil, max(si.seq, prevSeq)
+		si.grantor, si.grantedUntil, si.seq, si.grantInc = prevGrantor && m.majority && m.inPosition(s), prevUntil, max(si.seq, prevSeq), prevInc
 		if !si.grantor && m.majority {
 			si.releasedTo = prevReleased
 		}
 	} else {
-		m.acceptGrant(s, ev.Grant && !stale, "")
+		m.acceptGrant(s, ev.Grant && !stale, "", 0)
 	}
 	m.setUnavailable(s, false)
 	m.persist(s)
-	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo})
+	m.noteGrant(s)
+	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo,
+		Inc: m.heldInc(s), Gen: m.pairGen})
 	m.advance(s)
 }
 

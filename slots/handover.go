@@ -31,7 +31,7 @@ func (m *Machine) importStep(s Slot) {
 			// Crash: the owner we hold the grant of is dead (or restarted).
 			// We promote once our view is trustworthy (quorate) and the
 			// lease it may still fire under is over.
-			if m.quorate() && !m.now.Before(si.grantedUntil.Add(m.cfg.Margin)) {
+			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
 				m.becomeOwner(s, si.epoch+1, nil, "")
 			}
 		default:
@@ -253,7 +253,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// act on it and our copy is complete. Hand it to the table owner.
 		m.handOver(s, ev.From, si.seq, true)
 	case si.releasedTo == ev.From && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
-		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
+		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)):
 		// Our owner is dead, its lease ran out and we hold its release
 		// to this importer: hand the epoch over. Without our copy (we
 		// dropped it once the importer had caught up) we hand over no
@@ -272,7 +272,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// it: nobody but us can hold a grant at it.
 		m.handOver(s, ev.From, si.seq, true)
 	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
-		!m.now.Before(si.grantedUntil.Add(m.cfg.Margin)):
+		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)):
 		// Our owner is dead, its lease ran out and we hold its grant:
 		// hand over instead of promoting, since the table names the
 		// importer owner.
@@ -391,7 +391,7 @@ func (m *Machine) tryTake(s Slot) {
 	if si.takeFrom == "" || si.role == RoleOwner || si.role == RoleSealing || !m.majority {
 		return
 	}
-	if si.grantor && si.leader != si.takeFrom && m.now.Before(si.grantedUntil.Add(m.cfg.Margin)) {
+	if si.grantor && si.leader != si.takeFrom && m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
 		// Handed over by a third node (the holder of a release) while we
 		// hold our owner's grant: it may fire until that runs out.
 		return

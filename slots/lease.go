@@ -69,13 +69,206 @@ import (
 // them suspects again until they answer, and it never seals while any is
 // left.
 
+//
+// Pairs. A heartbeat per slot every Lease/4 costs every node a message, an
+// ack and two machine steps per slot it shares, idle or not. So the lease
+// is also renewed per node pair: every Lease/4 an owner sends each other
+// member one PairHeartbeat (Sent, its incarnation Inc), and the per-slot
+// heartbeat goes out only while the slot is not quiet (see quiet), plus
+// once every pairRefresh leases. A PairHeartbeat never grants: a node
+// that receives it at r counts every grant or release it holds from that
+// incarnation of the sender (grantInc, learnt from the heartbeat that
+// granted it) as accepted at r (grantedUntil). Its PairAck carries the
+// node's pair generation (pairGen), which changes whenever a grant or
+// release it held ends or changes hands (noteGrant): given up, replaced,
+// or acted on by promoting or handing over. The owner extends a
+// suspect's lease to Sent+Lease on a PairAck only if the suspect acked
+// its grant with Inc = ours and the same generation (suspect.gen). Then
+// nothing changed in between: either the node held that very grant when
+// the pair heartbeat arrived, which renewed it, or it took the grant later,
+// from a heartbeat it received after it; and it cannot have acted on the
+// grant before. So the node promotes no earlier than Lease+Margin after
+// the arrival of any pair heartbeat whose ack the owner counts, exactly as
+// for the per-slot heartbeat, and the inequality the lease rests on holds.
+// A node that gives a grant up on its own (a lapsed majority, a pause)
+// changes its generation: the owner's slots with it stop being quiet and
+// heartbeat again, which grants again.
+
+// pairRefresh is how many leases a quiet slot goes without a heartbeat of
+// its own.
+const pairRefresh = 4
+
+// noSeq marks slotInfo.ackSeq unknown.
+const noSeq = ^uint64(0)
+
+// pairKey names one incarnation of an owner.
+type pairKey struct {
+	node string
+	inc  uint64
+}
+
+// peer is what an owner knows of another node's PairAcks.
+type peer struct {
+	gen   uint64    // generation of the newest PairAck
+	acked time.Time // newest Sent acked at gen (owner's clock)
+	last  time.Time // newest Sent acked at any generation
+}
+
 // suspect is a node that may hold a grant from this owner at its epoch.
 type suspect struct {
 	name       string
 	grantSent  time.Time // last grant sent to it (owner's clock)
-	leaseUntil time.Time // it cannot promote before (owner's clock)
+	leaseUntil time.Time // it cannot promote before (owner's clock), PairAcks aside (see until)
 	releasedTo string    // it acked a release to this importer (and no grant since)
 	acked      bool      // it acked a grant
+	gen        uint64    // its pair generation when it acked our grant with our Inc; 0 for none
+}
+
+// until returns when suspect x cannot promote before: its leaseUntil, or
+// later by the PairAcks of its generation.
+func (m *Machine) until(x *suspect) time.Time {
+	u := x.leaseUntil
+	if x.gen == 0 {
+		return u
+	}
+	if p := m.peers[x.name]; p != nil && p.gen == x.gen {
+		if v := p.acked.Add(m.cfg.Lease); v.After(u) {
+			u = v
+		}
+	}
+	return u
+}
+
+// grantedUntil returns when the grant or release this node holds for s
+// was last renewed, plus Lease: by the heartbeat or snapshot that gave it
+// or by a PairReplicated of the same incarnation of its leader.
+func (m *Machine) grantedUntil(s Slot) time.Time {
+	si := &m.slots[s]
+	u := si.grantedUntil
+	if si.grantInc != 0 && (si.grantor || si.releasedTo != "") {
+		if r, ok := m.pairRecv[pairKey{si.leader, si.grantInc}]; ok {
+			if v := r.Add(m.cfg.Lease); v.After(u) {
+				u = v
+			}
+		}
+	}
+	return u
+}
+
+// heldInc is the Ack.Inc of slot s: the incarnation whose PairReplicated
+// renew the grant or release held, 0 for none.
+func (m *Machine) heldInc(s Slot) uint64 {
+	if si := &m.slots[s]; si.grantor || si.releasedTo != "" {
+		return si.grantInc
+	}
+	return 0
+}
+
+// noteGrant bumps pairGen if the grant or release held for s ended or
+// changed hands (leader, epoch or incarnation) since the last call. Step
+// calls it after every slot event and advance after every slot.
+func (m *Machine) noteGrant(s Slot) {
+	si := &m.slots[s]
+	held := si.grantor || si.releasedTo != ""
+	if si.held && (!held || si.heldLeader != si.leader || si.heldEpoch != si.epoch || si.heldInc != si.grantInc) {
+		m.pairGen++
+	}
+	si.held = held
+	if held {
+		si.heldLeader, si.heldEpoch, si.heldInc = si.leader, si.epoch, si.grantInc
+	}
+}
+
+// quiet reports whether owner s may skip its per-slot heartbeat: its one
+// suspect is its caught-up follower, which holds our grant at our
+// incarnation and whose PairAcks of that generation keep arriving.
+func (m *Machine) quiet(s Slot) bool {
+	si := &m.slots[s]
+	if si.role != RoleOwner || !m.majority || si.follower == "" || !si.followerAcked || si.ackSeq != si.seq ||
+		si.offerFrom != "" || len(si.dropped) > 0 || len(si.suspects) != 1 {
+		return false
+	}
+	x := &si.suspects[0]
+	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] {
+		return false
+	}
+	p := m.peers[x.name]
+	return p != nil && p.gen == x.gen && m.now.Before(p.acked.Add(m.cfg.Lease/2))
+}
+
+// pairBeat sends a PairHeartbeat to every other member every Lease/4, and
+// forgets the pair heartbeats received that renew nothing any more.
+func (m *Machine) pairBeat() {
+	if !m.hasTable || m.now.Before(m.pairAt.Add(m.cfg.Lease/4)) {
+		return
+	}
+	m.pairAt = m.now
+	for _, n := range m.names {
+		if n != m.cfg.Self && !m.dead[n] {
+			m.emit(PairHeartbeat{To: n, Sent: m.now, Inc: m.inc})
+		}
+	}
+	for k, r := range m.pairRecv {
+		if r.Add(m.cfg.Lease + m.cfg.Margin).Before(m.now) {
+			delete(m.pairRecv, k)
+		}
+	}
+}
+
+// onPairBeat renews every grant held from that incarnation of the sender
+// (lazily: grantedUntil) and acks with our generation.
+func (m *Machine) onPairBeat(ev PairReplicated) {
+	if ev.From == m.cfg.Self {
+		return
+	}
+	k := pairKey{ev.From, ev.Inc}
+	if r, ok := m.pairRecv[k]; !ok || m.now.After(r) {
+		m.pairRecv[k] = m.now
+	}
+	m.emit(PairAck{To: ev.From, Sent: ev.Sent, Inc: ev.Inc, Gen: m.pairGen})
+}
+
+// onPairAck records a PairAck of one of our pair heartbeats. A newer
+// generation first fixes the extensions the old one gave (a suspect whose
+// ack carried it keeps them), then replaces it.
+func (m *Machine) onPairAck(ev PairReplAck) {
+	if ev.Inc != m.inc || ev.From == m.cfg.Self {
+		return
+	}
+	p := m.peers[ev.From]
+	if p == nil {
+		p = &peer{}
+		m.peers[ev.From] = p
+	}
+	switch {
+	case ev.Gen == p.gen:
+		if ev.Sent.After(p.acked) {
+			p.acked = ev.Sent
+		}
+	case ev.Sent.After(p.last):
+		if p.gen != 0 {
+			m.fixPairLeases(ev.From, p)
+		}
+		p.gen, p.acked = ev.Gen, ev.Sent
+	}
+	if ev.Sent.After(p.last) {
+		p.last = ev.Sent
+	}
+}
+
+// fixPairLeases folds p's extensions into the leaseUntil of every
+// suspect name of generation p.gen, before p moves to another generation.
+// O(NumSlots), once per change of a peer's generation.
+func (m *Machine) fixPairLeases(name string, p *peer) {
+	u := p.acked.Add(m.cfg.Lease)
+	for s := range m.slots {
+		si := &m.slots[s]
+		for i := range si.suspects {
+			if x := &si.suspects[i]; x.name == name && x.gen == p.gen && u.After(x.leaseUntil) {
+				x.leaseUntil = u
+			}
+		}
+	}
 }
 
 // grantee is the node the owner grants the lease to: its follower, provided
@@ -177,6 +370,13 @@ func (m *Machine) droppedIndex(s Slot, name string) int {
 // they gave their grant up.
 func (m *Machine) beat(s Slot) {
 	si := &m.slots[s]
+	if si.beatSent && m.quiet(s) {
+		if m.now.Before(si.refreshAt) {
+			si.beatAt = m.now
+			return
+		}
+		si.refreshAt = m.now.Add(pairRefresh * m.cfg.Lease)
+	}
 	targets := make([]string, 0, 1+len(si.suspects)+len(si.dropped))
 	if si.follower != "" {
 		targets = append(targets, si.follower)
@@ -195,7 +395,7 @@ func (m *Machine) beat(s Slot) {
 		if m.dead[to] {
 			continue
 		}
-		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to)}
+		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc}
 		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
 			hb.Release = rel
 		}
@@ -224,8 +424,8 @@ func beatPhase(s Slot, lease time.Duration) time.Duration {
 
 // covered reports whether no suspect can have promoted by now.
 func (m *Machine) covered(s Slot) bool {
-	for _, x := range m.slots[s].suspects {
-		if !m.now.Before(x.leaseUntil) {
+	for i := range m.slots[s].suspects {
+		if !m.now.Before(m.until(&m.slots[s].suspects[i])) {
 			return false
 		}
 	}
@@ -252,7 +452,8 @@ func (m *Machine) dropDeadSuspects(s Slot) {
 		return
 	}
 	si.suspects = slices.DeleteFunc(si.suspects, func(x suspect) bool {
-		if m.dead[x.name] && !m.evSince.After(x.leaseUntil.Add(m.cfg.Margin-m.cfg.Settle)) {
+		if m.dead[x.name] && !m.evSince.After(m.until(&x).Add(m.cfg.Margin-m.cfg.Settle)) {
+			x.leaseUntil, x.gen = m.until(&x), 0
 			si.dropped = append(si.dropped, x)
 			return true
 		}
@@ -273,6 +474,12 @@ func (m *Machine) onAck(ev ReplAck) {
 	if si.role != RoleOwner && si.role != RoleSealing {
 		return
 	}
+	if ev.From == si.follower {
+		si.ackSeq = noSeq
+		if ev.Synced {
+			si.ackSeq = ev.Seq
+		}
+	}
 	if ev.From == si.follower && ev.Synced && !si.followerAcked {
 		si.followerAcked = true
 		// Tells a previous follower outside the table that it may drop.
@@ -285,13 +492,19 @@ func (m *Machine) onAck(ev ReplAck) {
 			si.suspects[i].leaseUntil = l
 		}
 		si.suspects[i].acked = true
+		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
+		si.suspects[i].gen = 0
+		if ev.Inc == m.inc {
+			si.suspects[i].gen = ev.Gen
+		}
 	case ev.Released != "" && i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
 		// It gave the grant up for a release to the importer: still a
 		// suspect (it may hand the slot over), but not in the importer's way.
 		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
 			si.suspects[i].leaseUntil = l
 		}
-		si.suspects[i].releasedTo, si.suspects[i].acked = ev.Released, false
+		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
+		si.suspects[i].releasedTo, si.suspects[i].acked, si.suspects[i].gen = ev.Released, false, 0
 	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from

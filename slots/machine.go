@@ -53,6 +53,13 @@ type Machine struct {
 	moving    map[Slot]time.Time
 	moveQueue []Slot
 	moveAsked map[Slot]time.Time
+
+	// Pair leases (lease.go, "Pairs").
+	inc      uint64                // Config.Incarnation (1 if unset)
+	pairGen  uint64                // this node's pair generation (PairAck.Gen)
+	pairAt   time.Time             // last PairHeartbeat round
+	pairRecv map[pairKey]time.Time // when the last PairReplicated of each owner incarnation arrived (own clock)
+	peers    map[string]*peer      // each other node's PairAcks to us
 }
 
 // slotInfo is the machine's state for one slot.
@@ -91,6 +98,21 @@ type slotInfo struct {
 	grantedUntil  time.Time // the owner may fire until then (own clock)
 	beatFrom      string    // sender of the newest heartbeat or snapshot applied
 	beatSeen      time.Time // its Sent; older ones are ignored
+	// grantInc is the incarnation of the leader that gave the grant or
+	// release held (Heartbeat.Inc; 0: unknown, e.g. a snapshot's): only
+	// its PairReplicated renew it. held* record the grant or release as of
+	// the last noteGrant: a change bumps pairGen (see lease.go, "Pairs").
+	grantInc   uint64
+	held       bool
+	heldLeader string
+	heldEpoch  Epoch
+	heldInc    uint64
+
+	// Owner side of pair leases: the follower's last ack was synced at
+	// ackSeq (noSeq otherwise); refreshAt is when a quiet slot next sends a
+	// heartbeat of its own anyway.
+	ackSeq    uint64
+	refreshAt time.Time
 
 	// Importing.
 	pending    bool // request or offer outstanding until retryAt
@@ -129,7 +151,10 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 	m := &Machine{
 		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
+		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
 	}
+	// Generations of different incarnations differ (see PairAck.Gen).
+	m.pairGen = m.inc<<32 | 1
 	for s, st := range persisted {
 		if int(s) >= cfg.NumSlots {
 			return nil, fmt.Errorf("slots: persisted slot %d outside [0, %d)", s, cfg.NumSlots)
@@ -185,6 +210,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.viewAt = m.now
 		m.revive(ev.Name)
 		if ev.Restarted && ev.Name != m.cfg.Self {
+			delete(m.peers, ev.Name) // its acks speak for the old process
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
 			}
@@ -226,6 +252,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		m.ticking = true
 		m.pruneMoves()
+		m.pairBeat()
 		m.advanceAll()
 		m.ticking = false
 	case Restarted:
@@ -247,6 +274,10 @@ func (m *Machine) Step(ev Event) []Effect {
 		if m.valid(ev.Slot) {
 			m.onAck(ev)
 		}
+	case PairReplicated:
+		m.onPairBeat(ev)
+	case PairReplAck:
+		m.onPairAck(ev)
 	case SnapshotRequest:
 		if m.valid(ev.Slot) {
 			m.onSnapshotRequest(ev)
@@ -275,6 +306,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		if m.valid(ev.Slot) {
 			m.onEpochSeen(ev)
 		}
+	}
+	if s, ok := slotOf(ev); ok && m.valid(s) {
+		m.noteGrant(s)
 	}
 	out := m.out
 	m.out = nil
@@ -541,6 +575,10 @@ func sender(ev Event) string {
 		return ev.From
 	case ReplAck:
 		return ev.From
+	case PairReplicated:
+		return ev.From
+	case PairReplAck:
+		return ev.From
 	case SnapshotRequest:
 		return ev.From
 	case SnapshotComplete:
@@ -557,6 +595,31 @@ func sender(ev Event) string {
 		return ev.Name
 	}
 	return ""
+}
+
+// slotOf returns the slot a message event is about.
+func slotOf(ev Event) (Slot, bool) {
+	switch ev := ev.(type) {
+	case Replicated:
+		return ev.Slot, true
+	case ReplAck:
+		return ev.Slot, true
+	case SnapshotRequest:
+		return ev.Slot, true
+	case SnapshotComplete:
+		return ev.Slot, true
+	case NoReplica:
+		return ev.Slot, true
+	case HandoverOffer:
+		return ev.Slot, true
+	case Sealed:
+		return ev.Slot, true
+	case HandoverDone:
+		return ev.Slot, true
+	case EpochSeen:
+		return ev.Slot, true
+	}
+	return 0, false
 }
 
 // revive forgets that name was declared dead or left.
@@ -592,7 +655,8 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	m.stopFiring(s)
 	old := m.slots[s]
 	si := &m.slots[s]
-	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail}
+	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail,
+		held: old.held, heldLeader: old.heldLeader, heldEpoch: old.heldEpoch, heldInc: old.heldInc}
 	if e == old.epoch || e == old.takeEpoch+1 {
 		// A handover in progress survives installing the final copy.
 		si.takeFrom, si.takeEpoch, si.takeSeq = old.takeFrom, old.takeEpoch, old.takeSeq

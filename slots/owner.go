@@ -60,8 +60,8 @@ func (m *Machine) ownerStep(s Slot) {
 
 // waitsForDead reports whether an uncovered suspect of s is declared dead.
 func (m *Machine) waitsForDead(s Slot) bool {
-	for _, x := range m.slots[s].suspects {
-		if !m.now.Before(x.leaseUntil) && m.dead[x.name] {
+	for i, x := range m.slots[s].suspects {
+		if !m.now.Before(m.until(&m.slots[s].suspects[i])) && m.dead[x.name] {
 			return true
 		}
 	}

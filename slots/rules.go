@@ -108,6 +108,7 @@ func (m *Machine) advance(s Slot) {
 		}
 	}
 	m.reconcile(s)
+	m.noteGrant(s)
 }
 
 // drop deletes the slot's data and forgets the role; the epoch is kept so
@@ -212,7 +213,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		// the node it is about to move to (heir): without a copy we can no
 		// longer promote, but the owner may not have granted anyone else
 		// yet, and if it dies now somebody must hand the slot over.
-		rel, until := si.releasedTo, si.grantedUntil
+		rel, until := si.releasedTo, m.grantedUntil(s)
 		if si.grantor {
 			rel = m.heir(s)
 		}
