@@ -44,6 +44,10 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			e.send(ef.To, beatOf(ef))
 		case slots.Ack:
 			e.send(ef.To, ackOf(ef))
+		case slots.PairHeartbeat:
+			e.send(ef.To, pairBeatOf(ef))
+		case slots.PairAck:
+			e.send(ef.To, pairAckOf(ef))
 		case slots.RequestSnapshot:
 			e.send(ef.From, &SnapshotRequest{Slot: ef.Slot, Epoch: ef.Epoch})
 		case slots.SendNoReplica:
@@ -208,7 +212,7 @@ func (e *Executor) trace(s uint16, ev slots.Event, out []slots.Effect) {
 		interesting := false
 		for _, ef := range out {
 			switch ef.(type) {
-			case slots.Heartbeat, slots.Ack:
+			case slots.Heartbeat, slots.Ack, slots.PairHeartbeat, slots.PairAck:
 			default:
 				interesting = true
 			}
@@ -219,7 +223,9 @@ func (e *Executor) trace(s uint16, ev slots.Event, out []slots.Effect) {
 	}
 	var es []string
 	for _, ef := range out {
-		if _, ok := ef.(slots.Heartbeat); !ok {
+		switch ef.(type) {
+		case slots.Heartbeat, slots.PairHeartbeat:
+		default:
 			es = append(es, ef.String())
 		}
 	}

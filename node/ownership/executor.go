@@ -13,6 +13,7 @@ package ownership
 
 import (
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
@@ -76,6 +77,8 @@ type Deps struct {
 
 // Config is the executor's configuration.
 type Config struct {
+	// Machine configures the machine. Its Incarnation, if 0, is drawn at
+	// random by New: a new value for every start of the node.
 	Machine slots.Config
 	// SettleTime is how long the view must not change before a fresh
 	// node bootstraps a new cluster.
@@ -134,8 +137,13 @@ type slotNode struct {
 
 // New builds the executor of a node whose persisted slot states are
 // persisted and persisted voters voters, publishing on b. A node with no
-// slot state is fresh: it may bootstrap a new cluster.
+// slot state is fresh: it may bootstrap a new cluster. A zero
+// cfg.Machine.Incarnation is replaced by a random nonzero one, so that
+// every start of the node has its own (slots.Config.Incarnation).
 func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, b *Board, d Deps) (*Executor, error) {
+	for cfg.Machine.Incarnation == 0 {
+		cfg.Machine.Incarnation = rand.Uint64()
+	}
 	m, err := slots.New(cfg.Machine, persisted)
 	if err != nil {
 		return nil, err

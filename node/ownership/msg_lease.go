@@ -9,12 +9,13 @@ import (
 
 // The lease family: an owner's heartbeat to each replica, and the
 // replica's answer, which renews the owner's lease while it holds the
-// owner's grant.
+// owner's grant; and the pair messages, one heartbeat and one answer per
+// pair of nodes that renew every grant between the two at once.
 
 // Beat is an owner's heartbeat (slots.Heartbeat; at the receiver
 // slots.Replicated).
 //
-//	kind slot flags(beatGrant) epoch seq sent release
+//	kind slot flags(beatGrant) epoch seq sent release inc
 type Beat struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch
@@ -23,17 +24,18 @@ type Beat struct {
 	Grant bool      // offers the receiver the lease
 	// Release names the node whose grant the owner gives up ("" none).
 	Release string
+	Inc     uint64 // the owner's incarnation (slots.Heartbeat.Inc)
 }
 
 // Flags of a Beat.
 const beatGrant uint8 = 1
 
 func beatOf(e slots.Heartbeat) *Beat {
-	return &Beat{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Release: e.Release}
+	return &Beat{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc}
 }
 
 func (Beat) kind() uint8 { return kindBeat }
-func (m Beat) size() int { return msgFixed + len(m.Release) }
+func (m Beat) size() int { return msgFixed + binary.MaxVarintLen64 + len(m.Release) }
 
 func (m Beat) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
@@ -41,7 +43,8 @@ func (m Beat) appendTo(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = binary.AppendUvarint(b, m.Seq)
 	b = appendTime(b, m.Sent)
-	return appendName(b, m.Release)
+	b = appendName(b, m.Release)
+	return binary.AppendUvarint(b, m.Inc)
 }
 
 func decodeBeat(r *decoder) Msg {
@@ -52,17 +55,18 @@ func decodeBeat(r *decoder) Msg {
 	m.Seq = r.uvarint()
 	m.Sent = r.time()
 	m.Release = r.name()
+	m.Inc = r.uvarint()
 	return m
 }
 
 func (m Beat) event(from string) slots.Event {
-	return slots.Replicated{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Release: m.Release}
+	return slots.Replicated{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Release: m.Release, Inc: m.Inc}
 }
 
 // Ack answers a Beat or a snapshot (slots.Ack; at the receiver
 // slots.ReplAck).
 //
-//	kind slot flags(ackGrant|ackSynced) epoch seq sent released
+//	kind slot flags(ackGrant|ackSynced) epoch seq sent released inc gen
 type Ack struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch
@@ -73,6 +77,9 @@ type Ack struct {
 	Synced bool
 	// Released names the node whose grant was given up, as asked.
 	Released string
+	// Inc is the incarnation of the grant held (slots.Ack.Inc), Gen the
+	// sender's pair generation (slots.PairAck.Gen).
+	Inc, Gen uint64
 }
 
 // Flags of an Ack.
@@ -82,11 +89,11 @@ const (
 )
 
 func ackOf(e slots.Ack) *Ack {
-	return &Ack{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released}
+	return &Ack{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released, Inc: e.Inc, Gen: e.Gen}
 }
 
 func (Ack) kind() uint8 { return kindAck }
-func (m Ack) size() int { return msgFixed + len(m.Released) }
+func (m Ack) size() int { return msgFixed + 2*binary.MaxVarintLen64 + len(m.Released) }
 
 func (m Ack) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
@@ -94,7 +101,9 @@ func (m Ack) appendTo(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = binary.AppendUvarint(b, m.Seq)
 	b = appendTime(b, m.Sent)
-	return appendName(b, m.Released)
+	b = appendName(b, m.Released)
+	b = binary.AppendUvarint(b, m.Inc)
+	return binary.AppendUvarint(b, m.Gen)
 }
 
 func decodeAck(r *decoder) Msg {
@@ -106,9 +115,75 @@ func decodeAck(r *decoder) Msg {
 	m.Seq = r.uvarint()
 	m.Sent = r.time()
 	m.Released = r.name()
+	m.Inc = r.uvarint()
+	m.Gen = r.uvarint()
 	return m
 }
 
 func (m Ack) event(from string) slots.Event {
-	return slots.ReplAck{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Synced: m.Synced, Released: m.Released}
+	return slots.ReplAck{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Synced: m.Synced, Released: m.Released, Inc: m.Inc, Gen: m.Gen}
+}
+
+// PairBeat renews every grant the sender's incarnation Inc gave the
+// receiver (slots.PairHeartbeat; at the receiver slots.PairReplicated).
+// It has no slot.
+//
+//	kind sent inc
+type PairBeat struct {
+	Sent time.Time // the owner's clock, echoed in the PairAck
+	Inc  uint64    // the owner's incarnation
+}
+
+func pairBeatOf(e slots.PairHeartbeat) *PairBeat { return &PairBeat{Sent: e.Sent, Inc: e.Inc} }
+
+func (PairBeat) kind() uint8 { return kindPairBeat }
+func (PairBeat) size() int   { return 1 + 2*binary.MaxVarintLen64 }
+
+func (m PairBeat) appendTo(b []byte) []byte {
+	b = appendTime(b, m.Sent)
+	return binary.AppendUvarint(b, m.Inc)
+}
+
+func decodePairBeat(r *decoder) Msg {
+	m := r.pairBeats.next(r.left)
+	m.Sent = r.time()
+	m.Inc = r.uvarint()
+	return m
+}
+
+func (m PairBeat) event(from string) slots.Event {
+	return slots.PairReplicated{From: from, Sent: m.Sent, Inc: m.Inc}
+}
+
+// PairAck answers a PairBeat, echoing its Sent and Inc (slots.PairAck; at
+// the receiver slots.PairReplAck). It has no slot.
+//
+//	kind sent inc gen
+type PairAck struct {
+	Sent time.Time // the Sent of the PairBeat answered
+	Inc  uint64    // the Inc of the PairBeat answered
+	Gen  uint64    // the sender's pair generation
+}
+
+func pairAckOf(e slots.PairAck) *PairAck { return &PairAck{Sent: e.Sent, Inc: e.Inc, Gen: e.Gen} }
+
+func (PairAck) kind() uint8 { return kindPairAck }
+func (PairAck) size() int   { return 1 + 3*binary.MaxVarintLen64 }
+
+func (m PairAck) appendTo(b []byte) []byte {
+	b = appendTime(b, m.Sent)
+	b = binary.AppendUvarint(b, m.Inc)
+	return binary.AppendUvarint(b, m.Gen)
+}
+
+func decodePairAck(r *decoder) Msg {
+	m := r.pairAcks.next(r.left)
+	m.Sent = r.time()
+	m.Inc = r.uvarint()
+	m.Gen = r.uvarint()
+	return m
+}
+
+func (m PairAck) event(from string) slots.Event {
+	return slots.PairReplAck{From: from, Sent: m.Sent, Inc: m.Inc, Gen: m.Gen}
 }

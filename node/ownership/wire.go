@@ -26,11 +26,13 @@ import (
 // hand-written: tens of thousands of messages go out per second, and
 // reflection-based msgpack costs several times as much (BenchmarkCodec).
 //
-// Version 2 (this one) replaced version 1, one generic message of seven
-// fields for every kind; the two do not interoperate.
+// Version 2 replaced version 1, one generic message of seven fields for
+// every kind. Version 3 (this one) adds the incarnation to heartbeats,
+// the incarnation and pair generation to acks, and the pair messages
+// (PairBeat, PairAck). No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 2
+const wireVersion = 3
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).
@@ -39,12 +41,12 @@ const MaxEpoch = 1<<56 - 1
 // maxName bounds a node name on the wire.
 const maxName = 1024
 
-// minMsgSize is the smallest encoded message (a Reject: kind, slot, one
-// byte of epoch); it bounds the count a batch may declare.
-const minMsgSize = 4
+// minMsgSize is the smallest encoded message (a PairBeat: kind, one byte
+// of time, one of incarnation); it bounds the count a batch may declare.
+const minMsgSize = 3
 
 // msgFixed bounds a message's encoding without its name: kind, slot,
-// flags and four varints.
+// flags and four varints (a kind with more adds its own).
 const msgFixed = 4 + 4*binary.MaxVarintLen64
 
 // Kinds of message, the first byte of each.
@@ -57,6 +59,8 @@ const (
 	kindHandover
 	kindAnnounce
 	kindReject
+	kindPairBeat
+	kindPairAck
 )
 
 // Msg is one machine message (msg_*.go).
@@ -89,6 +93,10 @@ func decodeMsg(k uint8, r *decoder) Msg {
 		return decodeAnnounce(r)
 	case kindReject:
 		return decodeReject(r)
+	case kindPairBeat:
+		return decodePairBeat(r)
+	case kindPairAck:
+		return decodePairAck(r)
 	}
 	r.fail("unknown message kind %d", k)
 	return nil
@@ -181,6 +189,8 @@ type decoder struct {
 	handovers  arena[Handover]
 	announces  arena[Announce]
 	rejects    arena[Reject]
+	pairBeats  arena[PairBeat]
+	pairAcks   arena[PairAck]
 }
 
 // arena hands out zeroed values from chunks of up to 256, so that a batch

@@ -16,14 +16,16 @@ func at(ns int64) time.Time { return time.Unix(0, ns) }
 // everyKind is one message of each kind, every field and flag set.
 func everyKind() []Msg {
 	return []Msg{
-		&Beat{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, Sent: at(-5), Grant: true, Release: "n3"},
-		&Ack{Slot: 2, Epoch: 7, Seq: 9, Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2"},
+		&Beat{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1},
+		&Ack{Slot: 2, Epoch: 7, Seq: 9, Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12},
 		&SnapshotRequest{Slot: 3, Epoch: 0},
 		&NoReplica{Slot: 4, Epoch: 5},
 		&Offer{Slot: 1, Epoch: 1, Seq: 3, WasOwner: true, Grantee: "n3"},
 		&Handover{Slot: 5, Epoch: 6, Seq: 7, Grant: true},
 		&Announce{Slot: 300, Epoch: 2, Replicated: true},
 		&Reject{Slot: 301, Epoch: 3},
+		&PairBeat{Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
+		&PairAck{Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
 	}
 }
 
@@ -31,6 +33,7 @@ func TestCtlEncoding(t *testing.T) {
 	cases := []Batch{
 		{From: "n1", Msgs: []Msg{}},
 		{From: "a-node", Msgs: []Msg{&Beat{Slot: 7, Epoch: 1, Sent: at(0)}}},
+		{From: "p", Msgs: []Msg{&PairBeat{Sent: at(0)}, &PairAck{Sent: at(0)}, &Ack{Sent: at(0)}}},
 		{From: "n2", Msgs: everyKind()},
 	}
 	for _, b := range cases {
@@ -39,7 +42,12 @@ func TestCtlEncoding(t *testing.T) {
 			t.Errorf("round trip of %+v: %+v, %v", b, got, err)
 		}
 	}
-	enc := cases[2].Encode()
+	for _, m := range everyKind() {
+		if n := len(m.appendTo([]byte{m.kind()})); n > m.size() {
+			t.Errorf("%T: %d bytes, size %d", m, n, m.size())
+		}
+	}
+	enc := cases[3].Encode()
 	for i := range enc {
 		if _, err := DecodeBatch(enc[:i]); err == nil {
 			t.Errorf("truncated at %d: no error", i)
@@ -54,7 +62,17 @@ func TestCtlEncoding(t *testing.T) {
 		"unknown kind":    {wireVersion, 1, 'a', 1, 99, 0, 0, 0},
 		"unknown flag":    {wireVersion, 1, 'a', 1, kindAnnounce, 0, 1, 2, 1},
 		"count too large": {wireVersion, 1, 'a', 2, kindReject, 0, 1, 1},
-		"name too long":   binary.AppendUvarint([]byte{wireVersion}, maxName+1),
+		"version 2":       {2, 1, 'a', 1, kindReject, 0, 1, 1},
+		// The smallest message: one more than fits.
+		"pair count too large": {wireVersion, 1, 'a', 2, kindPairBeat, 0, 0},
+		"pair beat truncated":  {wireVersion, 1, 'a', 1, kindPairBeat, 0x80, 0x01},
+		"pair beat bad inc":    {wireVersion, 1, 'a', 1, kindPairBeat, 0, 0x80},
+		"pair beat trailing":   append(Batch{From: "a", Msgs: []Msg{&PairBeat{Sent: at(1), Inc: 2}}}.Encode(), 0),
+		"pair ack truncated":   {wireVersion, 1, 'a', 1, kindPairAck, 0, 0},
+		"pair ack bad gen":     {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0x80},
+		"pair ack trailing":    append(Batch{From: "a", Msgs: []Msg{&PairAck{Sent: at(1), Inc: 2, Gen: 3}}}.Encode(), 7),
+		"pair ack bad time":    {wireVersion, 1, 'a', 1, kindPairAck, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0},
+		"name too long":        binary.AppendUvarint([]byte{wireVersion}, maxName+1),
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
@@ -67,14 +85,16 @@ func TestCtlEncoding(t *testing.T) {
 // from its sender.
 func TestCtlEvents(t *testing.T) {
 	want := []slots.Event{
-		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3"},
-		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2"},
+		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1},
+		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12},
 		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
 		slots.NoReplica{Slot: 4, Epoch: 5, From: "x"},
 		slots.HandoverOffer{Slot: 1, Epoch: 1, Seq: 3, From: "x", WasOwner: true, Grantee: "n3"},
 		slots.HandoverDone{Slot: 5, Epoch: 6, Seq: 7, From: "x", Grant: true},
 		slots.EpochSeen{Slot: 300, Epoch: 2, From: "x", Owner: true, Replicated: true},
 		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
+		slots.PairReplicated{From: "x", Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
+		slots.PairReplAck{From: "x", Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
 	}
 	for i, m := range everyKind() {
 		if got := m.event("x"); !reflect.DeepEqual(got, want[i]) {
@@ -127,6 +147,7 @@ func TestCtlChunks(t *testing.T) {
 func FuzzDecodeCtl(f *testing.F) {
 	f.Add(Batch{From: "n1", Msgs: []Msg{&Beat{Slot: 3, Epoch: 2, Seq: 9, Sent: at(77), Release: "x"}}}.Encode())
 	f.Add(Batch{From: "n2", Msgs: everyKind()}.Encode())
+	f.Add(Batch{From: "n3", Msgs: []Msg{&PairBeat{Sent: at(5), Inc: 6}, &PairAck{Sent: at(5), Inc: 6, Gen: 7}}}.Encode())
 	f.Fuzz(func(t *testing.T, p []byte) {
 		b, err := DecodeBatch(p)
 		if err != nil {
@@ -134,6 +155,13 @@ func FuzzDecodeCtl(f *testing.F) {
 		}
 		for _, m := range b.Msgs {
 			ev := m.event(b.From)
+			switch ev.(type) {
+			case slots.PairReplicated, slots.PairReplAck: // no slot
+				if _, ok := eventSlot(ev); ok {
+					t.Fatalf("%+v: a slot", m)
+				}
+				continue
+			}
 			if s, ok := eventSlot(ev); !ok || int(s) >= slots.Count {
 				t.Fatalf("%+v: slot %d", m, s)
 			}
