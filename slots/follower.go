@@ -99,6 +99,12 @@ func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc uint64) {
 func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 	s, si := ev.Slot, &m.slots[ev.Slot]
 	switch {
+	case ev.Epoch == si.epoch+1 && si.wasOwner && ev.From == si.grantee && si.role != RoleOwner && si.role != RoleSealing:
+		// We owned the epoch and restarted; our grantee handed it back to
+		// us (it follows us at epoch+1 and repeats its HandoverDone, which
+		// this request overtook). Stepping down would void our copy, the
+		// one that holds every acknowledged write, and the slot would wait
+		// for good (sim seed 2776): wait for the handover, then serve it.
 	case ev.Epoch > si.epoch:
 		m.stepDown(s, ev.Epoch, "")
 		m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})

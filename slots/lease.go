@@ -122,6 +122,7 @@ type suspect struct {
 	releasedTo string    // it acked a release to this importer (and no grant since)
 	acked      bool      // it acked a grant
 	gen        uint64    // its pair generation when it acked our grant with our Inc; 0 for none
+	peer       *peer     // m.peers[name] once gen was set
 }
 
 // until returns when suspect x cannot promote before: its leaseUntil, or
@@ -131,7 +132,7 @@ func (m *Machine) until(x *suspect) time.Time {
 	if x.gen == 0 {
 		return u
 	}
-	if p := m.peers[x.name]; p != nil && p.gen == x.gen {
+	if p := x.peer; p != nil && p.gen == x.gen {
 		if v := p.acked.Add(m.cfg.Lease); v.After(u) {
 			u = v
 		}
@@ -192,8 +193,51 @@ func (m *Machine) quiet(s Slot) bool {
 	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] {
 		return false
 	}
-	p := m.peers[x.name]
+	p := x.peer
 	return p != nil && p.gen == x.gen && m.now.Before(p.acked.Add(m.cfg.Lease/2))
+}
+
+// tickIdle reports whether a Tick's advance would leave slot s as it is,
+// so the Tick may skip it: si.idle (advance found nothing left to do that
+// only an event could change) and, for an owner, a quiet slot whose pair
+// lease holds for Lease/2 more and whose refresh is not due. Whatever else
+// could change that (a slot event, a view change, a Tick that moves the
+// majority, the evidence or a pause) resets si.idle or runs every slot.
+func (m *Machine) tickIdle(s Slot) bool {
+	si := &m.slots[s]
+	if !si.idle {
+		return false
+	}
+	if si.role != RoleOwner {
+		return true
+	}
+	return si.ackSeq == si.seq && m.now.Before(si.refreshAt) && m.quiet(s)
+}
+
+// setIdle records at the end of advance whether slot s needs no Tick
+// (see tickIdle); tableOwner is the table's owner of s.
+func (m *Machine) setIdle(s Slot, tableOwner string) {
+	si := &m.slots[s]
+	switch si.role {
+	case RoleOwner:
+		si.idle = si.firing && !si.underRep && !si.unavail && si.beatSent && len(si.suspects) == 1 && m.hasTable
+	case RoleNone, RoleFollower:
+		si.idle = m.hasTable && m.majority && tableOwner != m.cfg.Self && !si.firing && !si.unavail && !si.wasOwner &&
+			si.takeFrom == "" && si.handedTo == "" && !si.pending
+	default:
+		si.idle = false
+	}
+}
+
+// globalKey is what a Tick may change that tickIdle does not look at:
+// if it moved, every slot is advanced.
+type globalKey struct {
+	majority, evMajority, staleView, quorate bool
+	dead, left                              int
+}
+
+func (m *Machine) global() globalKey {
+	return globalKey{m.majority, m.evMajority, m.staleView, m.quorate(), len(m.dead), len(m.left)}
 }
 
 // pairBeat sends a PairHeartbeat to every other member every Lease/4, and
@@ -235,11 +279,7 @@ func (m *Machine) onPairAck(ev PairReplAck) {
 	if ev.Inc != m.inc || ev.From == m.cfg.Self {
 		return
 	}
-	p := m.peers[ev.From]
-	if p == nil {
-		p = &peer{}
-		m.peers[ev.From] = p
-	}
+	p := m.peerOf(ev.From)
 	switch {
 	case ev.Gen == p.gen:
 		if ev.Sent.After(p.acked) {
@@ -254,6 +294,16 @@ func (m *Machine) onPairAck(ev PairReplAck) {
 	if ev.Sent.After(p.last) {
 		p.last = ev.Sent
 	}
+}
+
+// peerOf returns the record of name's PairAcks, creating it.
+func (m *Machine) peerOf(name string) *peer {
+	p := m.peers[name]
+	if p == nil {
+		p = &peer{}
+		m.peers[name] = p
+	}
+	return p
 }
 
 // fixPairLeases folds p's extensions into the leaseUntil of every
@@ -495,7 +545,7 @@ func (m *Machine) onAck(ev ReplAck) {
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].gen = 0
 		if ev.Inc == m.inc {
-			si.suspects[i].gen = ev.Gen
+			si.suspects[i].gen, si.suspects[i].peer = ev.Gen, m.peerOf(ev.From)
 		}
 	case ev.Released != "" && i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
 		// It gave the grant up for a release to the importer: still a

@@ -60,6 +60,10 @@ type Machine struct {
 	pairAt   time.Time             // last PairHeartbeat round
 	pairRecv map[pairKey]time.Time // when the last PairReplicated of each owner incarnation arrived (own clock)
 	peers    map[string]*peer      // each other node's PairAcks to us
+	// lastGlobal is global() after the last advance of every slot: a Tick
+	// that finds it moved advances every slot, else only the slots not
+	// idle (tickIdle).
+	lastGlobal globalKey
 }
 
 // slotInfo is the machine's state for one slot.
@@ -113,6 +117,8 @@ type slotInfo struct {
 	// heartbeat of its own anyway.
 	ackSeq    uint64
 	refreshAt time.Time
+	// idle: the last advance found nothing a Tick could move (tickIdle).
+	idle bool
 
 	// Importing.
 	pending    bool // request or offer outstanding until retryAt
@@ -183,6 +189,9 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 // that changes the view, Tick and Restarted.
 func (m *Machine) Step(ev Event) []Effect {
 	m.out = nil
+	if s, ok := slotOf(ev); ok && m.valid(s) {
+		m.slots[s].idle = false // advanced again by the next Tick at least
+	}
 	if f := sender(ev); f != "" && f != m.cfg.Self {
 		m.heard[f] = m.now
 	}
@@ -210,7 +219,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.viewAt = m.now
 		m.revive(ev.Name)
 		if ev.Restarted && ev.Name != m.cfg.Self {
-			delete(m.peers, ev.Name) // its acks speak for the old process
+			if p := m.peers[ev.Name]; p != nil {
+				*p = peer{} // its acks spoke for the old process (suspects keep the pointer)
+			}
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
 			}
@@ -253,7 +264,15 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.ticking = true
 		m.pruneMoves()
 		m.pairBeat()
-		m.advanceAll()
+		if g := m.global(); g != m.lastGlobal {
+			m.advanceAll()
+		} else {
+			for s := range m.slots {
+				if !m.tickIdle(Slot(s)) {
+					m.advance(Slot(s))
+				}
+			}
+		}
 		m.ticking = false
 	case Restarted:
 		for s := range m.slots {
@@ -516,9 +535,11 @@ func (m *Machine) setMajority(ok bool) {
 // and the grants we hold are void, as our owner may have forgotten us.
 func (m *Machine) lostMajority() {
 	m.evMajority, m.evBroken = false, true
+	m.lastGlobal = globalKey{dead: -1} // the next Tick advances every slot
 	for s := range m.slots {
 		si := &m.slots[s]
 		si.grantor, si.releasedTo = false, ""
+		m.noteGrant(Slot(s))
 		if len(si.dropped) == 0 {
 			continue
 		}
@@ -618,6 +639,8 @@ func slotOf(ev Event) (Slot, bool) {
 		return ev.Slot, true
 	case EpochSeen:
 		return ev.Slot, true
+	case Applied:
+		return ev.Slot, true
 	}
 	return 0, false
 }
@@ -640,6 +663,7 @@ func (m *Machine) advanceAll() {
 	for s := range m.slots {
 		m.advance(Slot(s))
 	}
+	m.lastGlobal = m.global()
 }
 
 // persist emits Persist with the slot's current durable state.
@@ -704,11 +728,24 @@ func (m *Machine) Debug(s Slot) string {
 	si := &m.slots[s]
 	owner, follower := m.position(s)
 	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v follows=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
-		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s",
-		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderFollows, si.leaderGone, si.grantor, si.releasedTo, si.grantedUntil.Format("15:04:05.000"),
+		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s "+
+		"quiet=%v ackSeq=%d grantInc=%d pairGen=%d peers=%s",
+		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderFollows, si.leaderGone, si.grantor, si.releasedTo, m.grantedUntil(s).Format("15:04:05.000"),
 		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried, m.moveState(s),
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
-		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"))
+		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"),
+		m.quiet(s), si.ackSeq, si.grantInc, m.pairGen, m.peersString())
+}
+
+// peersString describes the PairAcks received (Debug).
+func (m *Machine) peersString() string {
+	var b strings.Builder
+	for _, n := range m.names {
+		if p := m.peers[n]; p != nil {
+			fmt.Fprintf(&b, "%s:gen=%d,acked=%s ", n, p.gen, p.acked.Format("15:04:05.000"))
+		}
+	}
+	return b.String()
 }
 
 // moveState describes slot s's place among the planned moves (Debug).

@@ -109,6 +109,7 @@ func (m *Machine) advance(s Slot) {
 	}
 	m.reconcile(s)
 	m.noteGrant(s)
+	m.setIdle(s, owner)
 }
 
 // drop deletes the slot's data and forgets the role; the epoch is kept so
