@@ -233,7 +233,7 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 // if it moved, every slot is advanced.
 type globalKey struct {
 	majority, evMajority, staleView, quorate bool
-	dead, left                              int
+	dead, left                               int
 }
 
 func (m *Machine) global() globalKey {
