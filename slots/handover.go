@@ -201,7 +201,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 	s, si := ev.Slot, &m.slots[ev.Slot]
 	if si.handedTo == ev.From && ev.Epoch == si.handedEpoch {
 		// The importer missed our SendHandover: repeat it.
-		m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: ev.From, Grant: si.grantor})
+		m.repeatHandover(s)
 		return
 	}
 	if m.reject(s, ev.Epoch, ev.From) {
@@ -308,6 +308,19 @@ func (m *Machine) onSealed(ev Sealed) {
 	if si := &m.slots[ev.Slot]; si.role == RoleSealing {
 		m.handOver(ev.Slot, si.sealFor, max(si.seq, ev.Seq), true)
 	}
+}
+
+// repeatHandover sends the handover of s again. A grant we keep counts as
+// accepted now: the importer covers us until its first offer + Lease at
+// this epoch (takeOver), and it may have restarted since we handed over
+// (sim seed 2332: a grant from the first handover ran out while the
+// restarted importer, covering us from its new offer, fired).
+func (m *Machine) repeatHandover(s Slot) {
+	si := &m.slots[s]
+	if si.grantor {
+		si.grantedUntil = m.now.Add(m.cfg.Lease)
+	}
+	m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: si.handedTo, Grant: si.grantor})
 }
 
 // handOver gives (epoch, seq) to importer `to` and becomes its follower at

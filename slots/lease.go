@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -112,6 +113,7 @@ type peer struct {
 	gen   uint64    // generation of the newest PairAck
 	acked time.Time // newest Sent acked at gen (owner's clock)
 	last  time.Time // newest Sent acked at any generation
+	stale bool      // no ack at gen for Lease/2: its quiet slots are not idle
 }
 
 // suspect is a node that may hold a grant from this owner at its epoch.
@@ -211,7 +213,56 @@ func (m *Machine) tickIdle(s Slot) bool {
 	if si.role != RoleOwner {
 		return true
 	}
-	return si.ackSeq == si.seq && m.now.Before(si.refreshAt) && m.quiet(s)
+	return m.now.Before(si.refreshAt) && m.quiet(s)
+}
+
+// setBusy marks slot s not idle: every Tick advances it until advance
+// finds it idle again.
+func (m *Machine) setBusy(s Slot) {
+	m.slots[s].idle = false
+	m.busy[s/64] |= 1 << (s % 64)
+}
+
+// staleTick marks the peers whose PairAcks stopped for Lease/2 and reports
+// whether any did: their quiet slots must be looked at now, well before
+// their lease (Lease after the last ack) runs out.
+func (m *Machine) staleTick() bool {
+	any := false
+	for _, p := range m.peers {
+		if !p.stale && p.gen != 0 && !m.now.Before(p.acked.Add(m.cfg.Lease/2)) {
+			p.stale, any = true, true
+		}
+	}
+	return any
+}
+
+// tickSlots is a Tick's pass over the slots. Every Lease/4, when a peer's
+// pair lease went stale, or when the majority, the evidence or the view
+// moved (then without the idle check), it looks at every slot; otherwise
+// only at the slots marked busy. An idle slot stays idle until an event
+// about it, a peer's new generation (fixPairLeases) or one of those
+// passes: nothing else can change what a Tick would do with it.
+func (m *Machine) tickSlots() {
+	switch {
+	case m.global() != m.lastGlobal:
+		m.advanceAll()
+		m.fullAt = m.now.Add(m.cfg.Lease / 4)
+	case m.staleTick() || !m.now.Before(m.fullAt):
+		m.fullAt = m.now.Add(m.cfg.Lease / 4)
+		for s := range m.slots {
+			if !m.tickIdle(Slot(s)) {
+				m.advance(Slot(s))
+			}
+		}
+	default:
+		for w, word := range m.busy {
+			for word != 0 {
+				b := word & -word
+				word &^= b
+				m.advance(Slot(w*64 + bits.TrailingZeros64(b)))
+			}
+		}
+	}
 }
 
 // setIdle records at the end of advance whether slot s needs no Tick
@@ -220,12 +271,17 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 	si := &m.slots[s]
 	switch si.role {
 	case RoleOwner:
-		si.idle = si.firing && !si.underRep && !si.unavail && si.beatSent && len(si.suspects) == 1 && m.hasTable
+		si.idle = si.firing && !si.underRep && !si.unavail && si.beatSent && m.hasTable && m.now.Before(si.refreshAt) && m.quiet(s)
 	case RoleNone, RoleFollower:
 		si.idle = m.hasTable && m.majority && tableOwner != m.cfg.Self && !si.firing && !si.unavail && !si.wasOwner &&
 			si.takeFrom == "" && si.handedTo == "" && !si.pending
 	default:
 		si.idle = false
+	}
+	if si.idle {
+		m.busy[s/64] &^= 1 << (s % 64)
+	} else {
+		m.busy[s/64] |= 1 << (s % 64)
 	}
 }
 
@@ -283,13 +339,13 @@ func (m *Machine) onPairAck(ev PairReplAck) {
 	switch {
 	case ev.Gen == p.gen:
 		if ev.Sent.After(p.acked) {
-			p.acked = ev.Sent
+			p.acked, p.stale = ev.Sent, false
 		}
 	case ev.Sent.After(p.last):
 		if p.gen != 0 {
 			m.fixPairLeases(ev.From, p)
 		}
-		p.gen, p.acked = ev.Gen, ev.Sent
+		p.gen, p.acked, p.stale = ev.Gen, ev.Sent, false
 	}
 	if ev.Sent.After(p.last) {
 		p.last = ev.Sent
@@ -314,8 +370,11 @@ func (m *Machine) fixPairLeases(name string, p *peer) {
 	for s := range m.slots {
 		si := &m.slots[s]
 		for i := range si.suspects {
-			if x := &si.suspects[i]; x.name == name && x.gen == p.gen && u.After(x.leaseUntil) {
-				x.leaseUntil = u
+			if x := &si.suspects[i]; x.name == name && x.gen == p.gen {
+				if u.After(x.leaseUntil) {
+					x.leaseUntil = u
+				}
+				m.setBusy(Slot(s)) // no longer quiet: heartbeat (grant) again
 			}
 		}
 	}

@@ -64,6 +64,8 @@ type Machine struct {
 	// that finds it moved advances every slot, else only the slots not
 	// idle (tickIdle).
 	lastGlobal globalKey
+	busy       []uint64  // bit s: slot s is not idle (see tickSlots)
+	fullAt     time.Time // the next Tick looks at every slot
 }
 
 // slotInfo is the machine's state for one slot.
@@ -158,6 +160,10 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
+		busy: make([]uint64, (cfg.NumSlots+63)/64),
+	}
+	for s := range cfg.NumSlots {
+		m.busy[s/64] |= 1 << (s % 64)
 	}
 	// Generations of different incarnations differ (see PairAck.Gen).
 	m.pairGen = m.inc<<32 | 1
@@ -190,7 +196,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 func (m *Machine) Step(ev Event) []Effect {
 	m.out = nil
 	if s, ok := slotOf(ev); ok && m.valid(s) {
-		m.slots[s].idle = false // advanced again by the next Tick at least
+		m.setBusy(s) // advanced again by the next Tick at least
 	}
 	if f := sender(ev); f != "" && f != m.cfg.Self {
 		m.heard[f] = m.now
@@ -264,15 +270,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.ticking = true
 		m.pruneMoves()
 		m.pairBeat()
-		if g := m.global(); g != m.lastGlobal {
-			m.advanceAll()
-		} else {
-			for s := range m.slots {
-				if !m.tickIdle(Slot(s)) {
-					m.advance(Slot(s))
-				}
-			}
-		}
+		m.tickSlots()
 		m.ticking = false
 	case Restarted:
 		for s := range m.slots {

@@ -68,7 +68,7 @@ func (m *Machine) advance(s Slot) {
 			m.ticking && m.alive(si.handedTo) && (!si.pending || !m.now.Before(si.retryAt)) {
 			// The importer has not taken the epoch we handed it yet (it
 			// would heartbeat us): our SendHandover may be lost. Repeat it.
-			m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: si.handedTo, Grant: si.grantor})
+			m.repeatHandover(s)
 			m.setPending(s)
 		}
 		if si.wasOwner && owner != self && m.ticking && m.alive(si.grantee) &&
