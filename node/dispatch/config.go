@@ -20,13 +20,15 @@ const Shutdown = "shutdown"
 // default (DefaultConfig); Validate rejects negative values.
 type Config struct {
 	// Concurrency is the number of callbacks in flight overall, which is
-	// also the number of worker goroutines. Default 512: a loopback
-	// receiver saturates this machine at 64 in flight (~22k/s, limits.md),
-	// but remote receivers with 20-30 ms of latency need rate × latency ≈
-	// 15k/s × 30 ms ≈ 450 in flight to keep up. Each worker costs a
-	// goroutine stack and ~25 KiB of buffers (a 16 KiB response reader, a
-	// 4 KiB request writer, 4.5 KiB to keep and drain the response body),
-	// so 512 is ~14-16 MiB; connections cost no goroutines.
+	// also the most worker goroutines: they start on demand and exit after
+	// 10 s without a job, so an idle dispatcher has none. Default 512: a
+	// loopback receiver saturates this machine at 64 in flight (~22k/s,
+	// limits.md), but remote receivers with 20-30 ms of latency need
+	// rate × latency ≈ 15k/s × 30 ms ≈ 450 in flight to keep up. Each
+	// live worker costs a goroutine stack and ~25 KiB of buffers (a 16 KiB
+	// response reader, a 4 KiB request writer, 4.5 KiB to keep and drain
+	// the response body), so 512 are ~14-16 MiB; connections cost no
+	// goroutines.
 	Concurrency int
 
 	// PerHost is the number of callbacks in flight per callback host

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
 )
@@ -56,13 +57,22 @@ type Deps struct {
 // through Deps.OnResult (done). Retries, backoff and persistence belong to
 // the caller.
 //
-// Scheduling: a fixed pool of Concurrency workers (no goroutine per job)
-// takes jobs from per-host FIFO queues. Hosts that have waiting jobs and a
-// free per-host slot sit in a ready ring; a worker takes the host at the
-// front, runs one of its jobs and puts the host back at the end while it
-// still qualifies. So hosts are served round-robin, one job at a time, and a
-// slow host holds at most PerHost workers: the others keep serving the
+// Scheduling: an elastic pool of at most Concurrency workers (no goroutine
+// per job) takes jobs from per-host FIFO queues. Hosts that have waiting
+// jobs and a free per-host slot sit in a ready ring; a worker takes the host
+// at the front, runs one of its jobs and puts the host back at the end while
+// it still qualifies. So hosts are served round-robin, one job at a time,
+// and a slow host holds at most PerHost workers: the others keep serving the
 // remaining hosts.
+//
+// Workers start on demand and exit when idle: runnable counts the jobs that
+// could start now (each host's waiting jobs up to its free per-host slots),
+// and whenever it exceeds the workers on their way to the ring (neither
+// running a job nor parked), a parked worker is woken (the one parked last)
+// or, below Concurrency, a new one is started. A worker that finds the ring
+// empty parks; parked for workerIdle, it exits. So an idle dispatcher holds
+// no goroutine, and a busy one runs up to Concurrency workers, never more
+// than its runnable and running jobs need.
 //
 // Transport: HTTP/1.1 with keep-alive, requests encoded and responses
 // parsed by fasthttp (about half the CPU of net/http's client, limits.md),
@@ -83,6 +93,9 @@ type Deps struct {
 //     running < PerHost (host.ready mirrors membership);
 //   - queued is the sum of the hosts' queue lengths and <= MaxQueued;
 //   - running <= Concurrency and every host's running <= PerHost;
+//   - runnable is the sum over hosts of min(len(jobs), PerHost-running);
+//   - running + len(idle) <= workers <= Concurrency, and a worker parked
+//     (in idle) has parked set.
 //   - a host with no waiting and no running jobs is not in hosts.
 //
 // Concurrency: Submit, Queued, Running, Start and Close are safe for
@@ -101,20 +114,32 @@ type Dispatcher struct {
 	stop       context.Context
 	cancelStop context.CancelFunc
 
-	wg      sync.WaitGroup // the workers
-	cond    sync.Cond      // L = &mu.Mutex; signalled when a host becomes ready or on Close
-	stopped chan struct{}  // closed when the first Close has returned
+	wg         sync.WaitGroup // the workers
+	stopped    chan struct{}  // closed when the first Close has returned
+	workerIdle time.Duration  // a worker parked this long exits
 
 	mu struct {
 		sync.Mutex
-		hosts   map[string]*hostQueue
-		ready   fifo[*hostQueue]
-		seq     uint64 // submission order, for Close's result
-		queued  int
-		running int
-		started bool
-		closed  bool
+		hosts    map[string]*hostQueue
+		ready    fifo[*hostQueue]
+		seq      uint64 // submission order, for Close's result
+		queued   int
+		running  int
+		runnable int            // jobs that could start now (see the invariants)
+		workers  int            // live worker goroutines
+		idle     []*workerState // parked workers, the last parked last
+		started  bool
+		closed   bool
 	}
+}
+
+// workerIdle is how long a parked worker waits for a job before it exits.
+const workerIdle = 10 * time.Second
+
+// workerState is what the dispatcher knows of one worker.
+type workerState struct {
+	wake   chan struct{} // capacity 1: a job may be ready, or Close
+	parked bool          // in dispatcher.mu.idle (under mu)
 }
 
 // hostQueue is the queue and the running count of one callback host.
@@ -145,6 +170,8 @@ func New(cfg Config, deps Deps) *Dispatcher {
 		done:    deps.OnResult,
 		node:    deps.Node,
 		stopped: make(chan struct{}),
+
+		workerIdle: workerIdle,
 	}
 	d.stop, d.cancelStop = context.WithCancel(context.Background())
 	d.pool = newConnPool(d.stop, d.clock, cfg.TLSConfig, cfg.IdleTimeout)
@@ -162,25 +189,53 @@ func New(cfg Config, deps Deps) *Dispatcher {
 			d.keys = append(d.keys, bytes.Clone(k))
 		}
 	}
-	d.cond.L = &d.mu.Mutex
 	d.mu.hosts = make(map[string]*hostQueue)
 	return d
 }
 
-// Start launches the Concurrency workers. Calling it again, or after
-// Close, does nothing.
+// Start lets jobs run: it starts the workers the jobs already submitted
+// need (up to Concurrency), and later jobs start more on demand. Calling it
+// again, or after Close, does nothing.
 func (d *Dispatcher) Start() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.mu.started || d.mu.closed {
-		d.mu.Unlock()
 		return
 	}
 	d.mu.started = true
-	d.wg.Add(d.cfg.Concurrency)
-	d.mu.Unlock()
-	for range d.cfg.Concurrency {
+	d.staffLocked()
+}
+
+// staffLocked wakes parked workers or starts new ones (up to Concurrency)
+// until the workers on their way to the ready ring cover the runnable jobs.
+// A worker that has just finished a job counts as on its way (it looks at
+// the ring before it parks, once its OnResult call returns), so one that
+// frees a slot for its host's next job wakes no other.
+func (d *Dispatcher) staffLocked() {
+	if !d.mu.started || d.mu.closed {
+		return
+	}
+	for d.mu.runnable > d.mu.workers-d.mu.running-len(d.mu.idle) {
+		if n := len(d.mu.idle); n > 0 {
+			w := d.mu.idle[n-1]
+			d.mu.idle[n-1] = nil
+			d.mu.idle = d.mu.idle[:n-1]
+			w.parked = false
+			w.wake <- struct{}{} // never blocks: one token per parking
+			continue
+		}
+		if d.mu.workers >= d.cfg.Concurrency {
+			return
+		}
+		d.mu.workers++
+		d.wg.Add(1) // not closed, so Close is not waiting yet
 		go d.worker()
 	}
+}
+
+// runnableOf is the number of h's jobs that could start now.
+func (d *Dispatcher) runnableOf(h *hostQueue) int {
+	return max(0, min(h.jobs.len(), d.cfg.PerHost-h.running))
 }
 
 // Submit queues a job; false if the dispatcher is closed or MaxQueued jobs
@@ -202,18 +257,16 @@ func (d *Dispatcher) Submit(j *Job) bool {
 		d.mu.hosts[h.key] = h
 	}
 	d.mu.seq++
+	before := d.runnableOf(h)
 	h.jobs.push(queueEntry{job: j, seq: d.mu.seq})
 	d.mu.queued++
+	d.mu.runnable += d.runnableOf(h) - before
 	if !h.ready && h.running < d.cfg.PerHost {
 		h.ready = true
 		d.mu.ready.push(h)
 	}
-	wake := h.ready
+	d.staffLocked()
 	d.mu.Unlock()
-
-	if wake {
-		d.cond.Signal()
-	}
 	return true
 }
 
@@ -229,6 +282,14 @@ func (d *Dispatcher) Running() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.mu.running
+}
+
+// liveWorkers returns the number of worker goroutines alive (running a
+// job, on their way to the ready ring, or parked).
+func (d *Dispatcher) liveWorkers() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.workers
 }
 
 // Close stops accepting jobs and lets running callbacks finish until ctx
@@ -250,8 +311,13 @@ func (d *Dispatcher) Close(ctx context.Context) []*Job {
 	}
 	d.mu.closed = true
 	left := d.takeQueuedLocked()
+	for i, w := range d.mu.idle { // wake them to exit
+		w.parked = false
+		w.wake <- struct{}{}
+		d.mu.idle[i] = nil
+	}
+	d.mu.idle = d.mu.idle[:0]
 	d.mu.Unlock()
-	d.cond.Broadcast()
 
 	workersDone := make(chan struct{})
 	go func() {
@@ -288,6 +354,7 @@ func (d *Dispatcher) takeQueuedLocked() []*Job {
 	}
 	d.mu.ready = fifo[*hostQueue]{}
 	d.mu.queued = 0
+	d.mu.runnable = 0
 	slices.SortFunc(entries, func(a, b queueEntry) int {
 		switch {
 		case a.seq < b.seq:
@@ -317,9 +384,12 @@ type scratch struct {
 	sum   [sha256.Size]byte
 }
 
-// worker runs jobs until Close.
+// worker runs jobs until Close, or until it has been parked for
+// workerIdle. staffLocked has counted it in workers.
 func (d *Dispatcher) worker() {
 	defer d.wg.Done()
+	w := &workerState{wake: make(chan struct{}, 1)}
+	var idle *time.Timer // made on the first parking
 	s := &scratch{
 		hdr: make([]byte, 0, 192),
 		key: make([]byte, 0, 64),
@@ -330,7 +400,7 @@ func (d *Dispatcher) worker() {
 		s.macs = append(s.macs, hmac.New(sha256.New, k))
 	}
 	for {
-		j, h, ok := d.next()
+		j, h, ok := d.next(w, &idle)
 		if !ok {
 			return
 		}
@@ -340,22 +410,51 @@ func (d *Dispatcher) worker() {
 	}
 }
 
-// next blocks until a job may run (and marks it running) or the dispatcher
-// is closed (ok false).
-func (d *Dispatcher) next() (j *Job, h *hostQueue, ok bool) {
+// next blocks until a job may run (and marks it running), or returns ok
+// false, the worker no longer counted, when the dispatcher is closed or
+// the worker has been parked for workerIdle. *idle is the worker's timer
+// (nil until it first parks).
+func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQueue, ok bool) {
 	d.mu.Lock()
 	for d.mu.ready.len() == 0 && !d.mu.closed {
-		d.cond.Wait()
+		// Park, the last in line to be woken.
+		w.parked = true
+		d.mu.idle = append(d.mu.idle, w)
+		d.mu.Unlock()
+		if *idle == nil {
+			*idle = d.clock.NewTimer(d.workerIdle)
+		} else {
+			(*idle).Reset(d.workerIdle)
+		}
+		select {
+		case <-w.wake:
+			(*idle).Stop()
+			d.mu.Lock()
+		case <-(*idle).C:
+			d.mu.Lock()
+			if w.parked { // nobody woke it: exit
+				i := slices.Index(d.mu.idle, w)
+				d.mu.idle = slices.Delete(d.mu.idle, i, i+1)
+				w.parked = false
+				d.mu.workers--
+				d.mu.Unlock()
+				return nil, nil, false
+			}
+			<-w.wake // woken as the timer fired; sent under mu, so already there
+		}
 	}
 	if d.mu.closed {
+		d.mu.workers--
 		d.mu.Unlock()
 		return nil, nil, false
 	}
 	h = d.mu.ready.pop()
+	before := d.runnableOf(h)
 	e := h.jobs.pop()
 	h.running++
 	d.mu.queued--
 	d.mu.running++
+	d.mu.runnable += d.runnableOf(h) - before
 	if h.jobs.len() > 0 && h.running < d.cfg.PerHost {
 		d.mu.ready.push(h) // round-robin: back of the ring
 	} else {
@@ -368,23 +467,21 @@ func (d *Dispatcher) next() (j *Job, h *hostQueue, ok bool) {
 // finish releases the running slot of a job of host h.
 func (d *Dispatcher) finish(h *hostQueue) {
 	d.mu.Lock()
+	before := d.runnableOf(h)
 	h.running--
 	d.mu.running--
-	wake := false
+	d.mu.runnable += d.runnableOf(h) - before
 	switch {
 	case h.jobs.len() > 0:
 		if !h.ready {
 			h.ready = true
 			d.mu.ready.push(h)
-			wake = true
 		}
 	case h.running == 0:
 		delete(d.mu.hosts, h.key)
 	}
+	d.staffLocked()
 	d.mu.Unlock()
-	if wake {
-		d.cond.Signal()
-	}
 }
 
 // hostKey appends the per-host key of rawURL to dst:

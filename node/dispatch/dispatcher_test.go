@@ -495,3 +495,130 @@ func TestDispatchFIFO(t *testing.T) {
 		want = want[1:]
 	}
 }
+
+// TestDispatchElasticWorkers checks that workers start on demand and exit
+// when idle: none after Start, as many as the runnable jobs need but never
+// more than PerHost for one host nor Concurrency overall, none again once
+// the jobs are done and the workers have been idle for workerIdle.
+func TestDispatchElasticWorkers(t *testing.T) {
+	dispNoLeaks(t)
+	const concurrency, perHost = 64, 8
+	d, results := newDispTest(t, Config{Concurrency: concurrency, PerHost: perHost}, Deps{})
+	d.workerIdle = 50 * time.Millisecond
+	d.Start()
+	if n := d.liveWorkers(); n != 0 {
+		t.Fatalf("workers after Start = %d, want 0", n)
+	}
+
+	// Sample the live workers until the end, to catch a transient excess.
+	var maxLive atomic.Int64
+	sampled := make(chan struct{})
+	stopSampling := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if n := int64(d.liveWorkers()); n > maxLive.Load() {
+				maxLive.Store(n)
+			}
+			select {
+			case <-stopSampling:
+				return
+			default:
+				runtime.Gosched()
+			}
+		}
+	}()
+	defer func() { close(stopSampling); <-sampled }()
+
+	// One slow host: PerHost workers, however many jobs it has.
+	var total dispGauge
+	slow := newDispBlockingServerIn(t, &total)
+	for i := range 100 {
+		d.Submit(dispJob("slow"+strconv.Itoa(i), slow.URL))
+	}
+	for range perHost {
+		<-slow.arrived
+	}
+	time.Sleep(20 * time.Millisecond) // room for an excess worker to show
+	if n := d.liveWorkers(); n != perHost {
+		t.Errorf("workers with one held host = %d, want %d (PerHost)", n, perHost)
+	}
+	if n := maxLive.Load(); n > perHost {
+		t.Errorf("max workers with one held host = %d, want <= %d (PerHost)", n, perHost)
+	}
+
+	// Nine more held hosts: 80 runnable jobs, Concurrency workers.
+	servers := []*dispBlockingServer{slow}
+	jobs := 100
+	for h := range 9 {
+		s := newDispBlockingServerIn(t, &total)
+		servers = append(servers, s)
+		for i := range 20 {
+			d.Submit(dispJob("h"+strconv.Itoa(h)+"-"+strconv.Itoa(i), s.URL))
+			jobs++
+		}
+	}
+	dispWaitUntil(func() bool { return total.cur.Load() == concurrency })
+	time.Sleep(20 * time.Millisecond)
+	if n, r := d.liveWorkers(), d.Running(); n != concurrency || r != concurrency {
+		t.Errorf("workers, running with ten held hosts = %d, %d, want %d, %d", n, r, concurrency, concurrency)
+	}
+
+	for _, s := range servers {
+		s.Release()
+	}
+	for _, r := range dispRecv(t, results, jobs) {
+		if r.Outcome != OutcomeSuccess {
+			t.Fatalf("result %s = %v (%q), want success", r.Job.TaskID, r.Outcome, r.Err)
+		}
+	}
+	if n := total.max.Load(); n != concurrency {
+		t.Errorf("max in flight = %d, want %d", n, concurrency)
+	}
+	dispWaitUntil(func() bool { return d.liveWorkers() == 0 }) // after workerIdle
+	if n := maxLive.Load(); n > concurrency {
+		t.Errorf("max workers = %d, want <= %d (Concurrency)", n, concurrency)
+	}
+
+	// Idle again: a new job starts a new worker.
+	ok := dispOKServer(t)
+	d.Submit(dispJob("late", ok.URL))
+	if r := <-results; r.Outcome != OutcomeSuccess {
+		t.Errorf("late result = %v (%q), want success", r.Outcome, r.Err)
+	}
+	dispWaitUntil(func() bool { return d.liveWorkers() == 0 })
+}
+
+// TestDispatchWorkerChurn runs bursts of jobs with workers that exit almost
+// as soon as they park, so that wake-ups race with idle exits (run it with
+// -race): every job must still run exactly once.
+func TestDispatchWorkerChurn(t *testing.T) {
+	dispNoLeaks(t)
+	srv := dispOKServer(t)
+	d, results := newDispTest(t, Config{Concurrency: 8, PerHost: 4}, Deps{})
+	d.workerIdle = 50 * time.Microsecond
+	d.Start()
+	seen := make(map[string]bool)
+	for round := range 30 {
+		for i := range 12 {
+			// Two hosts' keys: 127.0.0.1 and localhost name the same server.
+			url := srv.URL
+			if i%2 == 1 {
+				url = strings.Replace(url, "127.0.0.1", "localhost", 1)
+			}
+			if !d.Submit(dispJob(strconv.Itoa(round)+"-"+strconv.Itoa(i), url)) {
+				t.Fatal("submit refused")
+			}
+		}
+		for _, r := range dispRecv(t, results, 12) {
+			if seen[r.Job.TaskID] {
+				t.Fatalf("job %s reported twice", r.Job.TaskID)
+			}
+			seen[r.Job.TaskID] = true
+		}
+		if n := d.liveWorkers(); n > 8 {
+			t.Fatalf("workers = %d, want <= 8", n)
+		}
+		time.Sleep(time.Duration(round%4) * 100 * time.Microsecond)
+	}
+}
