@@ -195,7 +195,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 // that changes the view, Tick and Restarted.
 func (m *Machine) Step(ev Event) []Effect {
 	m.out = nil
-	if s, ok := slotOf(ev); ok && m.valid(s) {
+	if s, ok := SlotOf(ev); ok && m.valid(s) {
 		m.setBusy(s) // advanced again by the next Tick at least
 	}
 	if f := sender(ev); f != "" && f != m.cfg.Self {
@@ -324,7 +324,7 @@ func (m *Machine) Step(ev Event) []Effect {
 			m.onEpochSeen(ev)
 		}
 	}
-	if s, ok := slotOf(ev); ok && m.valid(s) {
+	if s, ok := SlotOf(ev); ok && m.valid(s) {
 		m.noteGrant(s)
 	}
 	out := m.out
@@ -616,8 +616,9 @@ func sender(ev Event) string {
 	return ""
 }
 
-// slotOf returns the slot a message event is about.
-func slotOf(ev Event) (Slot, bool) {
+// SlotOf returns the slot an event is about: a message about one slot,
+// Sealed or Applied (false for the rest).
+func SlotOf(ev Event) (Slot, bool) {
 	switch ev := ev.(type) {
 	case Replicated:
 		return ev.Slot, true

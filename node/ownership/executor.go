@@ -395,27 +395,13 @@ func (e *Executor) pingIdle(now time.Time) {
 	}
 }
 
-// eventSlot returns the slot a machine message is about.
+// eventSlot returns the slot a machine message is about; what the
+// writer applied (slots.Applied) changes nothing published and counts as
+// none.
 func eventSlot(ev slots.Event) (uint16, bool) {
-	switch ev := ev.(type) {
-	case slots.Replicated:
-		return uint16(ev.Slot), true
-	case slots.ReplAck:
-		return uint16(ev.Slot), true
-	case slots.SnapshotRequest:
-		return uint16(ev.Slot), true
-	case slots.SnapshotComplete:
-		return uint16(ev.Slot), true
-	case slots.NoReplica:
-		return uint16(ev.Slot), true
-	case slots.HandoverOffer:
-		return uint16(ev.Slot), true
-	case slots.HandoverDone:
-		return uint16(ev.Slot), true
-	case slots.EpochSeen:
-		return uint16(ev.Slot), true
-	case slots.Sealed:
-		return uint16(ev.Slot), true
+	if _, ok := ev.(slots.Applied); ok {
+		return 0, false
 	}
-	return 0, false
+	s, ok := slots.SlotOf(ev)
+	return uint16(s), ok
 }
