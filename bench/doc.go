@@ -20,6 +20,9 @@
 //   - RunJoin: a fire run during which one more node starts and joins;
 //     time until it is in every table, tasks stranded in the slots it took,
 //     lateness of the others before, during and after.
+//   - RunIdle: a spawned cluster with no tasks, settled, then left alone
+//     for a window; each node's CPU share of one core and RSS from /proc,
+//     its goroutines from /metrics (issue 17's idle targets).
 //   - RunHTTPBaseline, RunPebbleBaseline: the ceilings on their own
 //     (MeasureHTTP and MeasurePebble are the building blocks workloads use).
 //

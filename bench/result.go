@@ -43,6 +43,7 @@ type Result struct {
 	Routes   []CreateStats  `json:"routes,omitempty"`
 	Failover *FailoverStats `json:"failover,omitempty"`
 	Join     *JoinStats     `json:"join,omitempty"`
+	Idle     *IdleStats     `json:"idle,omitempty"`
 
 	// Summary is the table printed at the end: each Chime figure next to
 	// its in-run ceiling.

@@ -222,6 +222,28 @@ func TestWorkloadsSmoke(t *testing.T) {
 			js.Joiner, js.ReadySeconds, js.InEveryTableSeconds, js.SlotsMoved, js.MovedMissed, js.Duplicates, js.MovedAfter.Lateness)
 		logWarnings(t, res)
 	})
+	t.Run("cluster/idle", func(t *testing.T) {
+		cfg := DefaultIdleConfig()
+		cfg.Target, cfg.Settle, cfg.Duration = cluster, time.Second, 2*time.Second
+		cfg.Target.Nodes, cfg.Target.ClusterScript = 2, "" // the Go launcher: faster to start
+		res, err := RunIdle(gate.context(t), cfg)
+		if err != nil {
+			t.Fatalf("RunIdle: %v", err)
+		}
+		is := res.Idle
+		if len(is.PerNode) != 2 {
+			t.Fatalf("PerNode = %+v, want 2 nodes", is.PerNode)
+		}
+		for _, n := range is.PerNode {
+			if n.CPUSeconds <= 0 || n.Goroutines <= 0 || n.Goroutines >= 10_000 || n.RSSBytes == 0 {
+				t.Errorf("node %+v: want CPU > 0, 0 < goroutines < 10000 and RSS", n)
+			}
+		}
+		checkNodes(t, res, 2)
+		t.Logf("idle: mean CPU %.2f %% of a core, %.0f goroutines, %.1f MiB RSS over %.1f s",
+			is.MeanCPUShare*100, is.MeanGoroutines, float64(is.MeanRSSBytes)/(1<<20), is.WindowSeconds)
+		logWarnings(t, res)
+	})
 }
 
 // clusterDeadline bounds one cluster subtest of the smoke test: each takes

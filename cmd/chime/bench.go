@@ -24,6 +24,7 @@ workloads:
   scale            store N tasks due in 1 h; node RSS, disk size, restart time
   failover         fire N tasks through a spawned cluster and SIGKILL one node midway; detection, missed, lateness
   join             fire N tasks through a spawned cluster and start one more node midway; join time, stranded, lateness
+  idle             a spawned cluster with no tasks, settled, then measured: CPU share of a core, goroutines, RSS per node
   baseline-http    bare net/http client posting to the receiver: the fire ceiling and the receiver's capacity
   baseline-pebble  bare storage batches committed with sync: the create ceiling
 
@@ -138,6 +139,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		run = func() (bench.Result, error) {
 			cfg.Target, cfg.Progress = tf.config(env), prog
 			return bench.RunJoin(ctx, cfg)
+		}
+	case "idle":
+		cfg := bench.DefaultIdleConfig()
+		tf = registerTargetFlags(fs, cfg.Target)
+		fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "wait this long after every node is ready before measuring")
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measurement window: CPU time from /proc at its start and end")
+		run = func() (bench.Result, error) {
+			cfg.Target, cfg.Progress = tf.config(env), prog
+			return bench.RunIdle(ctx, cfg)
 		}
 	case "baseline-http":
 		cfg := bench.DefaultHTTPBaselineConfig()

@@ -34,6 +34,9 @@ func TestRunBenchArguments(t *testing.T) {
 			wantErr: "needs --mode single"},
 		{name: "failover kills a spawned node only", args: []string{"failover", "--spawn=false", "--target", "http://127.0.0.1:1"},
 			wantErr: "needs a spawned cluster"},
+		{name: "idle help", args: []string{"idle", "-h"}, wantErr: "help", wantStderr: "-settle"},
+		{name: "idle needs spawned nodes", args: []string{"idle", "--spawn=false", "--target", "http://127.0.0.1:1"},
+			wantErr: "needs spawned nodes"},
 		{name: "bad pid list", args: []string{"fire", "--target", "http://127.0.0.1:1", "--pid", "x"}, wantErr: "pid -1"},
 	}
 	for _, tt := range tests {
