@@ -41,6 +41,7 @@ type Client struct {
 	retry   RetryPolicy
 	log     *slog.Logger
 	hc      *http.Client
+	noRoute bool // every request goes to the seeds (WithOwnerRouting(false))
 
 	live atomic.Int32 // the index of the seed that answered last
 
@@ -72,7 +73,7 @@ func New(seeds []string, opts ...Option) (*Client, error) {
 	if cfg.retry.BackoffBase < 0 || cfg.retry.BackoffMax < cfg.retry.BackoffBase {
 		return nil, fmt.Errorf("chime: RetryPolicy wants 0 <= BackoffBase <= BackoffMax, got %s and %s", cfg.retry.BackoffBase, cfg.retry.BackoffMax)
 	}
-	c := &Client{token: cfg.token, timeout: cfg.timeout, retry: cfg.retry, log: cfg.log, hc: cfg.hc}
+	c := &Client{token: cfg.token, timeout: cfg.timeout, retry: cfg.retry, log: cfg.log, hc: cfg.hc, noRoute: cfg.noRoute}
 	for _, s := range seeds {
 		base, err := baseURL(s)
 		if err != nil {

@@ -18,6 +18,7 @@ type config struct {
 	log     *slog.Logger
 	retry   RetryPolicy
 	hc      *http.Client
+	noRoute bool // WithOwnerRouting(false)
 }
 
 // RetryPolicy bounds the automatic retries of idempotent requests.

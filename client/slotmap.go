@@ -107,7 +107,7 @@ func (m *slotMap) route(id string) (owner, follower string) {
 // if there is none yet (at most once per minReload: without a map the
 // requests go to the seeds, which forward them).
 func (c *Client) slotMap(ctx context.Context) *slotMap {
-	if m := c.slots.Load(); m != nil {
+	if m := c.slots.Load(); m != nil || c.noRoute {
 		return m
 	}
 	c.reload.Lock()
@@ -132,6 +132,9 @@ func (c *Client) slotMap(ctx context.Context) *slotMap {
 // says the map is stale: another table version, or the answer was
 // forwarded from the owner (X-Chime-Owner).
 func (c *Client) noteAnswer(ctx context.Context, base string, h http.Header) {
+	if c.noRoute {
+		return
+	}
 	version, owner := h.Get(headerTableVersion), h.Get(headerOwner)
 	m := c.slots.Load()
 	if m != nil && (version == "" || version == m.version) && owner == "" {
