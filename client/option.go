@@ -33,13 +33,16 @@ type RetryPolicy struct {
 	BackoffMax  time.Duration
 }
 
-// DefaultRetryPolicy retries an idempotent request up to 5 attempts in
-// all, waiting 50 ms, 100 ms, 200 ms, 400 ms between them (more when the
-// answer asks with Retry-After): enough to ride over a node's crash
-// (about 1.5 s before its follower takes over) without hiding an outage
-// for long.
+// DefaultRetryPolicy retries an idempotent request up to 12 attempts in
+// all, waiting 100 ms, 200 ms, … doubling up to 2 s between them (the
+// upper half of each jittered; longer when the answer asks with
+// Retry-After): 7.5–15 s in all, enough to ride over the crash of a
+// node, which takes the failure detector about 2.5 s to declare and
+// its follower a few more to take over (measured in
+// TestSDKAgainstThreeProcesses: the last create across a SIGKILL went
+// through 4–8 s after it), without hiding an outage for long.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 5, BackoffBase: 50 * time.Millisecond, BackoffMax: 2 * time.Second}
+	return RetryPolicy{MaxAttempts: 12, BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second}
 }
 
 // DefaultTimeout bounds one attempt of one request, answer included.
