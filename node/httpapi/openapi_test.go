@@ -29,6 +29,8 @@ import (
 //     against its schema with a JSON Schema 2020-12 validator; every $ref
 //     resolves; every operation with a JSON body, and every 2xx JSON
 //     answer, has an example.
+//   - TestOpenAPIAnswersMatchSchemas: real answers of the server (over the
+//     fake backend) validate against the schemas documented for them.
 //   - TestOpenAPIChecksCanFail: the checks above report a missing route,
 //     an undocumented one and invalid examples.
 
@@ -564,4 +566,78 @@ func TestServeOpenAPI(t *testing.T) {
 	if w := get(tokens, map[string]string{"Authorization": "Bearer read"}); w.Code != http.StatusOK || w.Body.String() != docs.OpenAPI {
 		t.Errorf("with the read token: %d", w.Code)
 	}
+}
+
+// TestOpenAPIAnswersMatchSchemas runs requests through a server over the
+// fake backend and validates each JSON answer against the schema the
+// document gives for its route and status, so a shape changed in the code
+// and not in the document (or the other way round) fails here.
+func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
+	doc := openAPIDoc(t)
+	schemas := newOpenAPISchemas(t, doc)
+	f := newFake()
+	s := New(Config{Name: "n1", HistoryLimit: 10}, f)
+	for _, c := range []struct {
+		method, path, route, body string
+		status                    int
+	}{
+		{"POST", "/v1/tasks", "/v1/tasks", `{"id":"poll-7","callback_url":"https://example.com/p","every_ms":60000,"labels":{"team":"a"},"headers":{"X-T":"1"},"payload":{"a":1}}`, 201},
+		{"POST", "/v1/tasks", "/v1/tasks", `{"callback_url":"https://example.com/p","delay_ms":0}`, 201},
+		{"POST", "/v1/tasks", "/v1/tasks", `{"id":"poll-7","callback_url":"https://example.com/p","every_ms":60000}`, 409},
+		{"POST", "/v1/tasks", "/v1/tasks", `{"callback_url":"https://example.com/p","dealy_ms":5}`, 400},
+		{"PUT", "/v1/tasks/cron-1", "/v1/tasks/{id}", `{"callback_url":"https://example.com/c","cron":"0 9 * * 1-5","timezone":"Europe/Berlin","start_at":"2026-04-01T00:00:00Z"}`, 201},
+		{"PUT", "/v1/tasks/cron-1", "/v1/tasks/{id}", `{"callback_url":"https://example.com/c","cron":"@daily","status":"paused"}`, 200},
+		{"POST", "/v1/tasks:batch", "/v1/tasks:batch", `{"tasks":[{"id":"b1","callback_url":"https://example.com/b","due_at":"2026-03-02T00:00:00Z"},{"callback_url":"x"}]}`, 200},
+		{"GET", "/v1/tasks/poll-7", "/v1/tasks/{id}", "", 200},
+		{"GET", "/v1/tasks/nope", "/v1/tasks/{id}", "", 404},
+		{"GET", "/v1/tasks?limit=2", "/v1/tasks", "", 200},
+		{"GET", "/v1/tasks?limit=0", "/v1/tasks", "", 400},
+		{"POST", "/v1/tasks/poll-7/pause", "/v1/tasks/{id}/pause", "{}", 200},
+		{"POST", "/v1/tasks/poll-7/resume", "/v1/tasks/{id}/resume", "{}", 200},
+		{"POST", "/v1/tasks/poll-7/trigger", "/v1/tasks/{id}/trigger", "{}", 202},
+		{"GET", "/v1/tasks/poll-7/executions", "/v1/tasks/{id}/executions", "", 200},
+		{"GET", "/v1/cluster/slots", "/v1/cluster/slots", "", 200},
+		{"POST", "/v1/cluster/members/dead/forget", "/v1/cluster/members/{name}/forget", "{}", 200},
+		{"POST", "/v1/test/callback", "/v1/test/callback", "", 200},
+		{"GET", "/healthz", "/healthz", "", 200},
+		{"GET", "/readyz", "/readyz", "", 200},
+	} {
+		r := httptest.NewRequest(c.method, "http://localhost:7070"+c.path, strings.NewReader(c.body))
+		if c.body != "" {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		name := c.method + " " + c.path
+		if w.Code != c.status {
+			t.Errorf("%s: %d %s, want %d", name, w.Code, w.Body, c.status)
+			continue
+		}
+		ptr, ok := answerSchema(doc, c.route, c.method, w.Code)
+		if !ok {
+			t.Errorf("%s: docs/openapi.yaml has no JSON answer %d for %s %s", name, w.Code, c.method, c.route)
+			continue
+		}
+		body := w.Body.String()
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(body))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if err := schemas.validate(ptr, v); err != nil {
+			t.Errorf("%s answered %d %s, which does not validate against %s:\n%v", name, w.Code, body, ptr, err)
+		}
+	}
+}
+
+// answerSchema returns the pointer of the JSON schema doc gives for the
+// answer status of method on path (a response $ref followed).
+func answerSchema(doc map[string]any, path, method string, status int) (string, bool) {
+	resp := []string{"paths", path, strings.ToLower(method), "responses", fmt.Sprint(status)}
+	m, _ := resolvePointer(doc, pointerTo(resp)).(map[string]any)
+	if ref, ok := m["$ref"].(string); ok {
+		resp = strings.Split(strings.TrimPrefix(ref, "#/"), "/")
+	}
+	ptr := pointerTo(append(resp, "content", "application/json", "schema"))
+	return ptr, resolvePointer(doc, ptr) != nil
 }
