@@ -203,6 +203,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/snapshot", orNotFound(h.Snapshot))
 	mux.HandleFunc("GET /v1/admin/backup", orNotFound(h.Backup))
 	mux.HandleFunc("POST /v1/test/callback", s.handleTestCallback)
+	mux.HandleFunc("GET /v1/openapi.yaml", handleOpenAPI)
 	mux.HandleFunc("GET /healthz", handleHealth)
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /metrics", orNotFound(h.Metrics))
