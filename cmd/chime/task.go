@@ -640,7 +640,8 @@ func (tc *taskCmd) printValue(v any) error {
 	return tc.printJSON(body)
 }
 
-// printJSON prints the server's JSON answer indented by two spaces.
+// printJSON prints a JSON answer (the node's, or the SDK's rendering of it)
+// indented by two spaces.
 func (tc *taskCmd) printJSON(body []byte) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
