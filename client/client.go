@@ -302,14 +302,7 @@ func (c *Client) send(ctx context.Context, base string, cl call) (answer, error)
 
 // exchange sends req with the client's headers and reads the answer.
 func (c *Client) exchange(req *http.Request, isJSON bool) (answer, error) {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if isJSON {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "chime-go-client")
+	c.setHeaders(req, isJSON)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -325,6 +318,20 @@ func (c *Client) exchange(req *http.Request, isJSON bool) (answer, error) {
 	return answer{status: resp.StatusCode, header: resp.Header, body: b}, nil
 }
 
+// setHeaders sets the client's headers on req: the token, the content
+// type of a POST or PUT (the node wants it even without a body: its CSRF
+// guard), Accept and User-Agent.
+func (c *Client) setHeaders(req *http.Request, isJSON bool) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if isJSON {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "chime-go-client")
+}
+
 // apiError turns a non-2xx answer into an *Error.
 func apiError(a answer) *Error {
 	var eb struct {
@@ -334,7 +341,7 @@ func apiError(a answer) *Error {
 			Field   string `json:"field"`
 		} `json:"error"`
 	}
-	e := &Error{Status: a.status}
+	e := &Error{Status: a.status, RetryAfter: retryAfter(a.header)}
 	if json.Unmarshal(a.body, &eb) == nil && eb.Error.Code != "" {
 		e.Code, e.Message, e.Field = eb.Error.Code, eb.Error.Message, eb.Error.Field
 	} else {

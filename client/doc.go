@@ -25,6 +25,16 @@
 // a trigger, are sent once. A create with an id retried after a lost answer
 // may report ErrConflict although the first attempt stored it.
 //
+// # Beyond tasks
+//
+// ListPage is one page of List, for callers that keep the cursor. Task
+// and Execution marshal to (and Task unmarshals from) the API's JSON;
+// ParseTask reads a task request body strictly, as a node would. Cluster,
+// ForgetMember, Keys and ChangeKeys return the cluster endpoints' JSON,
+// Backup streams a node's store archive, and Do sends a request to any
+// endpoint with the same token, routing, retries and failover (the chime
+// CLI is built on these).
+//
 // # Receivers
 //
 // ParseFire reads a callback's X-Chime-* headers and body, VerifySignature

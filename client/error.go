@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Sentinel errors to match with errors.Is. An *Error matches the one of its
@@ -24,6 +25,9 @@ type Error struct {
 	Code    string // e.g. "invalid_argument", "not_found"
 	Message string // for humans
 	Field   string // the request field or header to blame, if one is
+	// RetryAfter is the answer's Retry-After (a 429 or 503 says when to
+	// try again), 0 when it had none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -149,41 +149,60 @@ type ListFilter struct {
 //	}
 func (c *Client) List(ctx context.Context, f ListFilter) iter.Seq2[Task, error] {
 	return func(yield func(Task, error) bool) {
-		q := url.Values{}
-		if f.Status != "" {
-			q.Set("status", string(f.Status))
-		}
-		if f.LabelKey != "" {
-			q.Set("label", f.LabelKey+":"+f.LabelValue)
-		}
-		if f.PageSize > 0 {
-			q.Set("limit", strconv.Itoa(f.PageSize))
-		}
+		cursor := ""
 		for {
-			a, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tasks", query: q, idempotent: true})
+			tasks, next, err := c.ListPage(ctx, f, cursor)
 			if err != nil {
 				yield(Task{}, err)
 				return
 			}
-			var page struct {
-				Tasks      []taskJSON `json:"tasks"`
-				NextCursor string     `json:"next_cursor"`
-			}
-			if err := decode(a, &page); err != nil {
-				yield(Task{}, err)
-				return
-			}
-			for i := range page.Tasks {
-				if !yield(page.Tasks[i].task(), nil) {
+			for i := range tasks {
+				if !yield(tasks[i], nil) {
 					return
 				}
 			}
-			if page.NextCursor == "" {
+			if next == "" {
 				return
 			}
-			q.Set("cursor", page.NextCursor)
+			cursor = next
 		}
 	}
+}
+
+// ListPage returns one page of List: the tasks f selects from cursor on
+// ("": the first page) and the cursor of the next page ("" after the last).
+// It is for callers that keep a cursor themselves (a CLI's --cursor); List
+// follows the cursors.
+func (c *Client) ListPage(ctx context.Context, f ListFilter, cursor string) (tasks []Task, next string, err error) {
+	q := url.Values{}
+	if f.Status != "" {
+		q.Set("status", string(f.Status))
+	}
+	if f.LabelKey != "" {
+		q.Set("label", f.LabelKey+":"+f.LabelValue)
+	}
+	if f.PageSize > 0 {
+		q.Set("limit", strconv.Itoa(f.PageSize))
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	a, err := c.do(ctx, call{method: http.MethodGet, path: "/v1/tasks", query: q, idempotent: true})
+	if err != nil {
+		return nil, "", err
+	}
+	var page struct {
+		Tasks      []taskJSON `json:"tasks"`
+		NextCursor string     `json:"next_cursor"`
+	}
+	if err := decode(a, &page); err != nil {
+		return nil, "", err
+	}
+	tasks = make([]Task, len(page.Tasks))
+	for i := range page.Tasks {
+		tasks[i] = page.Tasks[i].task()
+	}
+	return tasks, page.NextCursor, nil
 }
 
 // BatchResult is the outcome of one task of CreateBatch.

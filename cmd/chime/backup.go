@@ -15,7 +15,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -96,22 +95,20 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if err != nil {
 		return err
 	}
-	man := backupManifest{CreatedAt: time.Now().UTC().Format(time.RFC3339), Addr: c.base,
+	man := backupManifest{CreatedAt: time.Now().UTC().Format(time.RFC3339), Addr: c.seeds[0],
 		TableVersion: before.TableVersion, ViewChecksum: before.ViewChecksum, Settled: before.Settled}
-	scheme, _, _ := strings.Cut(c.base, "://")
-	// Downloads are long: no whole-request timeout, only the context.
-	dl := &http.Client{Transport: c.hc.Transport}
+	scheme, _, _ := strings.Cut(c.seeds[0], "://")
 	for _, m := range before.Members {
 		man.Members = append(man.Members, backupMember{m.Name, m.HTTPAddr, m.Status, m.SlotsOwned})
 		if m.Status != "alive" {
 			man.Skipped = append(man.Skipped, m.Name)
 			continue
 		}
-		base := c.base
+		base := c.seeds[0] // the member that answered, when it is self (one seed)
 		if m.Name != before.Self && m.HTTPAddr != "" {
 			base = scheme + "://" + m.HTTPAddr
 		}
-		a, err := fetchBackup(ctx, dl, base, c.token, m.Name, *out)
+		a, err := fetchBackup(ctx, c, base, m.Name, *out)
 		if err != nil {
 			if man.Errors == nil {
 				man.Errors = map[string]string{}
@@ -144,27 +141,15 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer, env
 
 // fetchBackup downloads one member's archive into dir as <name>.tar.gz,
 // verifying it on the way (restoreArchive into nowhere).
-func fetchBackup(ctx context.Context, hc *http.Client, base, token, name, dir string) (backupArchive, error) {
+func fetchBackup(ctx context.Context, c *remote, base, name, dir string) (backupArchive, error) {
 	if !archiveNameRe.MatchString(name) {
 		return backupArchive{}, fmt.Errorf("member name %q is not usable as a file name", clipText(name))
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/v1/admin/backup", nil)
+	archive, err := c.Backup(ctx, base)
 	if err != nil {
-		return backupArchive{}, err
+		return backupArchive{}, c.fail(err)
 	}
-	req.Header.Set("User-Agent", "chime-cli")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return backupArchive{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return backupArchive{}, newAPIError(resp.StatusCode, resp.Header.Get("Retry-After"), body)
-	}
+	defer archive.Close()
 	file := name + ".tar.gz"
 	part := filepath.Join(dir, file+".part")
 	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -175,9 +160,9 @@ func fetchBackup(ctx context.Context, hc *http.Client, base, token, name, dir st
 	h := sha256.New()
 	cw := &countWriter{}
 	// Verify while downloading: the archive must be complete and sound.
-	bm, err := readArchive(io.TeeReader(resp.Body, io.MultiWriter(f, h, cw)), "", defaultRestoreLimit)
+	bm, err := readArchive(io.TeeReader(archive, io.MultiWriter(f, h, cw)), "", defaultRestoreLimit)
 	if err == nil {
-		_, err = io.Copy(io.MultiWriter(f, h, cw), io.LimitReader(resp.Body, 1<<20)) // what the gzip reader left
+		_, err = io.Copy(io.MultiWriter(f, h, cw), io.LimitReader(archive, 1<<20)) // what the gzip reader left
 	}
 	if err == nil {
 		err = f.Sync()

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -33,7 +32,7 @@ verbs:
                      (rotate: install NEW, use NEW, remove OLD; --key-file F reads KEY from F)
 
 flags:
-  --addr URL         node to ask (default $CHIME_ADDR, else ` + defaultAddr + `)
+  --addr URL[,URL…]  node to ask, or seeds to try in turn (default $CHIME_ADDR, else ` + defaultAddr + `)
   --token T          API token (default $CHIME_API_TOKEN)
   --json             print the server's JSON answer instead of a table
   --timeout D        request timeout (default 10s)
@@ -107,15 +106,15 @@ func (cc *clusterCmd) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ans, err := c.do(ctx, "GET", "/v1/cluster", nil, nil)
+	body, err := c.Cluster(ctx)
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
 	if cf.json {
-		return cc.printJSON(ans.body)
+		return cc.printJSON(body)
 	}
 	var view clusterView
-	if err := decodeAnswer(ans.body, &view); err != nil {
+	if err := decodeAnswer(body, &view); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
@@ -138,12 +137,12 @@ func (cc *clusterCmd) forget(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ans, err := c.do(ctx, "POST", "/v1/cluster/members/"+url.PathEscape(pos[0])+"/forget", nil, nil)
+	body, err := c.ForgetMember(ctx, pos[0])
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
 	if cf.json {
-		return cc.printJSON(ans.body)
+		return cc.printJSON(body)
 	}
 	return cc.write([]byte(pos[0] + " forgotten: every member counts it as left\n"))
 }
@@ -162,19 +161,16 @@ func (cc *clusterCmd) keys(ctx context.Context, args []string) error {
 		return errors.New("cluster keys: want list, install, use or remove")
 	}
 	op, pos := pos[0], pos[1:]
-	method, body := "GET", []byte(nil)
+	var key string
 	switch op {
 	case "list":
 		if len(pos) > 0 || keyFile != "" {
 			return errors.New("cluster keys list: takes no key")
 		}
 	case "install", "use", "remove":
-		key, err := keyArg(op, pos, keyFile)
-		if err != nil {
+		if key, err = keyArg(op, pos, keyFile); err != nil {
 			return err
 		}
-		method = "POST"
-		body, _ = json.Marshal(map[string]string{"op": op, "key": key})
 	default:
 		return fmt.Errorf("cluster keys: unknown operation %q: want list, install, use or remove", op)
 	}
@@ -182,16 +178,21 @@ func (cc *clusterCmd) keys(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	ans, err := c.do(ctx, method, "/v1/cluster/keys", nil, body)
+	var body []byte
+	if op == "list" {
+		body, err = c.Keys(ctx)
+	} else {
+		body, err = c.ChangeKeys(ctx, op, key)
+	}
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
 	var res keysView
-	if err := decodeAnswer(ans.body, &res); err != nil {
+	if err := decodeAnswer(body, &res); err != nil {
 		return err
 	}
 	if cf.json {
-		err = cc.printJSON(ans.body)
+		err = cc.printJSON(body)
 	} else {
 		err = cc.write(keysText(res))
 	}

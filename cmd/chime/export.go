@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chime-scheduler/chime/client"
 )
 
 // exportRecord is one line of `chime export`: a task's spec as the API
@@ -110,12 +112,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		ans, err := c.do(ctx, "GET", "/v1/tasks", q, nil)
+		// The pages raw: export writes the node's fields as it has them.
+		_, body, err := c.Do(ctx, "GET", "/v1/tasks", q, nil)
 		if err != nil {
-			return fmt.Errorf("export: after %d tasks: %w", n, err)
+			return fmt.Errorf("export: after %d tasks: %w", n, c.fail(err))
 		}
 		var p exportPage
-		if err := decodeAnswer(ans.body, &p); err != nil {
+		if err := decodeAnswer(body, &p); err != nil {
 			return fmt.Errorf("export: after %d tasks: %w", n, err)
 		}
 		for i := range p.Tasks {
@@ -169,13 +172,13 @@ type clusterVersion struct {
 	} `json:"members"`
 }
 
-func tableVersion(ctx context.Context, c *client) (clusterVersion, error) {
+func tableVersion(ctx context.Context, c *remote) (clusterVersion, error) {
 	var cv clusterVersion
-	ans, err := c.do(ctx, "GET", "/v1/cluster", nil, nil)
+	body, err := c.Cluster(ctx)
 	if err != nil {
-		return cv, err
+		return cv, c.fail(err)
 	}
-	return cv, decodeAnswer(ans.body, &cv)
+	return cv, decodeAnswer(body, &cv)
 }
 
 // importRequest is the create body import sends for one exported task.
@@ -285,7 +288,7 @@ flags:
 
 // importer holds the state of one `chime import`.
 type importer struct {
-	c       *client
+	c       *remote
 	replace bool
 	stderr  io.Writer
 
@@ -454,8 +457,11 @@ func (im *importer) flush(ctx context.Context) error {
 			buf.Write(it.body)
 		}
 		buf.WriteString(`]}`)
-		ans, err := im.c.do(ctx, "POST", "/v1/tasks:batch", nil, buf.Bytes())
+		// Sent raw: the tasks go as export wrote them, payload bytes
+		// included, and the per-task answers decide skip or replace.
+		_, body, err := im.c.Do(ctx, "POST", "/v1/tasks:batch", nil, buf.Bytes())
 		if err != nil {
+			err = im.c.fail(err)
 			var ae *apiError
 			if errors.As(err, &ae) && retryable(ae.Status) && attempt < importAttempts {
 				if err := pause(ctx, attempt); err != nil {
@@ -467,12 +473,12 @@ func (im *importer) flush(ctx context.Context) error {
 		}
 		var br struct {
 			Results []struct {
-				Index  int       `json:"index"`
-				Status int       `json:"status"`
-				Error  *apiError `json:"error"`
+				Index  int           `json:"index"`
+				Status int           `json:"status"`
+				Error  *client.Error `json:"error"` // code, message, field
 			} `json:"results"`
 		}
-		if err := decodeAnswer(ans.body, &br); err != nil {
+		if err := decodeAnswer(body, &br); err != nil {
 			return fmt.Errorf("import: batch of lines %d-%d: %w", items[0].line, items[len(items)-1].line, err)
 		}
 		if len(br.Results) != len(items) {
@@ -515,10 +521,11 @@ func (im *importer) flush(ctx context.Context) error {
 // put replaces one existing task.
 func (im *importer) put(ctx context.Context, it importItem) error {
 	for attempt := 1; ; attempt++ {
-		ans, err := im.c.do(ctx, "PUT", taskPath(it.id, ""), nil, it.body)
+		status, _, err := im.c.Do(ctx, "PUT", "/v1/tasks/"+url.PathEscape(it.id), nil, it.body)
+		err = im.c.fail(err)
 		var ae *apiError
 		switch {
-		case err == nil && ans.status == http.StatusCreated:
+		case err == nil && status == http.StatusCreated:
 			im.created++ // deleted since the batch saw it
 			return nil
 		case err == nil:
@@ -538,12 +545,12 @@ func (im *importer) put(ctx context.Context, it importItem) error {
 }
 
 // itemError renders one failed batch item.
-func itemError(status int, e *apiError) error {
+func itemError(status int, e *client.Error) error {
 	if e == nil {
 		return fmt.Errorf("status %d", status)
 	}
 	e.Status = status
-	return e
+	return &apiError{e}
 }
 
 // retryable reports whether a status means "not now": overloaded or

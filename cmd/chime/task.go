@@ -10,13 +10,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chime-scheduler/chime/client"
 )
 
 // taskUsage is printed by `chime task`, `chime task -h` and on an unknown verb.
@@ -33,9 +33,9 @@ verbs:
   executions ID      show a task's recent executions, newest first
 
 common flags (any verb, before or after its arguments):
-  --addr URL         node to talk to (default $CHIME_ADDR, else ` + defaultAddr + `)
+  --addr URL[,URL…]  node to talk to, or seeds of one cluster (default $CHIME_ADDR, else ` + defaultAddr + `)
   --token T          API token (default $CHIME_API_TOKEN)
-  --json             print the server's JSON answer instead of a table
+  --json             print the answer as JSON instead of a table
   --timeout D        per-request timeout (default 10s)
 
 Run 'chime task <verb> -h' for the flags of one verb.
@@ -94,10 +94,10 @@ type commonFlags struct {
 
 // register adds --addr, --token, --json and --timeout to fs.
 func (cf *commonFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&cf.addr, "addr", "", "node `URL` or host:port (default $CHIME_ADDR, else "+defaultAddr+")")
+	fs.StringVar(&cf.addr, "addr", "", "node `URL` or host:port, or a comma-separated list of seeds of one cluster: a request goes to the task's owner and fails over to the next (default $CHIME_ADDR, else "+defaultAddr+")")
 	fs.StringVar(&cf.token, "token", "", "API `token`, sent as Authorization: Bearer (default $CHIME_API_TOKEN)")
 	fs.StringVar(&cf.ca, "ca", "", "CA bundle `file` (PEM) that signs an https node's certificate (default $CHIME_CA, else the system roots)")
-	fs.BoolVar(&cf.json, "json", false, "print the server's JSON answer (indented) instead of a table")
+	fs.BoolVar(&cf.json, "json", false, "print the answer as JSON (indented) instead of a table")
 	fs.DurationVar(&cf.timeout, "timeout", 10*time.Second, "per-request timeout, as a `duration`")
 }
 
@@ -108,10 +108,10 @@ func isCommonFlag(name string) bool {
 	return probe.Lookup(name) != nil
 }
 
-// client builds the HTTP client from the flags, falling back to the
+// client builds the SDK client from the flags, falling back to the
 // environment. Defaults from the environment are applied here rather than
 // as flag defaults so -h never prints the token.
-func (tc *taskCmd) client(cf *commonFlags) (*client, error) {
+func (tc *taskCmd) client(cf *commonFlags) (*remote, error) {
 	addr, token := cf.addr, cf.token
 	if addr == "" {
 		addr = tc.getenv("CHIME_ADDR")
@@ -126,14 +126,14 @@ func (tc *taskCmd) client(cf *commonFlags) (*client, error) {
 	if ca == "" {
 		ca = tc.getenv("CHIME_CA")
 	}
-	c, err := newClient(addr, token, cf.timeout)
-	if err == nil && ca != "" {
-		var tc *tls.Config
-		if tc, err = caConfig(ca); err == nil {
-			c.hc.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	var tlsConf *tls.Config
+	if ca != "" {
+		var err error
+		if tlsConf, err = caConfig(ca); err != nil {
+			return nil, err
 		}
 	}
-	return c, err
+	return newRemote(addr, token, cf.timeout, tlsConf)
 }
 
 func (tc *taskCmd) getenv(key string) string {
@@ -228,12 +228,6 @@ func setFlags(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// taskPath is the escaped path of one task, plus an optional suffix such as
-// "/pause".
-func taskPath(id, suffix string) string {
-	return "/v1/tasks/" + url.PathEscape(id) + suffix
-}
-
 // oneID checks that exactly one positional argument, a task id, was given.
 func oneID(verb string, positional []string) (string, error) {
 	switch {
@@ -264,29 +258,29 @@ func (tc *taskCmd) oneTask(ctx context.Context, verb string, args []string) erro
 	if err != nil {
 		return err
 	}
-	method, path := "POST", taskPath(id, "/"+verb)
+	var t client.Task
 	switch verb {
 	case "get":
-		method, path = "GET", taskPath(id, "")
+		t, err = c.Get(ctx, id)
 	case "delete":
-		method, path = "DELETE", taskPath(id, "")
+		err = c.Delete(ctx, id)
+	case "pause":
+		t, err = c.Pause(ctx, id)
+	case "resume":
+		t, err = c.Resume(ctx, id)
+	case "trigger":
+		t, err = c.Trigger(ctx, id)
 	}
-	ans, err := c.do(ctx, method, path, nil, nil)
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
-	switch verb {
-	case "delete", "trigger":
-		if cf.json && len(bytes.TrimSpace(ans.body)) > 0 {
-			return tc.printJSON(ans.body)
-		}
-		done := "deleted"
-		if verb == "trigger" {
-			done = "triggered"
-		}
-		return tc.write([]byte(done + " " + id + "\n"))
+	switch {
+	case verb == "delete":
+		return tc.write([]byte("deleted " + id + "\n"))
+	case verb == "trigger" && !cf.json:
+		return tc.write([]byte("triggered " + id + "\n"))
 	default:
-		return tc.printTask(&cf, ans.body)
+		return tc.printTask(&cf, t)
 	}
 }
 
@@ -311,21 +305,24 @@ func (tc *taskCmd) executions(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if setFlags(fs)["limit"] {
-		q.Set("limit", strconv.Itoa(*limit))
+	execs, err := c.Executions(ctx, id, *limit)
+	if err != nil {
+		return c.fail(err)
 	}
-	ans, err := c.do(ctx, "GET", taskPath(id, "/executions"), q, nil)
+	// The table reads the answer's JSON shape, as --json prints it.
+	answer, err := json.Marshal(struct {
+		Executions []client.Execution `json:"executions"`
+	}{execs})
 	if err != nil {
 		return err
 	}
 	if cf.json {
-		return tc.printJSON(ans.body)
+		return tc.printJSON(answer)
 	}
 	var page struct {
 		Executions []execView `json:"executions"`
 	}
-	if err := decodeAnswer(ans.body, &page); err != nil {
+	if err := decodeAnswer(answer, &page); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
@@ -335,11 +332,11 @@ func (tc *taskCmd) executions(ctx context.Context, args []string) error {
 	return tc.write(buf.Bytes())
 }
 
-// listPage is one answer of GET /v1/tasks. Tasks stay raw so --json --all
-// can pass the server's task objects through unchanged.
+// listPage is what list --json prints: an answer of GET /v1/tasks, or
+// with --all the tasks of all of them.
 type listPage struct {
-	Tasks      []json.RawMessage `json:"tasks"`
-	NextCursor string            `json:"next_cursor,omitempty"`
+	Tasks      []client.Task `json:"tasks"`
+	NextCursor string        `json:"next_cursor,omitempty"`
 }
 
 // list runs `list [--status S] [--label k:v] [--limit N] [--cursor C] [--all]`.
@@ -373,106 +370,82 @@ func (tc *taskCmd) list(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var tasks []json.RawMessage
+	var filter client.ListFilter
+	if set["status"] {
+		filter.Status = client.Status(*status)
+	}
+	if set["label"] {
+		filter.LabelKey, filter.LabelValue, _ = strings.Cut(*label, ":")
+	}
+	filter.PageSize = *limit
+	tasks := []client.Task{}
 	next := *cursor
 	seen := map[string]bool{}
 	for {
-		q := url.Values{}
-		if set["status"] {
-			q.Set("status", *status)
-		}
-		if set["label"] {
-			q.Set("label", *label)
-		}
-		if set["limit"] {
-			q.Set("limit", strconv.Itoa(*limit))
-		}
-		if next != "" {
-			q.Set("cursor", next)
-		}
-		ans, err := c.do(ctx, "GET", "/v1/tasks", q, nil)
+		page, nextCursor, err := c.ListPage(ctx, filter, next)
 		if err != nil {
-			return err
-		}
-		var page listPage
-		if err := decodeAnswer(ans.body, &page); err != nil {
-			return err
+			return c.fail(err)
 		}
 		if !*all {
 			if cf.json {
-				return tc.printJSON(ans.body)
+				return tc.printValue(listPage{Tasks: append(tasks, page...), NextCursor: nextCursor})
 			}
-			return tc.printTaskList(page.Tasks, page.NextCursor)
+			return tc.printTaskList(page, nextCursor)
 		}
-		tasks = append(tasks, page.Tasks...)
-		if page.NextCursor == "" {
+		tasks = append(tasks, page...)
+		if nextCursor == "" {
 			break
 		}
-		if seen[page.NextCursor] {
-			return fmt.Errorf("task list --all: server repeated cursor %q; stopping after %d tasks", page.NextCursor, len(tasks))
+		if seen[nextCursor] {
+			return fmt.Errorf("task list --all: server repeated cursor %q; stopping after %d tasks", nextCursor, len(tasks))
 		}
-		seen[page.NextCursor] = true
-		next = page.NextCursor
+		seen[nextCursor] = true
+		next = nextCursor
 	}
 	if cf.json {
-		out, err := json.MarshalIndent(listPage{Tasks: append([]json.RawMessage{}, tasks...)}, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode merged listing: %w", err)
-		}
-		return tc.write(append(out, '\n'))
+		return tc.printValue(listPage{Tasks: tasks})
 	}
 	return tc.printTaskList(tasks, "")
 }
 
-// createRequest mirrors the request fields of API.md's task body; fields
-// that were not given are omitted so the server applies its defaults.
-type createRequest struct {
-	ID          string            `json:"id,omitempty"`
-	CallbackURL string            `json:"callback_url"`
-	DelayMS     *int64            `json:"delay_ms,omitempty"`
-	DueAt       string            `json:"due_at,omitempty"`
-	EveryMS     *int64            `json:"every_ms,omitempty"`
-	Cron        string            `json:"cron,omitempty"`
-	Timezone    string            `json:"timezone,omitempty"`
-	StartAt     string            `json:"start_at,omitempty"`
-	Payload     json.RawMessage   `json:"payload,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	TimeoutMS   *int              `json:"timeout_ms,omitempty"`
-	MaxRetries  *int              `json:"max_retries,omitempty"`
-	Misfire     string            `json:"misfire,omitempty"`
-	MaxFails    *int              `json:"max_fails,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
+// createFlags are the create flags that do not map one to one onto a
+// client.Task field.
+type createFlags struct {
+	delay, every              millisFlag
+	dueAt, startAt            string
+	misfire                   string
+	payload                   string
+	timeoutMS, retries, fails int
+	headers, labels           kvFlag
 }
 
-// create runs `create`: from flags, or from --file sent as is.
+// create runs `create`: from flags, or from --file.
 func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs := tc.newFlagSet("create", "--url URL (--delay D | --due-at T | --every D | --cron SPEC) [flags]\n       chime task create --file task.json|- [--replace] [flags]")
 	var cf commonFlags
 	cf.register(fs)
 	var (
-		req                       createRequest
-		delay, every              millisFlag
-		payload, file             string
-		timeoutMS, retries, fails int
-		replace                   bool
-		headers, labels           kvFlag
+		t       client.Task
+		f       createFlags
+		file    string
+		replace bool
 	)
-	fs.StringVar(&req.ID, "id", "", "task `ID` (default: the server generates a ULID)")
-	fs.StringVar(&req.CallbackURL, "url", "", "callback `URL`, POSTed at each fire (required)")
-	fs.Var(&delay, "delay", "one-shot after this `duration` (5s, 1500ms, or a plain integer of ms)")
-	fs.StringVar(&req.DueAt, "due-at", "", "one-shot at this RFC 3339 `time`")
-	fs.Var(&every, "every", "periodic at this fixed `rate` (duration or ms, ≥ 100ms)")
-	fs.StringVar(&req.Cron, "cron", "", "cron `spec`: 5 fields, 6 with seconds first, or @daily-style")
-	fs.StringVar(&req.Timezone, "tz", "", "IANA time `zone` for --cron (server default UTC)")
-	fs.StringVar(&req.StartAt, "start-at", "", "periodic or cron: no fire before this RFC 3339 `time`")
-	fs.StringVar(&payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
-	fs.Var(&headers, "header", "extra callback header `k=v` (repeatable)")
-	fs.Var(&labels, "label", "label `k=v` for filtering (repeatable)")
-	fs.IntVar(&timeoutMS, "timeout-ms", 0, "one callback attempt's timeout in `ms` (server default 5000)")
-	fs.IntVar(&retries, "max-retries", 0, "retries of one fire after the first attempt (server default 3)")
-	fs.StringVar(&req.Misfire, "misfire", "", "missed periodic fires: fire_once, skip or fire_all (server default fire_once)")
-	fs.IntVar(&fails, "max-fails", 0, "periodic or cron: consecutive failed fires before inactive; 0 = never (server default 0)")
-	fs.StringVar(&file, "file", "", "send this JSON task `file` as is (- = stdin); other create flags are then not allowed")
+	fs.StringVar(&t.ID, "id", "", "task `ID` (default: the server generates a ULID)")
+	fs.StringVar(&t.CallbackURL, "url", "", "callback `URL`, POSTed at each fire (required)")
+	fs.Var(&f.delay, "delay", "one-shot after this `duration` (5s, 1500ms, or a plain integer of ms)")
+	fs.StringVar(&f.dueAt, "due-at", "", "one-shot at this RFC 3339 `time`")
+	fs.Var(&f.every, "every", "periodic at this fixed `rate` (duration or ms, ≥ 100ms)")
+	fs.StringVar(&t.Cron, "cron", "", "cron `spec`: 5 fields, 6 with seconds first, or @daily-style")
+	fs.StringVar(&t.Timezone, "tz", "", "IANA time `zone` for --cron (server default UTC)")
+	fs.StringVar(&f.startAt, "start-at", "", "periodic or cron: no fire before this RFC 3339 `time`")
+	fs.StringVar(&f.payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
+	fs.Var(&f.headers, "header", "extra callback header `k=v` (repeatable)")
+	fs.Var(&f.labels, "label", "label `k=v` for filtering (repeatable)")
+	fs.IntVar(&f.timeoutMS, "timeout-ms", 0, "one callback attempt's timeout in `ms` (server default 5000)")
+	fs.IntVar(&f.retries, "max-retries", 0, "retries of one fire after the first attempt (server default 3)")
+	fs.StringVar(&f.misfire, "misfire", "", "missed periodic fires: fire_once, skip or fire_all (server default fire_once)")
+	fs.IntVar(&f.fails, "max-fails", 0, "periodic or cron: consecutive failed fires before inactive; 0 = never (server default 0)")
+	fs.StringVar(&file, "file", "", "read the task from this JSON `file` (- = stdin), in the API's request shape; other create flags are then not allowed")
 	fs.BoolVar(&replace, "replace", false, "PUT /v1/tasks/{id}: create or replace (needs --id, or an id in --file)")
 	pos, help, err := parseArgs(fs, args)
 	if help || err != nil {
@@ -483,46 +456,31 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	}
 	set := setFlags(fs)
 
-	var body []byte
 	if set["file"] {
 		for _, name := range slices.Sorted(maps.Keys(set)) {
 			if !isCommonFlag(name) && name != "file" && name != "replace" {
 				return fmt.Errorf("task create: --%s cannot be combined with --file", name)
 			}
 		}
-		if body, err = tc.readFile(file); err != nil {
+		body, err := tc.readFile(file)
+		if err != nil {
 			return fmt.Errorf("task create: --file: %w", err)
 		}
 		if !json.Valid(body) {
 			return fmt.Errorf("task create: --file %s is not valid JSON", file)
 		}
-		if replace {
-			var withID struct {
-				ID string `json:"id"`
-			}
-			if err := json.Unmarshal(body, &withID); err != nil || withID.ID == "" {
-				return errors.New("task create: --replace with --file needs a string \"id\" in the file")
-			}
-			req.ID = withID.ID
+		if t, err = client.ParseTask(body); err != nil {
+			return fmt.Errorf("task create: --file %s: %w", file, err)
+		}
+		if replace && t.ID == "" {
+			return errors.New("task create: --replace with --file needs a string \"id\" in the file")
 		}
 	} else {
-		if err := tc.fillCreate(&req, set, delay, every, payload, headers, labels); err != nil {
+		if err := tc.fillCreate(&t, set, &f); err != nil {
 			return err
 		}
-		if set["timeout-ms"] {
-			req.TimeoutMS = &timeoutMS
-		}
-		if set["max-retries"] {
-			req.MaxRetries = &retries
-		}
-		if set["max-fails"] {
-			req.MaxFails = &fails
-		}
-		if replace && req.ID == "" {
+		if replace && t.ID == "" {
 			return errors.New("task create: --replace needs --id")
-		}
-		if body, err = json.Marshal(req); err != nil {
-			return fmt.Errorf("task create: encode request: %w", err)
 		}
 	}
 
@@ -530,23 +488,23 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	method, path := "POST", "/v1/tasks"
 	if replace {
-		method, path = "PUT", taskPath(req.ID, "")
+		t, _, err = c.Put(ctx, t)
+	} else {
+		t, err = c.Create(ctx, t)
 	}
-	ans, err := c.do(ctx, method, path, nil, body)
 	if err != nil {
-		return err
+		return c.fail(err)
 	}
-	return tc.printTask(&cf, ans.body)
+	return tc.printTask(&cf, t)
 }
 
-// fillCreate validates the flag-built request: the callback URL, exactly
-// one schedule, the RFC 3339 times and the payload. Range checks the server
-// makes anyway (every ≥ 100 ms, timeout bounds, misfire names) are left to
-// it so the two cannot drift apart.
-func (tc *taskCmd) fillCreate(req *createRequest, set map[string]bool, delay, every millisFlag, payload string, headers, labels kvFlag) error {
-	if req.CallbackURL == "" {
+// fillCreate fills t from the create flags and validates them: the
+// callback URL, exactly one schedule, the RFC 3339 times and the payload.
+// Range checks the server makes anyway (every ≥ 100 ms, timeout bounds,
+// misfire names) are left to it so the two cannot drift apart.
+func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlags) error {
+	if t.CallbackURL == "" {
 		return errors.New("task create: --url is required")
 	}
 	var given []string
@@ -562,38 +520,49 @@ func (tc *taskCmd) fillCreate(req *createRequest, set map[string]bool, delay, ev
 	default:
 		return fmt.Errorf("task create: only one schedule may be given, got %s", strings.Join(given, " and "))
 	}
-	if set["delay"] {
-		req.DelayMS = &delay.ms
+	t.Delay = time.Duration(f.delay.ms) * time.Millisecond
+	t.Every = time.Duration(f.every.ms) * time.Millisecond
+	if set["every"] && t.Every == 0 {
+		// A task without a schedule is a one-shot due now.
+		return errors.New("task create: --every must be positive")
 	}
-	if set["every"] {
-		req.EveryMS = &every.ms
-	}
-	if set["cron"] && strings.TrimSpace(req.Cron) == "" {
+	if set["cron"] && strings.TrimSpace(t.Cron) == "" {
 		return errors.New("task create: --cron is empty")
 	}
-	for _, tf := range []struct{ name, value string }{{"due-at", req.DueAt}, {"start-at", req.StartAt}} {
+	for _, tf := range []struct {
+		name, value string
+		to          *time.Time
+	}{{"due-at", f.dueAt, &t.DueAt}, {"start-at", f.startAt, &t.StartAt}} {
 		if set[tf.name] {
-			if _, err := time.Parse(time.RFC3339, tf.value); err != nil {
+			at, err := time.Parse(time.RFC3339, tf.value)
+			if err != nil {
 				return fmt.Errorf("task create: --%s %q is not an RFC 3339 time (e.g. 2030-01-02T15:04:05Z)", tf.name, tf.value)
 			}
+			*tf.to = at
 		}
 	}
 	if set["payload"] {
-		data, err := tc.readPayload(payload)
+		data, err := tc.readPayload(f.payload)
 		if err != nil {
 			return fmt.Errorf("task create: --payload: %w", err)
 		}
 		if !json.Valid(data) {
 			return fmt.Errorf("task create: --payload is not valid JSON: %s", excerpt(data, 80))
 		}
-		req.Payload = data
+		t.Payload = data
 	}
-	if len(headers) > 0 {
-		req.Headers = headers
+	if len(f.headers) > 0 {
+		t.Headers = f.headers
 	}
-	if len(labels) > 0 {
-		req.Labels = labels
+	if len(f.labels) > 0 {
+		t.Labels = f.labels
 	}
+	t.Timeout = time.Duration(f.timeoutMS) * time.Millisecond
+	if set["max-retries"] {
+		t.MaxRetries = &f.retries
+	}
+	t.Misfire = client.Misfire(f.misfire)
+	t.MaxFails = f.fails
 	return nil
 }
 
@@ -624,37 +593,55 @@ func decodeAnswer(body []byte, v any) error {
 }
 
 // printTask prints a task answer as JSON or as a vertical table.
-func (tc *taskCmd) printTask(cf *commonFlags, body []byte) error {
+func (tc *taskCmd) printTask(cf *commonFlags, t client.Task) error {
+	body, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
 	if cf.json {
 		return tc.printJSON(body)
 	}
-	var t taskView
-	if err := decodeAnswer(body, &t); err != nil {
+	var v taskView
+	if err := decodeAnswer(body, &v); err != nil {
 		return err
 	}
 	var buf bytes.Buffer
-	if err := writeTask(&buf, t); err != nil {
+	if err := writeTask(&buf, v); err != nil {
 		return err
 	}
 	return tc.write(buf.Bytes())
 }
 
-// printTaskList decodes raw task objects and prints them as a table.
-func (tc *taskCmd) printTaskList(raw []json.RawMessage, nextCursor string) error {
-	tasks := make([]taskView, len(raw))
-	for i, r := range raw {
-		if err := decodeAnswer(r, &tasks[i]); err != nil {
+// printTaskList prints tasks as a table.
+func (tc *taskCmd) printTaskList(tasks []client.Task, nextCursor string) error {
+	views := make([]taskView, len(tasks))
+	for i, t := range tasks {
+		body, err := json.Marshal(t)
+		if err == nil {
+			err = decodeAnswer(body, &views[i])
+		}
+		if err != nil {
 			return fmt.Errorf("task %d of the listing: %w", i, err)
 		}
 	}
 	var buf bytes.Buffer
-	if err := writeTaskList(&buf, tasks, nextCursor); err != nil {
+	if err := writeTaskList(&buf, views, nextCursor); err != nil {
 		return err
 	}
 	return tc.write(buf.Bytes())
 }
 
-// printJSON prints the server's JSON answer indented by two spaces.
+// printValue prints v as indented JSON.
+func (tc *taskCmd) printValue(v any) error {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tc.printJSON(body)
+}
+
+// printJSON prints a JSON answer (the node's, or the SDK's rendering of it)
+// indented by two spaces.
 func (tc *taskCmd) printJSON(body []byte) error {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, bytes.TrimSpace(body), "", "  "); err != nil {
