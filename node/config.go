@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
@@ -187,6 +188,9 @@ func (c *Config) Validate() error {
 	}
 	check(c.Name != "", "node: Name is empty")
 	check(len(c.Name) <= MaxNameBytes, "node: Name is %d bytes, more than %d", len(c.Name), MaxNameBytes)
+	// The ownership machine persists lists of names comma-separated
+	// (slots.SlotState.HandedDropped).
+	check(!strings.Contains(c.Name, ","), "node: Name %q holds a comma", c.Name)
 	check(c.InMemory || c.Mem != nil || c.DataDir != "", "node: DataDir is empty")
 	check(c.Tick >= time.Millisecond, "node: Tick %v is below 1ms", c.Tick)
 	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)

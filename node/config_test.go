@@ -15,6 +15,7 @@ func TestConfigValidateName(t *testing.T) {
 		{"n1", true},
 		{strings.Repeat("a", MaxNameBytes), true},
 		{strings.Repeat("a", MaxNameBytes+1), false},
+		{"n1,n2", false},
 	} {
 		c := DefaultConfig()
 		c.Name = tc.name

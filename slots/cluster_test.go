@@ -338,7 +338,7 @@ func (c *cluster) route(from string, e Effect) {
 		}
 		send(from, Sealed{Slot: e.Slot, Seq: q})
 	case SendHandover:
-		send(e.To, HandoverDone{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Grant: e.Grant})
+		send(e.To, HandoverDone{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Grant: e.Grant, Dropped: e.Dropped})
 	case Announce:
 		for _, n := range c.names {
 			if n != from {

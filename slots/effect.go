@@ -156,6 +156,10 @@ type SendHandover struct {
 	// sees a majority): should To not take the epoch, the sender may
 	// promote or hand it on. Received as HandoverDone.Grant.
 	Grant bool
+	// Dropped names the nodes a sealed owner had forgotten as dead while
+	// they may still hold its grant at Epoch (degraded mode): the importer
+	// keeps them as its own dropped suspects (see canSeal).
+	Dropped []string
 }
 
 // Announce: tell every member that this node owns the slot at Epoch (when
@@ -245,7 +249,11 @@ func (e OfferHandover) String() string {
 }
 func (e Seal) String() string { return fmt.Sprintf("Seal s=%d", e.Slot) }
 func (e SendHandover) String() string {
-	return fmt.Sprintf("SendHandover s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
+	d := ""
+	if len(e.Dropped) > 0 {
+		d = fmt.Sprintf(" dropped=%v", e.Dropped)
+	}
+	return fmt.Sprintf("SendHandover s=%d e=%d q=%d to=%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), d)
 }
 func (e Announce) String() string {
 	return fmt.Sprintf("Announce s=%d e=%d%s", e.Slot, e.Epoch, mark(e.Replicated, " replicated"))

@@ -189,6 +189,9 @@ type HandoverDone struct {
 	Seq   uint64
 	From  string
 	Grant bool // From holds our grant at Epoch+1 (SendHandover.Grant)
+	// Dropped: nodes that may hold From's grant at Epoch, forgotten as
+	// dead (SendHandover.Dropped).
+	Dropped []string
 }
 
 // EpochSeen reports Epoch for Slot observed from From: its Announce

@@ -282,18 +282,24 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 
 // canSeal reports whether owner s may seal for importer x: it sees a
 // majority and no node but x may hold a grant (x offering at our epoch has
-// not promoted), not even one forgotten as dead: once we hand over we no
-// longer hold the majority that keeps it from acting.
+// not promoted). A node forgotten as dead (dropped) may still hold one;
+// we seal anyway while we have the evidence of a majority that lets us
+// fire beside it, and the handover carries it (SendHandover.Dropped): the
+// importer keeps it as its own dropped suspect and the same rules
+// (inherit). Refusing to seal left every slot whose follower died stuck
+// with its owner until that node came back or was forgotten: a node that
+// joined after a crash never became ready.
 func (m *Machine) canSeal(s Slot, x string) bool {
 	if !m.majority {
 		return false
 	}
-	for _, sp := range append(slices.Clone(m.slots[s].suspects), m.slots[s].dropped...) {
+	si := &m.slots[s]
+	for _, sp := range si.suspects {
 		if sp.name != x && sp.releasedTo != x {
 			return false
 		}
 	}
-	return true
+	return len(si.dropped) == 0 || m.evMajority
 }
 
 func (m *Machine) seal(s Slot) {
@@ -320,7 +326,8 @@ func (m *Machine) repeatHandover(s Slot) {
 	if si.grantor {
 		si.grantedUntil = m.now.Add(m.cfg.Lease)
 	}
-	m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: si.handedTo, Grant: si.grantor})
+	m.emit(SendHandover{Slot: s, Epoch: si.handedEpoch, Seq: si.handedSeq, To: si.handedTo, Grant: si.grantor,
+		Dropped: si.handedDropped})
 }
 
 // handOver gives (epoch, seq) to importer `to` and becomes its follower at
@@ -331,9 +338,18 @@ func (m *Machine) repeatHandover(s Slot) {
 func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	si := &m.slots[s]
 	e := si.epoch
+	var dropped []string // a sealed owner's (canSeal)
+	if si.role == RoleSealing {
+		for _, x := range si.dropped {
+			if x.name != to {
+				dropped = append(dropped, x.name)
+			}
+		}
+	}
 	si = m.reset(s, RoleFollower, e+1)
 	si.seq, si.synced, si.leader = seq, copy, to
 	si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = to, e, seq, copy
+	si.handedDropped = dropped
 	// The importer lists us as the one node that may hold its grant
 	// (takeOver) until we ack a heartbeat without it; hold it even outside
 	// the table's position for the slot, or a crash of the importer before
@@ -345,7 +361,7 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	}
 	m.setUnderReplicated(s, false)
 	m.persist(s) // durable before the importer can take epoch+1
-	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to, Grant: si.grantor})
+	m.emit(SendHandover{Slot: s, Epoch: e, Seq: seq, To: to, Grant: si.grantor, Dropped: dropped})
 	m.advance(s)
 }
 
@@ -381,6 +397,7 @@ func (m *Machine) onHandover(ev HandoverDone) {
 		// We own the epoch already (we took it from an earlier handover)
 		// and the sender handed it to us once more, moving to epoch+1 as
 		// our follower: take that one too.
+		si.takeDropped = ev.Dropped
 		m.takeOver(s, si.epoch+1, ev.From, ev.Seq == si.seq)
 		return
 	}
@@ -390,7 +407,7 @@ func (m *Machine) onHandover(ev HandoverDone) {
 	// The holder handed us epoch+1 and may already follow us: take it,
 	// now or once we see a majority, whatever the table says (if it names
 	// another owner, a planned move follows).
-	si.takeFrom, si.takeEpoch, si.takeSeq = ev.From, ev.Epoch, ev.Seq
+	si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = ev.From, ev.Epoch, ev.Seq, ev.Dropped
 	si.pending = false // act on it now
 	m.advance(s)
 }
@@ -451,5 +468,30 @@ func (m *Machine) takeOver(s Slot, e Epoch, holder string, caughtUp bool) {
 	if caughtUp {
 		f = holder
 	}
+	dropped := m.slots[s].takeDropped
 	m.becomeOwner(s, e, []suspect{{name: holder, leaseUntil: cover}}, f)
+	m.inherit(s, holder, dropped)
+}
+
+// inherit makes the nodes the holder had forgotten as dead (its dropped
+// suspects, SendHandover.Dropped) dropped suspects of ours at the epoch we
+// took: they may still hold the holder's grant at the epoch before, so we
+// fire only with evidence of a majority, heartbeat them until they answer,
+// and make them suspects again should that evidence lapse, exactly as the
+// holder did (lease.go, "Degraded mode"). The holder vouched for them when
+// it sealed (canSeal); from then on we do.
+func (m *Machine) inherit(s Slot, holder string, dropped []string) {
+	si := &m.slots[s]
+	si.takeDropped = nil
+	if si.role != RoleOwner {
+		return
+	}
+	for _, n := range dropped {
+		if n == m.cfg.Self || n == holder || m.left[n] || m.suspectIndex(s, n) >= 0 || m.droppedIndex(s, n) >= 0 {
+			continue
+		}
+		si.dropped = append(si.dropped, suspect{name: n})
+	}
+	m.persistGrantee(s)
+	m.ownerStep(s)
 }

@@ -228,3 +228,89 @@ func TestHandoverHolderRestartsBeforeFinalCopy(t *testing.T) {
 		t.Errorf("n1 still records its handover of slot %d once n4 took it: %v", s, st)
 	}
 }
+
+// A follower dies for good and a node joins before it comes back: the
+// slots whose follower died (their owners dropped it and fire degraded)
+// and that the new table gives the joiner must move to it. Before the
+// handover carried the dropped suspects (SendHandover.Dropped), an owner
+// never sealed while it had one, so the joiner stayed importing until the
+// dead node returned or was forgotten: in a 3-process test a node that
+// joined after a SIGKILL was never ready. The joiner inherits the dropped
+// suspect; once the dead node comes back it answers and is cleared.
+func TestJoinAfterFollowerCrash(t *testing.T) {
+	const numSlots = 64
+	c := newCluster(t, numSlots)
+	c.deadAfter = 2 * time.Second
+	c.voters = map[string]*Voters{}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.run(3 * time.Second)
+	c.crash("n2")
+	c.run(c.deadAfter + 500*time.Millisecond) // detected by then
+	c.deaths()
+	c.tables(false)
+	c.run(10 * time.Second)
+	degraded := map[Slot]bool{}
+	for s := range Slot(numSlots) {
+		for _, n := range []string{"n1", "n3"} {
+			if si := &c.m[n].slots[s]; si.role == RoleOwner && len(si.dropped) > 0 {
+				degraded[s] = true
+			}
+		}
+	}
+	c.add("n4", nil)
+	c.tick(c.now.Add(100 * time.Millisecond)) // memberlist: n4 is alive, then the tables
+	c.tables(false)
+	c.run(c.deadAfter + 500*time.Millisecond) // n4 learns that n2 is dead
+	c.deaths()
+	c.tables(false)
+	c.run(20 * time.Second)
+	moved, inherited := 0, 0
+	for s := range Slot(numSlots) {
+		if firing := c.firing(s); len(firing) != 1 {
+			t.Errorf("slot %d fired by %v, want one node", s, firing)
+			for _, n := range c.names {
+				t.Logf("  %s: %s", n, c.m[n].Debug(s))
+			}
+		}
+		owner, _ := c.m["n4"].position(s)
+		if owner != "n4" {
+			continue
+		}
+		if c.m["n4"].State(s).Role != RoleOwner {
+			t.Errorf("slot %d (degraded before the join: %v) not taken by the joiner 20 s after it joined: n4 %s", s, degraded[s], c.m["n4"].Debug(s))
+			continue
+		}
+		if degraded[s] {
+			moved++
+			if c.m["n4"].droppedIndex(s, "n2") >= 0 {
+				inherited++
+			}
+		}
+	}
+	if moved == 0 || inherited != moved {
+		t.Fatalf("setup: %d degraded slots moved to the joiner, %d of them inherited n2 as dropped (want > 0, all)\n%s", moved, inherited, c.states())
+	}
+	t.Logf("%d degraded slots moved to the joiner", moved)
+	// The dead node comes back: its new incarnation holds no grant, it
+	// answers the joiner's heartbeats, and nobody keeps it dropped.
+	c.restart("n2")
+	c.tables(false)
+	c.run(10 * time.Second)
+	for s := range Slot(numSlots) {
+		for _, n := range c.names {
+			if si := &c.m[n].slots[s]; len(si.dropped) > 0 || len(si.suspects) > 1 {
+				t.Errorf("slot %d: %s still has suspects %v dropped %v after n2 came back", s, n, si.suspects, si.dropped)
+			}
+		}
+		if firing := c.firing(s); len(firing) != 1 {
+			t.Errorf("slot %d fired by %v after n2 came back, want one node", s, firing)
+			for _, n := range c.names {
+				t.Logf("  %s: %s", n, c.m[n].Debug(s))
+			}
+		}
+	}
+}

@@ -67,8 +67,10 @@ import (
 // its lease, which would have overlapped ours, and cut off it gives the
 // grant up. While it has dropped suspects the owner fires only with
 // evidence of a majority; any lapse of that majority, or a pause, makes
-// them suspects again until they answer, and it never seals while any is
-// left.
+// them suspects again until they answer. It seals for an importer only
+// with that evidence, and the handover carries them
+// (SendHandover.Dropped): the importer keeps them as dropped suspects of
+// its own, under the same rules (inherit).
 
 //
 // Pairs. A heartbeat per slot every Lease/4 costs every node a message, an

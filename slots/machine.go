@@ -133,14 +133,20 @@ type slotInfo struct {
 	takeFrom  string
 	takeEpoch Epoch
 	takeSeq   uint64
+	// takeDropped: the holder's dropped suspects (HandoverDone.Dropped),
+	// which become ours when we take the epoch.
+	takeDropped []string
 
 	// After handing the slot over at handedEpoch. handedCopy: we kept the
 	// final copy; only then is the handover persisted (SlotState.Handed),
 	// while epoch is handedEpoch+1.
-	handedTo    string
-	handedEpoch Epoch
-	handedSeq   uint64
-	handedCopy  bool
+	handedTo string
+	// handedDropped: the dropped suspects the handover carried (repeated
+	// with it, persisted with it).
+	handedDropped []string
+	handedEpoch   Epoch
+	handedSeq     uint64
+	handedCopy    bool
 
 	underRep, unavail bool // last flags emitted
 }
@@ -183,6 +189,9 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 			// A handover the importer may not have taken yet: we repeat
 			// it and serve it the final copy we kept.
 			si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = st.Handed, st.Epoch-1, st.HandedSeq, true
+			if st.HandedDropped != "" {
+				si.handedDropped = strings.Split(st.HandedDropped, ",")
+			}
 			si.leader = st.Handed
 		}
 	}
@@ -338,7 +347,7 @@ func (m *Machine) State(s Slot) SlotState {
 	si := &m.slots[s]
 	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee}
 	if si.handedTo != "" && si.handedCopy && si.epoch == si.handedEpoch+1 {
-		st.Handed, st.HandedSeq = si.handedTo, si.handedSeq
+		st.Handed, st.HandedSeq, st.HandedDropped = si.handedTo, si.handedSeq, strings.Join(si.handedDropped, ",")
 	}
 	return st
 }
@@ -682,13 +691,14 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		held: old.held, heldLeader: old.heldLeader, heldEpoch: old.heldEpoch, heldInc: old.heldInc}
 	if e == old.epoch || e == old.takeEpoch+1 {
 		// A handover in progress survives installing the final copy.
-		si.takeFrom, si.takeEpoch, si.takeSeq = old.takeFrom, old.takeEpoch, old.takeSeq
+		si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = old.takeFrom, old.takeEpoch, old.takeSeq, old.takeDropped
 	}
 	if e == old.epoch {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
 		si.leaderOwns, si.leaderGone, si.leaderFollows = old.leaderOwns, old.leaderGone, old.leaderFollows
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
+		si.handedDropped = old.handedDropped
 	}
 	return si
 }
@@ -706,7 +716,7 @@ func (m *Machine) makeStale(s Slot) {
 	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
 	si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false
 	if !si.handedCopy || si.epoch != si.handedEpoch+1 {
-		si.handedTo = "" // not persisted (see State)
+		si.handedTo, si.handedDropped = "", nil // not persisted (see State)
 	}
 }
 

@@ -230,7 +230,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 func (m *Machine) handoverTaken(s Slot) {
 	si := &m.slots[s]
 	recorded := si.handedCopy
-	si.handedTo, si.handedCopy = "", false
+	si.handedTo, si.handedCopy, si.handedDropped = "", false, nil
 	if recorded {
 		m.persist(s)
 	}

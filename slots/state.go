@@ -86,10 +86,15 @@ type SlotState struct {
 	// had none waiting for one.
 	Handed    string
 	HandedSeq uint64
+	// HandedDropped names the dropped suspects the handover to Handed
+	// carries (SendHandover.Dropped), comma-separated (node names hold no
+	// comma), repeated with it after a restart.
+	HandedDropped string
 }
 
 // String renders the state as "owner@3#17" (role@epoch#seq), followed by
-// ">grantee" when Grantee is set and by "^importer#seq" when Handed is.
+// ">grantee" when Grantee is set and by "^importer#seq" when Handed is
+// (then "!a,b" when HandedDropped is).
 func (s SlotState) String() string {
 	str := s.Role.String() + "@" + strconv.FormatUint(uint64(s.Epoch), 10) + "#" + strconv.FormatUint(s.Seq, 10)
 	if s.Grantee != "" {
@@ -97,6 +102,9 @@ func (s SlotState) String() string {
 	}
 	if s.Handed != "" {
 		str += "^" + s.Handed + "#" + strconv.FormatUint(s.HandedSeq, 10)
+		if s.HandedDropped != "" {
+			str += "!" + s.HandedDropped
+		}
 	}
 	return str
 }
@@ -182,12 +190,13 @@ func parseState(s string) (SlotState, error) {
 	}
 	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee}
 	if isHanded {
+		handed, dropped, _ := strings.Cut(handed, "!")
 		name, hseq, ok := strings.Cut(handed, "#")
 		hq, err := strconv.ParseUint(hseq, 10, 64)
 		if !ok || name == "" || err != nil {
-			return SlotState{}, fmt.Errorf("slots: bad handover %q, want ^importer#seq", handed)
+			return SlotState{}, fmt.Errorf("slots: bad handover %q, want ^importer#seq[!dropped,…]", handed)
 		}
-		st.Handed, st.HandedSeq = name, hq
+		st.Handed, st.HandedSeq, st.HandedDropped = name, hq, dropped
 	}
 	return st, nil
 }

@@ -187,7 +187,14 @@ type SlotMeta struct {
 	// the final copy (up to HandedSeq) for it (slots.SlotState.Handed).
 	Handed    string `msgpack:"h,omitempty"`
 	HandedSeq uint64 `msgpack:"hq,omitempty"`
+	// HandedDropped are the dead nodes that handover carries
+	// (slots.SlotState.HandedDropped: names, comma-separated).
+	HandedDropped string `msgpack:"hd,omitempty"`
 }
+
+// maxMetaDropped bounds SlotMeta.HandedDropped (a few names in
+// practice) as the ownership wire bounds the list.
+const maxMetaDropped = 1024 * (maxMetaName + 1)
 
 // maxMetaName bounds the node names in a stored SlotMeta, as the ownership
 // wire bounds them: a longer one is corruption, not a name.
@@ -213,6 +220,9 @@ func DecodeSlotMeta(b []byte) (SlotMeta, error) {
 	var m SlotMeta
 	if err := msgpack.Unmarshal(b, &m); err != nil {
 		return SlotMeta{}, err
+	}
+	if len(m.HandedDropped) > maxMetaDropped {
+		return SlotMeta{}, fmt.Errorf("storage: slot meta hands over %d bytes of dropped nodes, over %d", len(m.HandedDropped), maxMetaDropped)
 	}
 	if len(m.Grantee) > maxMetaName || len(m.Handed) > maxMetaName {
 		return SlotMeta{}, fmt.Errorf("storage: slot meta names a node of %d bytes, over %d", max(len(m.Grantee), len(m.Handed)), maxMetaName)

@@ -56,7 +56,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			e.send(ef.To, offerOf(ef))
 		case slots.SendHandover:
 			touched[uint16(ef.Slot)] = true
-			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant})
+			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant, Dropped: ef.Dropped})
 		case slots.RejectLowerEpoch:
 			e.send(ef.To, &Reject{Slot: ef.Slot, Epoch: ef.Epoch})
 		case slots.Announce:

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -59,7 +60,7 @@ func (m Offer) event(from string) slots.Event {
 // Handover hands a sealed slot over to the importer that offered
 // (slots.SendHandover; at the receiver slots.HandoverDone).
 //
-//	kind slot flags(handoverGrant) epoch seq
+//	kind slot flags(handoverGrant, handoverDropped) epoch seq [uvarint(count) name*]
 type Handover struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch
@@ -67,30 +68,78 @@ type Handover struct {
 	// Grant: the holder kept the importer's grant at Epoch+1 (it has a
 	// copy and saw a majority; slots.SendHandover.Grant).
 	Grant bool
+	// Dropped: nodes the holder forgot as dead that may hold its grant at
+	// Epoch (slots.SendHandover.Dropped); present when the flag is set.
+	Dropped []string
 }
 
 // Flags of a Handover.
-const handoverGrant uint8 = 1
+const (
+	handoverGrant   uint8 = 1
+	handoverDropped uint8 = 2
+)
+
+// maxDropped bounds Handover.Dropped: a sealed owner's dropped suspects
+// are nodes that held its grant at one epoch, a handful in practice, and
+// never more than the members (the bytes left bound it further).
+const maxDropped = 1024
 
 func (Handover) kind() uint8 { return kindHandover }
-func (Handover) size() int   { return msgFixed }
+func (m Handover) size() int {
+	n := msgFixed
+	for _, d := range m.Dropped {
+		n += binary.MaxVarintLen64 + len(d)
+	}
+	return n
+}
 
 func (m Handover) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
-	b = append(b, flag(m.Grant, handoverGrant))
+	b = append(b, flag(m.Grant, handoverGrant)|flag(len(m.Dropped) > 0, handoverDropped))
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
-	return binary.AppendUvarint(b, m.Seq)
+	b = binary.AppendUvarint(b, m.Seq)
+	if len(m.Dropped) > 0 {
+		b = binary.AppendUvarint(b, uint64(len(m.Dropped)))
+		for _, d := range m.Dropped {
+			b = appendName(b, d)
+		}
+	}
+	return b
 }
 
 func decodeHandover(r *decoder) Msg {
 	m := r.handovers.next(r.left)
 	m.Slot = r.slot()
-	m.Grant = r.flags(handoverGrant)&handoverGrant != 0
+	f := r.flags(handoverGrant | handoverDropped)
+	m.Grant = f&handoverGrant != 0
 	m.Epoch = r.epoch()
 	m.Seq = r.uvarint()
+	m.Dropped = nil
+	if f&handoverDropped != 0 {
+		n := r.uvarint()
+		if r.err != nil {
+			return m
+		}
+		if n == 0 || n > maxDropped {
+			r.fail("handover drops %d nodes, want 1 to %d", n, maxDropped)
+			return m
+		}
+		m.Dropped = make([]string, 0, n)
+		for range n {
+			d := r.name()
+			if r.err != nil {
+				return m
+			}
+			if d == "" || strings.Contains(d, ",") {
+				r.fail("handover drops node %q", d)
+				return m
+			}
+			m.Dropped = append(m.Dropped, d)
+		}
+	}
 	return m
 }
 
 func (m Handover) event(from string) slots.Event {
-	return slots.HandoverDone{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Grant: m.Grant}
+	return slots.HandoverDone{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Grant: m.Grant, Dropped: m.Dropped}
 }

@@ -27,12 +27,13 @@ import (
 // reflection-based msgpack costs several times as much (BenchmarkCodec).
 //
 // Version 2 replaced version 1, one generic message of seven fields for
-// every kind. Version 3 (this one) adds the incarnation to heartbeats,
+// every kind. Version 3 added the incarnation to heartbeats,
 // the incarnation and pair generation to acks, and the pair messages
-// (PairBeat, PairAck). No two versions interoperate.
+// (PairBeat, PairAck). Version 4 (this one) adds the dropped nodes a
+// handover carries (Handover.Dropped). No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 3
+const wireVersion = 4
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).

@@ -21,7 +21,7 @@ func everyKind() []Msg {
 		&SnapshotRequest{Slot: 3, Epoch: 0},
 		&NoReplica{Slot: 4, Epoch: 5},
 		&Offer{Slot: 1, Epoch: 1, Seq: 3, WasOwner: true, Grantee: "n3"},
-		&Handover{Slot: 5, Epoch: 6, Seq: 7, Grant: true},
+		&Handover{Slot: 5, Epoch: 6, Seq: 7, Grant: true, Dropped: []string{"n4", "n5"}},
 		&Announce{Slot: 300, Epoch: 2, Replicated: true},
 		&Reject{Slot: 301, Epoch: 3},
 		&PairBeat{Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
@@ -34,6 +34,7 @@ func TestCtlEncoding(t *testing.T) {
 		{From: "n1", Msgs: []Msg{}},
 		{From: "a-node", Msgs: []Msg{&Beat{Slot: 7, Epoch: 1, Sent: at(0)}}},
 		{From: "p", Msgs: []Msg{&PairBeat{Sent: at(0)}, &PairAck{Sent: at(0)}, &Ack{Sent: at(0)}}},
+		{From: "h", Msgs: []Msg{&Handover{Slot: 1, Epoch: 2, Seq: 3}, &Handover{Slot: 4, Dropped: []string{"x"}}, &Handover{Slot: 5}}},
 		{From: "n2", Msgs: everyKind()},
 	}
 	for _, b := range cases {
@@ -47,7 +48,7 @@ func TestCtlEncoding(t *testing.T) {
 			t.Errorf("%T: %d bytes, size %d", m, n, m.size())
 		}
 	}
-	enc := cases[3].Encode()
+	enc := cases[4].Encode()
 	for i := range enc {
 		if _, err := DecodeBatch(enc[:i]); err == nil {
 			t.Errorf("truncated at %d: no error", i)
@@ -73,6 +74,13 @@ func TestCtlEncoding(t *testing.T) {
 		"pair ack trailing":    append(Batch{From: "a", Msgs: []Msg{&PairAck{Sent: at(1), Inc: 2, Gen: 3}}}.Encode(), 7),
 		"pair ack bad time":    {wireVersion, 1, 'a', 1, kindPairAck, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0},
 		"name too long":        binary.AppendUvarint([]byte{wireVersion}, maxName+1),
+		// kind slot flags epoch seq count names
+		"handover drops none":      {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 0},
+		"handover drops too many":  binary.AppendUvarint([]byte{wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1}, maxDropped+1),
+		"handover drops truncated": {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 2, 1, 'x'},
+		"handover drops empty":     {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 1, 0},
+		"handover drops a comma":   {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 1, 3, 'x', ',', 'y'},
+		"handover unknown flag":    {wireVersion, 1, 'a', 1, kindHandover, 0, 5, 4, 1, 1},
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
@@ -90,7 +98,7 @@ func TestCtlEvents(t *testing.T) {
 		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
 		slots.NoReplica{Slot: 4, Epoch: 5, From: "x"},
 		slots.HandoverOffer{Slot: 1, Epoch: 1, Seq: 3, From: "x", WasOwner: true, Grantee: "n3"},
-		slots.HandoverDone{Slot: 5, Epoch: 6, Seq: 7, From: "x", Grant: true},
+		slots.HandoverDone{Slot: 5, Epoch: 6, Seq: 7, From: "x", Grant: true, Dropped: []string{"n4", "n5"}},
 		slots.EpochSeen{Slot: 300, Epoch: 2, From: "x", Owner: true, Replicated: true},
 		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
 		slots.PairReplicated{From: "x", Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
