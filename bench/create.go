@@ -33,7 +33,9 @@ type CreateConfig struct {
 	Batch int `json:"batch"`
 	// Route picks the node each request goes to in a cluster: RouteAny
 	// (default: round robin), or, single mode only, RouteOwner,
-	// RouteForeign or RouteCompare (owner then foreign, N tasks each).
+	// RouteForeign or RouteCompare (owner then foreign, N tasks each),
+	// or through the Go SDK RouteSDK, RouteSDKFixed or RouteSDKCompare
+	// (sdk then sdk-fixed, N tasks each).
 	Route string `json:"route"`
 	// SkipBaseline skips baseline-pebble (no ratios then).
 	SkipBaseline bool `json:"skip_baseline"`
@@ -59,7 +61,7 @@ func (c CreateConfig) Validate() error {
 	errs = append(errs, validateLoad(c.N, c.Concurrency, c.Batch), validateBaselineN(c.BaselineN))
 	switch {
 	case !validRoute(c.Route):
-		errs = append(errs, fmt.Errorf("bench: route %q is not %s, %s, %s or %s", c.Route, RouteAny, RouteOwner, RouteForeign, RouteCompare))
+		errs = append(errs, fmt.Errorf("bench: route %q is not %s", c.Route, routeNames))
 	case c.Route != RouteAny && c.Mode != ModeSingle:
 		errs = append(errs, fmt.Errorf("bench: route %s needs --mode single (a batch is split by owner on the node)", c.Route))
 	case c.Route != RouteAny && c.Target.nodeCount() < 2:
@@ -122,8 +124,9 @@ func RunCreate(ctx context.Context, cfg CreateConfig) (res Result, err error) {
 	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
 	res.Warnings = append(res.Warnings, tg.warnings...)
 
+	routes := phasesOf(cfg.Route)
 	var om ownerMap
-	if cfg.Route != RouteAny {
+	if cfg.Route == RouteOwner || cfg.Route == RouteForeign || cfg.Route == RouteCompare {
 		v, err := fetchCluster(ctx, tg.api)
 		if err != nil {
 			return res, err
@@ -132,24 +135,26 @@ func RunCreate(ctx context.Context, cfg CreateConfig) (res Result, err error) {
 			return res, err
 		}
 	}
-	routes := []string{cfg.Route}
-	if cfg.Route == RouteCompare {
-		routes = []string{RouteOwner, RouteForeign}
-	}
 	run := runID(time.Now())
 	clustered := len(tg.nodes) > 1
 	for _, route := range routes {
 		prefix := "bc-" + run + "-"
-		if cfg.Route == RouteCompare {
-			prefix += route[:1] + "-" // fresh ids for each route
+		if len(routes) > 1 {
+			prefix += idTag(route) + "-" // fresh ids for each route
 		}
 		tt := newTaskTemplate(prefix, "http://127.0.0.1:9/bench-never", run)
-		via, err := routeVia(route, tg.nodes, om, func(i int) string { return prefix + strconv.Itoa(i) })
-		if err != nil {
+		plan := createPlan{n: cfg.N, batch: batch, concurrency: cfg.Concurrency, single: single,
+			task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
+		if viaSDK(route) {
+			sc, err := newSDKCreator(tg, route, cfg.Concurrency)
+			if err != nil {
+				return res, err
+			}
+			defer sc.close()
+			plan.send = sc.send(tt, time.Hour, nil)
+		} else if plan.via, err = routeVia(route, tg.nodes, om, func(i int) string { return prefix + strconv.Itoa(i) }); err != nil {
 			return res, err
 		}
-		plan := createPlan{n: cfg.N, batch: batch, concurrency: cfg.Concurrency, single: single, via: via,
-			task: func(dst []byte, i int) []byte { return tt.appendDelay(dst, i, time.Hour.Milliseconds()) }}
 		fwd0, fwdOK := forwardedTotal(ctx, tg.nodes)
 		name := "create " + cfg.Mode
 		if clustered {
@@ -215,25 +220,31 @@ func createRows(cs CreateStats, pb *PebbleBaselineResult, label string, clustere
 	return rows
 }
 
-// compareRows sets the foreign phase of --route compare next to the owner
-// phase: the owner figures are the ceiling, so the ratio is the cost of
-// forwarding every request once.
-func compareRows(owner, foreign CreateStats, nodes int) []Row {
-	const ceil = "direct to the owner, same run"
+// compareRows sets the second phase of a comparison next to the first:
+// foreign next to owner (--route compare), sdk-fixed next to sdk (--route
+// sdk-compare). The first phase's figures are the ceiling, so the ratio is
+// the cost of forwarding: every request once for foreign, those the seed
+// does not own for sdk-fixed.
+func compareRows(first, second CreateStats, nodes int) []Row {
+	ceil := first.Route + ", same run"
+	if first.Route == RouteOwner {
+		ceil = "direct to the owner, same run"
+	}
+	r := second.Route
 	ms := func(us int64) float64 { return float64(us) / 1e3 }
 	rows := []Row{
-		row(fmt.Sprintf("create single via foreign (%d nodes, c=%d) tasks/s", nodes, foreign.Concurrency), foreign.TasksPerSecond, "tasks/s", owner.TasksPerSecond, ceil),
-		row("foreign: request latency p50", ms(foreign.Latency.P50), "ms", ms(owner.Latency.P50), ceil),
-		row("foreign: request latency p99", ms(foreign.Latency.P99), "ms", ms(owner.Latency.P99), ceil),
+		row(fmt.Sprintf("create %s via %s (%d nodes, c=%d) tasks/s", second.Mode, r, nodes, second.Concurrency), second.TasksPerSecond, "tasks/s", first.TasksPerSecond, ceil),
+		row(r+": request latency p50", ms(second.Latency.P50), "ms", ms(first.Latency.P50), ceil),
+		row(r+": request latency p99", ms(second.Latency.P99), "ms", ms(first.Latency.P99), ceil),
 	}
-	if foreign.NodeCPUPerTask > 0 {
+	if second.NodeCPUPerTask > 0 {
 		rows = append(rows,
-			row("foreign: cluster CPU per task (all nodes)", foreign.NodeCPUPerTask, "µs", owner.NodeCPUPerTask, ceil),
-			row("forwarding overhead: cluster CPU per task", foreign.NodeCPUPerTask-owner.NodeCPUPerTask, "µs", 0, ""))
+			row(r+": cluster CPU per task (all nodes)", second.NodeCPUPerTask, "µs", first.NodeCPUPerTask, ceil),
+			row("forwarding overhead: cluster CPU per task", second.NodeCPUPerTask-first.NodeCPUPerTask, "µs", 0, ""))
 	}
-	rows = append(rows, row("forwarding overhead: latency p50", ms(foreign.Latency.P50-owner.Latency.P50), "ms", 0, ""))
-	if foreign.Forwarded != nil {
-		rows = append(rows, row("foreign: requests forwarded between nodes", float64(*foreign.Forwarded), "", 0, ""))
+	rows = append(rows, row("forwarding overhead: latency p50", ms(second.Latency.P50-first.Latency.P50), "ms", 0, ""))
+	if second.Forwarded != nil {
+		rows = append(rows, row(r+": requests forwarded between nodes", float64(*second.Forwarded), "", 0, ""))
 	}
 	return rows
 }

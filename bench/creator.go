@@ -44,7 +44,8 @@ type CreateStats struct {
 	// FirstError is the first error answer, for diagnosis.
 	FirstError string `json:"first_error,omitempty"`
 	// Route is how requests were spread over a cluster's nodes (RouteAny,
-	// RouteOwner, RouteForeign); empty for a single node.
+	// RouteOwner, RouteForeign, RouteSDK, RouteSDKFixed); empty for a
+	// single node.
 	Route string `json:"route,omitempty"`
 	// Forwarded is how many requests the nodes forwarded to a slot's owner
 	// during the phase (chime_forwarded_requests_total); nil when unknown.
@@ -65,6 +66,9 @@ type createPlan struct {
 	// result, when set, learns whether task i was acknowledged. It is
 	// called once per task, from the creating goroutines (for distinct i).
 	result func(i int, ok bool)
+	// send, when set, creates the tasks idx instead of postCreate (and
+	// via is not used): the Go SDK's routes. It has postCreate's contract.
+	send func(ctx context.Context, idx []int) (createOutcome, error)
 }
 
 // maxRetries bounds how often one request is retried on 429/503, and
@@ -131,7 +135,13 @@ func createTasks(ctx context.Context, api *apiClient, tg *target, plan createPla
 					c = plan.via(k, lo)
 				}
 				t0 := time.Now()
-				out, err := postCreate(ctx, c, plan, idx)
+				var out createOutcome
+				var err error
+				if plan.send != nil {
+					out, err = plan.send(ctx, idx)
+				} else {
+					out, err = postCreate(ctx, c, plan, idx)
+				}
 				if err != nil {
 					cancel(err)
 					return
@@ -372,13 +382,14 @@ func answerText(a answer) string {
 // callback body is about the size the HTTP baseline posts.
 type taskTemplate struct {
 	prefix   string // e.g. "bf-lx2k3-"
-	callback []byte // JSON string, quoted
+	url      string // the callback URL
+	callback []byte // the same, as a quoted JSON string
 	payload  []byte // JSON object
 }
 
 func newTaskTemplate(prefix, callback, run string) taskTemplate {
 	cb, _ := json.Marshal(callback) // a string always marshals
-	return taskTemplate{prefix: prefix, callback: cb, payload: benchPayload(run)}
+	return taskTemplate{prefix: prefix, url: callback, callback: cb, payload: benchPayload(run)}
 }
 
 // benchPayload is the callback body of benchmark tasks: about 100 bytes.

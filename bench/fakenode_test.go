@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,7 @@ func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
 	mux.HandleFunc("POST /v1/tasks", f.createOne)
 	mux.HandleFunc("POST /v1/tasks:batch", f.createBatch)
 	mux.HandleFunc("GET /v1/cluster", f.clusterView)
+	mux.HandleFunc("GET /v1/cluster/slots", f.slotMap)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "# TYPE chime_fake_metric counter\nchime_fake_metric 1\n")
 	})
@@ -104,6 +106,32 @@ func (f *fakeNode) clusterView(w http.ResponseWriter, _ *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
+}
+
+// slotMap answers GET /v1/cluster/slots (the Go SDK's slot map) from the
+// owned ranges of the view clusterView answers, without followers.
+func (f *fakeNode) slotMap(w http.ResponseWriter, r *http.Request) {
+	rec := httptest.NewRecorder()
+	f.clusterView(rec, r)
+	var v clusterView
+	if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	type slotRange struct {
+		Start    int    `json:"start"`
+		End      int    `json:"end"`
+		Owner    string `json:"owner"`
+		HTTPAddr string `json:"http_addr"`
+	}
+	var ranges []slotRange
+	for _, m := range v.Members {
+		for _, or := range m.OwnedRanges {
+			ranges = append(ranges, slotRange{Start: int(or[0]), End: int(or[1]), Owner: m.Name, HTTPAddr: m.HTTPAddr})
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"version": fmt.Sprint(v.TableVersion), "ranges": ranges})
 }
 
 // setCluster makes the fake answer GET /v1/cluster as self, in a cluster

@@ -38,8 +38,8 @@ type Result struct {
 	Fire           *FireStats            `json:"fire,omitempty"`
 	Scale          *ScaleStats           `json:"scale,omitempty"`
 	Periodic       *PeriodicStats        `json:"periodic,omitempty"`
-	// Routes are the create phases of --route compare, in order (Create
-	// is the first).
+	// Routes are the create phases of --route compare or sdk-compare, in
+	// order (Create is the first).
 	Routes   []CreateStats  `json:"routes,omitempty"`
 	Failover *FailoverStats `json:"failover,omitempty"`
 	Join     *JoinStats     `json:"join,omitempty"`

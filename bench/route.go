@@ -22,15 +22,59 @@ const (
 	// RouteCompare runs owner, then foreign with fresh ids, in one run,
 	// so the cost of forwarding is measured under the same conditions.
 	RouteCompare = "compare"
+	// RouteSDK creates through the Go SDK (package client) seeded with
+	// every node, owner routing on: each create goes to its slot's owner
+	// from the SDK's slot map (GET /v1/cluster/slots).
+	RouteSDK = "sdk"
+	// RouteSDKFixed creates through the Go SDK with owner routing off and
+	// the first node as its only seed: that node forwards every create it
+	// does not own, (N-1)/N of them on N nodes (a client behind a load
+	// balancer that sticks to one node).
+	RouteSDKFixed = "sdk-fixed"
+	// RouteSDKCompare runs sdk, then sdk-fixed with fresh ids, in one run.
+	RouteSDKCompare = "sdk-compare"
 )
+
+// routeNames lists the routes for messages and flag help.
+const routeNames = "any, owner, foreign, compare, sdk, sdk-fixed or sdk-compare"
 
 // validRoute reports whether r is one of the routes.
 func validRoute(r string) bool {
 	switch r {
-	case RouteAny, RouteOwner, RouteForeign, RouteCompare:
+	case RouteAny, RouteOwner, RouteForeign, RouteCompare, RouteSDK, RouteSDKFixed, RouteSDKCompare:
 		return true
 	}
 	return false
+}
+
+// phasesOf returns the routes of the phases route runs: the two of a
+// comparison, or route itself.
+func phasesOf(route string) []string {
+	switch route {
+	case RouteCompare:
+		return []string{RouteOwner, RouteForeign}
+	case RouteSDKCompare:
+		return []string{RouteSDK, RouteSDKFixed}
+	}
+	return []string{route}
+}
+
+// viaSDK reports whether the phase route creates through the Go SDK.
+func viaSDK(route string) bool { return route == RouteSDK || route == RouteSDKFixed }
+
+// idTag tells the ids of a comparison's phases apart: bc-<run>-<tag>-<i>.
+func idTag(route string) string {
+	switch route {
+	case RouteOwner:
+		return "o"
+	case RouteForeign:
+		return "f"
+	case RouteSDK:
+		return "s"
+	case RouteSDKFixed:
+		return "sf"
+	}
+	return route
 }
 
 // routeVia returns the createPlan.via of route over nodes: id gives task
@@ -49,7 +93,7 @@ func routeVia(route string, nodes []*member, om ownerMap, id func(i int) string)
 			return nil, fmt.Errorf("bench: route %s needs a cluster of at least 2 nodes", route)
 		}
 	default:
-		return nil, fmt.Errorf("bench: route %q is not %s, %s or %s", route, RouteAny, RouteOwner, RouteForeign)
+		return nil, fmt.Errorf("bench: route %q is not %s, %s or %s (the sdk routes do not pick nodes)", route, RouteAny, RouteOwner, RouteForeign)
 	}
 	return func(req, first int) *apiClient {
 		o := om.of(id(first))

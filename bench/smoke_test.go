@@ -136,6 +136,34 @@ func TestWorkloadsSmoke(t *testing.T) {
 		checkNodes(t, res, 3)
 		logWarnings(t, res)
 	})
+	t.Run("cluster/create-sdk-compare", func(t *testing.T) {
+		const n = 300
+		cfg := DefaultCreateConfig()
+		cfg.Target, cfg.Mode, cfg.Route, cfg.N, cfg.Concurrency, cfg.SkipBaseline = cluster, ModeSingle, RouteSDKCompare, n, 8, true
+		res, err := RunCreate(gate.context(t), cfg)
+		if err != nil {
+			t.Fatalf("RunCreate: %v", err)
+		}
+		if len(res.Routes) != 2 || res.Routes[0].Route != RouteSDK || res.Routes[1].Route != RouteSDKFixed {
+			t.Fatalf("Routes = %+v, want sdk and sdk-fixed phases", res.Routes)
+		}
+		for _, cs := range res.Routes {
+			if cs.Acked != n || cs.Rejected != 0 || cs.Forwarded == nil {
+				t.Fatalf("%s: acked %d, rejected %d (%q), forwarded %v; want %d, 0 and a count", cs.Route, cs.Acked, cs.Rejected, cs.FirstError, cs.Forwarded, n)
+			}
+		}
+		// sdk: every create to its owner. sdk-fixed: every create to n1,
+		// which forwards those it does not own, about 2/3 of them.
+		t.Logf("forwarded: sdk %d, sdk-fixed %d of %d", *res.Routes[0].Forwarded, *res.Routes[1].Forwarded, n)
+		if f := *res.Routes[0].Forwarded; f != 0 {
+			t.Errorf("sdk: forwarded %d, want 0", f)
+		}
+		if f := *res.Routes[1].Forwarded; f < n/2 || f > n*5/6 {
+			t.Errorf("sdk-fixed: forwarded %d of %d, want about 2/3 (between 1/2 and 5/6)", f, n)
+		}
+		checkNodes(t, res, 3)
+		logWarnings(t, res)
+	})
 	t.Run("cluster/fire", func(t *testing.T) {
 		cfg := DefaultFireConfig()
 		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 300, 300, 50

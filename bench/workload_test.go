@@ -316,6 +316,21 @@ func TestConfigsValidate(t *testing.T) {
 			c.Mode, c.Route = ModeSingle, RouteForeign
 			return c.Validate()
 		}(), "at least 2 nodes"},
+		{"route sdk-compare needs single mode", func() error {
+			c := withTarget(DefaultCreateConfig(), TargetConfig{URLs: []string{good.URLs[0], good.URLs[0]}})
+			c.Route = RouteSDKCompare
+			return c.Validate()
+		}(), "needs --mode single"},
+		{"route sdk needs a cluster", func() error {
+			c := withTarget(DefaultCreateConfig(), good)
+			c.Mode, c.Route = ModeSingle, RouteSDK
+			return c.Validate()
+		}(), "at least 2 nodes"},
+		{"route sdk-fixed needs a cluster", func() error {
+			c := withTarget(DefaultCreateConfig(), TargetConfig{Spawn: true})
+			c.Mode, c.Route = ModeSingle, RouteSDKFixed
+			return c.Validate()
+		}(), "at least 2 nodes"},
 		{"unknown route", func() error {
 			c := withTarget(DefaultCreateConfig(), good)
 			c.Route = "random"

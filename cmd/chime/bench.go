@@ -64,7 +64,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		fs.IntVar(&cfg.N, "n", cfg.N, "tasks to create")
 		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "requests in flight")
 		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per batch request")
-		fs.StringVar(&cfg.Route, "route", cfg.Route, "in a cluster: any (round robin), owner (each task to its slot's owner), foreign (always to a non-owner: every request forwarded), compare (owner then foreign); all but any need --mode single")
+		fs.StringVar(&cfg.Route, "route", cfg.Route, "in a cluster: any (round robin), owner (each task to its slot's owner), foreign (always to a non-owner: every request forwarded), compare (owner then foreign), sdk (the Go SDK routing to owners), sdk-fixed (the Go SDK, owner routing off, first node only: it forwards what it does not own), sdk-compare (sdk then sdk-fixed); all but any need --mode single")
 		fs.BoolVar(&cfg.SkipBaseline, "no-baseline", false, "skip baseline-pebble")
 		fs.IntVar(&cfg.BaselineN, "baseline-n", 0, "records baseline-pebble writes (default min(n, 100000))")
 		run = func() (bench.Result, error) {
