@@ -32,12 +32,13 @@ type clusterMember struct {
 	OwnedRanges [][2]uint16 `json:"owned_ranges"`
 }
 
-// fetchCluster asks api for its view of the cluster.
+// fetchCluster asks api for its view of the cluster, the members' slot
+// ranges included (owners needs them).
 func fetchCluster(ctx context.Context, api *apiClient) (clusterView, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var v clusterView
-	a, err := api.do(ctx, http.MethodGet, "/v1/cluster", nil)
+	a, err := api.do(ctx, http.MethodGet, "/v1/cluster?ranges=true", nil)
 	if err != nil {
 		return v, err
 	}

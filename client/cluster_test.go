@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,22 +17,28 @@ import (
 
 func TestNodeCluster(t *testing.T) {
 	c := newNodeClient(t)
-	raw, err := c.Cluster(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var view struct {
-		Self    string `json:"self"`
-		Members []struct {
-			Name       string `json:"name"`
-			SlotsOwned int    `json:"slots_owned"`
-		} `json:"members"`
-	}
-	if err := json.Unmarshal(raw, &view); err != nil {
-		t.Fatal(err)
-	}
-	if view.Self != "sdk-test" || len(view.Members) != 1 || view.Members[0].SlotsOwned != 16384 {
-		t.Errorf("Cluster = %s", raw)
+	for _, ranges := range []bool{false, true} {
+		raw, err := c.Cluster(t.Context(), ranges)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var view struct {
+			Self    string `json:"self"`
+			Members []struct {
+				Name        string      `json:"name"`
+				SlotsOwned  int         `json:"slots_owned"`
+				OwnedRanges [][2]uint16 `json:"owned_ranges"`
+			} `json:"members"`
+		}
+		if err := json.Unmarshal(raw, &view); err != nil {
+			t.Fatal(err)
+		}
+		if view.Self != "sdk-test" || len(view.Members) != 1 || view.Members[0].SlotsOwned != 16384 {
+			t.Errorf("Cluster(ranges %v) = %s", ranges, raw)
+		}
+		if got, want := view.Members[0].OwnedRanges, map[bool][][2]uint16{true: {{0, 16383}}}[ranges]; !reflect.DeepEqual(got, want) {
+			t.Errorf("Cluster(ranges %v): owned_ranges %v, want %v", ranges, got, want)
+		}
 	}
 	if _, err := c.ForgetMember(t.Context(), "no-such-member"); !errors.As(err, new(*client.Error)) {
 		t.Errorf("ForgetMember(no-such-member) = %v, want an error answer", err)

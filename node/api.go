@@ -268,8 +268,9 @@ func (a api) Authenticate(r *http.Request, endpoint string) *Error {
 }
 
 // Cluster describes the cluster as this node sees it: every known member
-// (dead and left ones too, owning nothing) and the slot table.
-func (a api) Cluster() httpapi.Cluster {
+// (dead and left ones too, owning nothing) and the slot table, with each
+// member's slot ranges if ranges.
+func (a api) Cluster(ranges bool) httpapi.Cluster {
 	n := a.n
 	v := n.view.Load()
 	var settle time.Duration
@@ -281,14 +282,21 @@ func (a api) Cluster() httpapi.Cluster {
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure}
 	counts := v.Table.Counts()
 	for _, m := range v.Members {
-		owned, following := v.Table.Ranges(m.Name)
 		c := counts[m.Name]
 		mj := httpapi.Member{Name: m.Name, GossipAddr: m.Addr, HTTPAddr: m.Meta.HTTPAddr,
 			State: m.Meta.State.String(), Status: m.Status.String(),
-			SlotsOwned: c.Owned, SlotsFollowing: c.Following,
-			OwnedRanges: rangesJSON(owned), FollowingRanges: rangesJSON(following)}
-		if n.cluster == nil {
+			SlotsOwned: c.Owned, SlotsFollowing: c.Following}
+		switch {
+		case n.cluster == nil:
 			mj.Status = "alive"
+		case m.Status == gossip.StatusDead || m.Status == gossip.StatusLeft:
+			// Its last word on its state (active, draining) is history.
+			mj.State = mj.Status
+		}
+		if ranges {
+			owned, following := v.Table.Ranges(m.Name)
+			o, f := rangesJSON(owned), rangesJSON(following)
+			mj.OwnedRanges, mj.FollowingRanges = &o, &f
 		}
 		out.Members = append(out.Members, mj)
 	}

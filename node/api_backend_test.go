@@ -62,7 +62,7 @@ func TestBackendMethods(t *testing.T) {
 	if ready, reason, _ := a.Readiness(); ready != tn.Ready() || reason == "" {
 		t.Errorf("Readiness = %v %q", ready, reason)
 	}
-	if c := a.Cluster(); c.Self != "test-node" || len(c.Members) != 1 {
+	if c := a.Cluster(true); c.Self != "test-node" || len(c.Members) != 1 {
 		t.Errorf("Cluster = %+v", c)
 	}
 	if e := a.Forget("x"); e == nil || httpapi.AsError(e).Code != CodeInvalidArgument {

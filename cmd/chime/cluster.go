@@ -106,7 +106,7 @@ func (cc *clusterCmd) status(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := c.Cluster(ctx)
+	body, err := c.Cluster(ctx, true)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -75,7 +75,7 @@ type procClusterView struct {
 
 func getCluster(url string) (procClusterView, error) {
 	var cv procClusterView
-	resp, err := http.Get(url + "/v1/cluster")
+	resp, err := http.Get(url + "/v1/cluster?ranges=true")
 	if err != nil {
 		return cv, err
 	}
@@ -83,9 +83,9 @@ func getCluster(url string) (procClusterView, error) {
 	return cv, json.NewDecoder(resp.Body).Decode(&cv)
 }
 
-// readTableVersion reads table_version from GET /v1/cluster, decoding only up
-// to it: the whole view (every member's ranges, a few hundred KB) takes a
-// tenth of a second to decode under -race.
+// readTableVersion reads table_version from GET /v1/cluster (without the
+// ranges: with them the view is a few hundred KB, a tenth of a second to
+// decode under -race), decoding only up to it.
 func readTableVersion(url string) (uint64, error) {
 	resp, err := http.Get(url + "/v1/cluster")
 	if err != nil {
@@ -319,6 +319,22 @@ func TestClusterOfThreeProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	owners := ownerOf(t, cv)
+	// The view is compact by default; the ranges are on request.
+	for _, q := range []struct {
+		query    string
+		min, max int
+	}{{"", 100, 20 << 10}, {"?ranges=true", 100 << 10, 1 << 20}} {
+		resp, err := http.Get(procs[0].url + "/v1/cluster" + q.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(b) < q.min || len(b) > q.max {
+			t.Errorf("GET /v1/cluster%s on 3 nodes: %d bytes (%v), want %d to %d", q.query, len(b), err, q.min, q.max)
+		}
+		t.Logf("GET /v1/cluster%s on 3 nodes: %d bytes", q.query, len(b))
+	}
 
 	const singles, batched = 3000, 300
 	due := time.Now().Add(4 * time.Second)
@@ -512,6 +528,7 @@ func TestFailoverLosesNoAcknowledgedTask(t *testing.T) {
 	killed := time.Now()
 	procs[victim].signal(t, syscall.SIGKILL)
 	t.Logf("killed %s (owner of %d of the %d tasks) %v before the first due time", name, perOwner[name], n, due.Sub(killed).Round(time.Millisecond))
+	t.Logf("%s shows %s dead %v after the kill", procs[0].url, name, awaitMemberState(t, procs[0].url, name, "dead", killed))
 
 	fl.awaitCount(n, 40*time.Second)
 	time.Sleep(time.Second)
@@ -567,6 +584,7 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 	start := time.Now()
 	procs[1].signal(t, syscall.SIGTERM)
 	t.Logf("n2 drained and exited in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("n1 shows n2 left %v after the SIGTERM", awaitMemberState(t, procs[0].url, "n2", "left", start))
 	if code := procs[1].cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("n2 exited with %d after SIGTERM", code)
 	}
@@ -590,6 +608,34 @@ func TestDrainHandsOverWithoutLossOrRepeat(t *testing.T) {
 		t.Errorf("%d of %d tasks fired", len(fl.got), n)
 	}
 	t.Logf("%d tasks fired once each; the latest fire was %v late (the handover pause)", len(fl.got), maxLate.Round(time.Millisecond))
+}
+
+// awaitMemberState waits until GET /v1/cluster at url shows member name
+// in state want (and as much in status: dead, left), failing after 15 s
+// (memberlist declares a death in about 2.5 s here), and returns how long
+// after since it first did.
+func awaitMemberState(t *testing.T, url, name, want string, since time.Time) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var last string
+	for {
+		cv, err := getCluster(url)
+		if err == nil {
+			last = ""
+			for _, m := range cv.Members {
+				if m.Name == name {
+					if m.State == want && m.Status == want {
+						return time.Since(since).Round(time.Millisecond)
+					}
+					last = m.State + "/" + m.Status
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: member %s is %q (state/status), not %s, %v after the change (%v)", url, name, last, want, time.Since(since), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // argAfter returns the value after flag in args.

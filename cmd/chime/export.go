@@ -174,7 +174,7 @@ type clusterVersion struct {
 
 func tableVersion(ctx context.Context, c *remote) (clusterVersion, error) {
 	var cv clusterVersion
-	body, err := c.Cluster(ctx)
+	body, err := c.Cluster(ctx, false)
 	if err != nil {
 		return cv, c.fail(err)
 	}

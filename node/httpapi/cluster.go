@@ -1,18 +1,25 @@
 package httpapi
 
-import "net/http"
+import (
+	"net/http"
+	"strconv"
+)
 
 // Member is one member in GET /v1/cluster.
 type Member struct {
-	Name            string      `json:"name"`
-	GossipAddr      string      `json:"gossip_addr,omitempty"`
-	HTTPAddr        string      `json:"http_addr"`
-	State           string      `json:"state"`
-	Status          string      `json:"status"`
-	SlotsOwned      int         `json:"slots_owned"`
-	SlotsFollowing  int         `json:"slots_following"`
-	OwnedRanges     [][2]uint16 `json:"owned_ranges"`
-	FollowingRanges [][2]uint16 `json:"following_ranges"`
+	Name       string `json:"name"`
+	GossipAddr string `json:"gossip_addr,omitempty"`
+	HTTPAddr   string `json:"http_addr"`
+	// State is the member's own word (active, joining, draining) while it
+	// is alive; "dead" or "left" once gossip says so (Status).
+	State          string `json:"state"`
+	Status         string `json:"status"`
+	SlotsOwned     int    `json:"slots_owned"`
+	SlotsFollowing int    `json:"slots_following"`
+	// The slot ranges, only with ?ranges=true: thousands per member (the
+	// table spreads the slots by hashing), ~90 KB a member.
+	OwnedRanges     *[][2]uint16 `json:"owned_ranges,omitempty"`
+	FollowingRanges *[][2]uint16 `json:"following_ranges,omitempty"`
 }
 
 // Cluster is GET /v1/cluster: the cluster as a node sees it, every known
@@ -32,9 +39,19 @@ type Cluster struct {
 	Members  []Member `json:"members"`
 }
 
-// handleCluster describes the cluster as this node sees it.
-func (s *Server) handleCluster(w http.ResponseWriter, _ *http.Request) {
-	WriteJSON(w, http.StatusOK, s.b.Cluster())
+// handleCluster describes the cluster as this node sees it; with
+// ?ranges=true each member's slot ranges too.
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	ranges := false
+	if v := r.URL.Query().Get("ranges"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			WriteError(w, Invalid("ranges", "ranges must be true or false"))
+			return
+		}
+		ranges = b
+	}
+	WriteJSON(w, http.StatusOK, s.b.Cluster(ranges))
 }
 
 // handleForget serves POST /v1/cluster/members/{name}/forget: an operator

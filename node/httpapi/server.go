@@ -67,8 +67,9 @@ type Backend interface {
 	// key order (slot, then id), until f returns false.
 	ScanTasks(from storage.Position, f func(*storage.Task) bool) error
 
-	// Cluster describes the cluster as the node sees it (GET /v1/cluster).
-	Cluster() Cluster
+	// Cluster describes the cluster as the node sees it (GET /v1/cluster),
+	// each member's slot ranges too if ranges.
+	Cluster(ranges bool) Cluster
 	// SlotEpoch returns slot s's epoch as this node knows it (it owns or
 	// follows s), 0 when it does not (GET /v1/cluster/slots).
 	SlotEpoch(s uint16) uint64

@@ -171,7 +171,13 @@ func (f *fake) SlotEpoch(s uint16) uint64 {
 	defer f.mu.Unlock()
 	return f.epochs[s]
 }
-func (f *fake) Cluster() Cluster { return Cluster{Self: "n1", Members: []Member{{Name: "n1"}}} }
+func (f *fake) Cluster(ranges bool) Cluster {
+	m := Member{Name: "n1", HTTPAddr: "127.0.0.1:7070", State: "active", Status: "alive", SlotsOwned: 16384}
+	if ranges {
+		m.OwnedRanges, m.FollowingRanges = &[][2]uint16{{0, 16383}}, &[][2]uint16{}
+	}
+	return Cluster{Self: "n1", TableVersion: 7, ViewChecksum: "0000000000000007", Settled: true, Members: []Member{m}}
+}
 func (f *fake) Forget(name string) error {
 	if name != "dead" {
 		return &Error{Code: CodeNotFound, Field: "name", Message: "no such member"}
@@ -421,5 +427,36 @@ func TestServerListsTheCluster(t *testing.T) {
 	f.answer = func(string, string, []byte) Answer { return Answer{Status: http.StatusInternalServerError} }
 	if w := serve(t, f, Config{Clustered: true}, "GET", "/v1/tasks", ""); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("a member fails: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestClusterRanges: GET /v1/cluster leaves the members' slot ranges out
+// unless ?ranges=true asks for them; any other value is a 400.
+func TestClusterRanges(t *testing.T) {
+	for _, tc := range []struct {
+		query  string
+		status int
+		ranges bool
+	}{
+		{"", 200, false},
+		{"?ranges=false", 200, false},
+		{"?ranges=true", 200, true},
+		{"?ranges=1", 200, true},
+		{"?ranges=maybe", 400, false},
+	} {
+		w := serve(t, newFake(), Config{}, "GET", "/v1/cluster"+tc.query, "")
+		if w.Code != tc.status {
+			t.Errorf("GET /v1/cluster%s = %d %s, want %d", tc.query, w.Code, w.Body, tc.status)
+			continue
+		}
+		if tc.status != 200 {
+			if !strings.Contains(w.Body.String(), `"field":"ranges"`) {
+				t.Errorf("GET /v1/cluster%s: %s, want an error on field ranges", tc.query, w.Body)
+			}
+			continue
+		}
+		if got := strings.Contains(w.Body.String(), `"owned_ranges"`); got != tc.ranges {
+			t.Errorf("GET /v1/cluster%s: owned_ranges present %v, want %v: %s", tc.query, got, tc.ranges, w.Body)
+		}
 	}
 }
