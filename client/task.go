@@ -40,7 +40,8 @@ const (
 // its answers and ignores them in a request, except Status: a task sent
 // with StatusPaused is created (or replaced) paused.
 type Task struct {
-	// ID is 1 to 128 characters of A-Z a-z 0-9 . _ ~ : -; the node makes
+	// ID is 1 to 128 characters of A-Z a-z 0-9 . _ ~ : - { } (a {tag}
+	// places ids that share it in one slot: slots.HashKey); the node makes
 	// up a ULID when a create has none. Its slot is slots.Of(ID).
 	ID string
 	// CallbackURL is where each fire is POSTed (http or https).

@@ -32,7 +32,7 @@
 // The task, due index and history keys are the slot's data: what is
 // replicated, snapshotted and covered by the checksum. The meta and
 // checksum keys are each node's own and travel with none of them.
-// Ids are 1-128 characters of A-Z a-z 0-9 . _ ~ : - (ValidID), so they never
+// Ids are 1-128 characters of A-Z a-z 0-9 . _ ~ : - { } (ValidID), so they never
 // contain 0x00 and the history of one id is exactly ['s' slot 'H' id 0x00,
 // 's' slot 'H' id 0x01).
 //

@@ -47,8 +47,9 @@ const slotPrefixLen = 3
 const dueIDOffset = slotPrefixLen + 1 + 8
 
 // ValidID reports whether id can be stored: 1 to MaxIDLen characters of
-// A-Z a-z 0-9 . _ ~ : -. Storage keys rely on this (an id never contains
-// 0x00); Batch methods panic on an invalid id, so callers validate first.
+// A-Z a-z 0-9 . _ ~ : - { } (braces make a hash tag, slots.HashKey).
+// Storage keys rely on this (an id never contains 0x00); Batch methods
+// panic on an invalid id, so callers validate first.
 func ValidID(id string) bool {
 	if len(id) == 0 || len(id) > MaxIDLen {
 		return false
@@ -57,7 +58,7 @@ func ValidID(id string) bool {
 		c := id[i]
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == '~', c == ':', c == '-':
+		case c == '.', c == '_', c == '~', c == ':', c == '-', c == '{', c == '}':
 		default:
 			return false
 		}

@@ -703,6 +703,8 @@ func TestValidID(t *testing.T) {
 		{"a", true},
 		{"01JABCDEFGHJKMNPQRSTVWXYZ0", true},
 		{"x:y.z~_-AZ09", true},
+		{"{tenant-7}.invoice:42", true},
+		{"}{", true},
 		{strings.Repeat("a", 128), true},
 		{"", false},
 		{strings.Repeat("a", 129), false},

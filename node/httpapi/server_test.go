@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -458,5 +459,30 @@ func TestClusterRanges(t *testing.T) {
 		if got := strings.Contains(w.Body.String(), `"owned_ranges"`); got != tc.ranges {
 			t.Errorf("GET /v1/cluster%s: owned_ranges present %v, want %v: %s", tc.query, got, tc.ranges, w.Body)
 		}
+	}
+}
+
+// TestHashTagIDs: ids may hold braces (a hash tag); in a path they come
+// percent-encoded, and the slot the node computes is the tag's.
+func TestHashTagIDs(t *testing.T) {
+	f := newFake()
+	body := `{"callback_url":"https://x.example/cb","delay_ms":60000}`
+	if w := serve(t, f, Config{}, "PUT", "/v1/tasks/%7Btenant-7%7D.invoice-42", body); w.Code != http.StatusCreated {
+		t.Fatalf("PUT a braced id = %d %s, want 201", w.Code, w.Body)
+	}
+	if w := serve(t, f, Config{}, "POST", "/v1/tasks", `{"id":"{tenant-7}.reminder","callback_url":"https://x.example/cb","delay_ms":60000}`); w.Code != http.StatusCreated {
+		t.Fatalf("POST a braced id = %d %s, want 201", w.Code, w.Body)
+	}
+	for _, id := range []string{"{tenant-7}.invoice-42", "{tenant-7}.reminder"} {
+		if _, ok := f.tasks[id]; !ok {
+			t.Errorf("task %q not stored", id)
+		}
+	}
+	w := serve(t, f, Config{}, "GET", "/v1/tasks/%7Btenant-7%7D.invoice-42", "")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), fmt.Sprintf(`"slot":%d`, slots.Of("tenant-7"))) {
+		t.Errorf("GET a braced id = %d %s, want 200 with slot %d (the tag's)", w.Code, w.Body, slots.Of("tenant-7"))
+	}
+	if w := serve(t, f, Config{}, "POST", "/v1/tasks", `{"id":"a[b]","callback_url":"https://x.example/cb","delay_ms":1}`); w.Code != http.StatusBadRequest {
+		t.Errorf("POST id a[b] = %d, want 400", w.Code)
 	}
 }

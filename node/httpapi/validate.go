@@ -296,14 +296,15 @@ func parseInstant(field, s string, now time.Time) (int64, *Error) {
 	return t.UnixNano(), nil
 }
 
-// validateID checks a client-chosen task id.
+// validateID checks a client-chosen task id (storage.ValidID's characters;
+// braces make a hash tag, slots.HashKey).
 func validateID(id string) *Error {
 	if len(id) > maxIDLen {
 		return Invalid("id", "must be 1 to %d characters, got %d", maxIDLen, len(id))
 	}
 	for i := 0; i < len(id); i++ {
 		if !isIDChar(id[i]) {
-			return Invalid("id", "may contain only A-Z a-z 0-9 . _ ~ : -; found %q at byte %d", id[i], i)
+			return Invalid("id", "may contain only A-Z a-z 0-9 . _ ~ : - { }; found %q at byte %d", id[i], i)
 		}
 	}
 	if id == "." || id == ".." {
@@ -316,7 +317,7 @@ func validateID(id string) *Error {
 
 func isIDChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-		c == '.' || c == '_' || c == '~' || c == ':' || c == '-'
+		c == '.' || c == '_' || c == '~' || c == ':' || c == '-' || c == '{' || c == '}'
 }
 
 // validateCallbackURL checks that u is an absolute http or https URL with a host.
