@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"strings"
@@ -110,6 +111,18 @@ func dashView(members []gossip.Member, table ring.Table) *dashboard.View {
 // (https://***@host): the view is on the dashboard and in the snapshot.
 func callbackHost(u string) string {
 	return httpapi.RedactURL(callbackAuthority(u))
+}
+
+// callbackEndpoint is callbackHost with the path: the key of the per-URL
+// latency view (no query or fragment, which often carry tokens and make
+// every call a URL of its own).
+func callbackEndpoint(u string) string {
+	a := callbackAuthority(u)
+	path := u[len(a):]
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	return httpapi.RedactURL(a) + cmp.Or(path, "/")
 }
 
 // callbackAuthority is the scheme://[userinfo@]host:port part of u.

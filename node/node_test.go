@@ -413,6 +413,22 @@ func TestCallbackHost(t *testing.T) {
 	}
 }
 
+func TestCallbackEndpoint(t *testing.T) {
+	tests := map[string]string{
+		"http://a.example:8080/x?y":       "http://a.example:8080/x",
+		"https://b/":                      "https://b/",
+		"http://c?q":                      "http://c/",
+		"http://d":                        "http://d/",
+		"https://u:pw@e/hooks/7#frag":     "https://***@e/hooks/7",
+		"http://f/a/b/c?token=secret&x=1": "http://f/a/b/c",
+	}
+	for in, want := range tests {
+		if got := callbackEndpoint(in); got != want {
+			t.Errorf("callbackEndpoint(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestOverloadAnswers429AndLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tn := startNode(t, func(c *Config) {

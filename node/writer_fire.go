@@ -109,7 +109,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	}
 	w.metrics.observeResult(r)
-	w.hosts.Observe(callbackHost(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
+	w.hosts.Observe(callbackHost(r.Job.URL), callbackEndpoint(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	if err != nil {
 		w.log.Error("read task to finish fire", "task", id, "err", err)
 		return 0

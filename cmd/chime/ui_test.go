@@ -261,6 +261,7 @@ func testRealNode(t *testing.T, browser context.Context) {
 	waitJS(t, tb, "41 stored tasks", `document.getElementById('k-tasks').textContent === '41'`)
 	waitJS(t, tb, "a later push", `document.body.dataset.seq !== '`+seq+`'`)
 	waitJS(t, tb, "the wheel heatmap", `/^[1-9]/.test(document.getElementById('wheel-hint').textContent)`)
+	waitJS(t, tb, "the per-URL latency table", `!document.getElementById('urls').hidden && document.querySelector('#urls tbody tr td').textContent.endsWith('/v1/test/callback')`)
 
 	if os.Getenv("CHIME_SCREENSHOT") == "1" {
 		// Give the charts some history and the latency view a second host

@@ -34,6 +34,7 @@ type MemberAnswer struct {
 	MemberSnapshot
 	Wheel *WheelHeatmap       `json:"wheel,omitempty"`
 	Hosts []dispatch.HostHist `json:"host_histograms,omitempty"`
+	URLs  []dispatch.HostHist `json:"url_histograms,omitempty"`
 	// UnderReplicated are the slots this member owns whose follower has
 	// not acknowledged all writes; Importing the slots the view gives it
 	// that it does not serve yet (their writes answer 503).
@@ -59,6 +60,7 @@ func (d *Dashboard) Member(ctx context.Context) (*MemberAnswer, error) {
 	}
 	under, importing, stalled := d.src.SlotHealth()
 	return &MemberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: d.cfg.Hosts.Hists(hostsShared),
+		URLs:            d.cfg.Hosts.URLHists(hostsShared),
 		UnderReplicated: under, Importing: importing, Stalled: stalled}, nil
 }
 
@@ -132,6 +134,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 	rows := make([]MemberSnapshot, 0, len(members)+1)
 	wheels := []WheelHeatmap{snap.Wheel}
 	hosts := [][]dispatch.HostHist{d.cfg.Hosts.Hists(hostsShared)}
+	urls := [][]dispatch.HostHist{d.cfg.Hosts.URLHists(hostsShared)}
 	hasSelf := false
 	for i, m := range members {
 		var row MemberSnapshot
@@ -149,6 +152,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 					wheels = append(wheels, *p.ans.Wheel)
 				}
 				hosts = append(hosts, p.ans.Hosts)
+				urls = append(urls, p.ans.URLs)
 			}
 		default:
 			row = MemberSnapshot{Stale: true, TasksStored: -1, State: m.State}
@@ -168,6 +172,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 	snap.SlotOwners, snap.SlotStates, snap.TableVersion = owners, states, v.Table.Checksum()
 	snap.Wheel = mergeWheels(wheels)
 	snap.Hosts = dispatch.MergeHosts(10, hosts...)
+	snap.URLs = dispatch.MergeHosts(10, urls...)
 }
 
 // fetchMember asks member m for its row, signed, within memberFetchTimeout.

@@ -288,3 +288,33 @@ func TestMergeWheels(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterSnapshotURLs: the per-URL latency of the members adds up, as
+// the per-host one does: the serving node's own and each live member's.
+func TestClusterSnapshotURLs(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 30, 0, time.UTC)
+	peer := dispatch.NewHostStats()
+	for range 3 {
+		peer.Observe("http://x", "http://x/slow", 300*time.Millisecond)
+	}
+	src := &fakeSource{stats: Stats{Metrics: map[string]float64{}, Ready: true}, view: testView("a", "b"),
+		peers: map[string]func(context.Context) (int, []byte, error){
+			"b": answer(MemberAnswer{MemberSnapshot: MemberSnapshot{Name: "b", State: "active"},
+				Hosts: peer.Hists(20), URLs: peer.URLHists(20)}),
+		}}
+	d := newTestDashboard(src, &now)
+	for range 5 {
+		d.cfg.Hosts.Observe("http://x", "http://x/fast", time.Millisecond)
+	}
+	d.cfg.Hosts.Observe("http://x", "http://x/slow", 300*time.Millisecond)
+	s, err := d.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.URLs) != 2 || s.URLs[0].Host != "http://x/fast" || s.URLs[0].Count != 5 || s.URLs[1].Host != "http://x/slow" || s.URLs[1].Count != 4 {
+		t.Errorf("URLs = %+v, want fast (5) and slow (4, both members)", s.URLs)
+	}
+	if len(s.Hosts) != 1 || s.Hosts[0].Count != 9 {
+		t.Errorf("Hosts = %+v, want x with 9", s.Hosts)
+	}
+}

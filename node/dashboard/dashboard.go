@@ -182,6 +182,7 @@ func (d *Dashboard) Snapshot(ctx context.Context) (*Snapshot, error) {
 		Events:       events,
 		Wheel:        heat,
 		Hosts:        d.cfg.Hosts.Top(10),
+		URLs:         d.cfg.Hosts.TopURLs(10),
 	}
 	if v != nil {
 		d.clusterSnapshot(ctx, v, self, snap)

@@ -70,6 +70,9 @@ type Snapshot struct {
 	Wheel WheelHeatmap `json:"wheel"`
 	// Hosts is callback latency per host, busiest first (json "hosts").
 	Hosts []HostLatency `json:"hosts"`
+	// URLs is callback latency per URL (scheme://host:port/path, no
+	// query), busiest first (json "urls"; each row's "host" holds the URL).
+	URLs []HostLatency `json:"urls"`
 	// Insecure is set when the serving node runs with --insecure-cluster
 	// (json "insecure"): the dashboard shows a warning.
 	Insecure bool `json:"insecure,omitempty"`

@@ -1,6 +1,6 @@
 package dispatch
 
-// Per-host callback latency, for the dashboard's per-URL view.
+// Per-host and per-URL callback latency, for the dashboard's latency view.
 
 import (
 	"math"
@@ -9,20 +9,29 @@ import (
 	"time"
 )
 
-// HostStats keeps a callback latency histogram per callback host, for the
-// dashboard's per-URL view. It tracks at most maxHosts hosts; later ones
-// are counted under "other", so memory stays bounded whatever users send.
-// Its user decides what a host is (the node: the callback URL's
-// scheme://host:port, credentials redacted) and what to observe. Safe for
-// concurrent use.
+// HostStats keeps a callback latency histogram per callback host and per
+// callback URL, for the dashboard's latency view. It tracks at most
+// maxHosts hosts (later ones are counted under "other": every call counts
+// in the host totals) and maxURLs URLs (a new URL, once the table is
+// full, replaces the one with the fewest calls: the busiest stay, the
+// rare ones churn), so memory stays bounded whatever users send. Its user
+// decides what a host and a URL are (the node: the callback URL's
+// scheme://host:port, credentials redacted, and that with the path, no
+// query) and what to observe. Safe for concurrent use.
 type HostStats struct {
 	mu struct {
 		sync.Mutex
 		hosts map[string]*latencyHist // guarded by mu
+		urls  map[string]*latencyHist // guarded by mu
 	}
 }
 
-const maxHosts = 256
+const (
+	maxHosts = 256
+	maxURLs  = 256
+	// maxURLLen bounds a URL key: a longer one is cut.
+	maxURLLen = 256
+)
 
 // latencyHist is a log-bucketed histogram: bucket i holds durations in
 // [base·r^(i-1), base·r^i) with r = 2^(1/4), base 50 µs; about 9 % error.
@@ -54,13 +63,28 @@ func bucketUpper(i int) time.Duration {
 func NewHostStats() *HostStats {
 	h := &HostStats{}
 	h.mu.hosts = make(map[string]*latencyHist)
+	h.mu.urls = make(map[string]*latencyHist)
 	return h
 }
 
-// Observe records one callback to host that took d.
-func (h *HostStats) Observe(host string, d time.Duration) {
+// Observe records one callback to host, at url ("": none), that took d.
+func (h *HostStats) Observe(host, url string, d time.Duration) {
+	b := latencyBucket(d)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if url != "" {
+		url = url[:min(len(url), maxURLLen)]
+		uh := h.mu.urls[url]
+		if uh == nil {
+			if len(h.mu.urls) >= maxURLs {
+				h.evictURL()
+			}
+			uh = &latencyHist{}
+			h.mu.urls[url] = uh
+		}
+		uh.counts[b]++
+		uh.total++
+	}
 	lh := h.mu.hosts[host]
 	if lh == nil {
 		if len(h.mu.hosts) >= maxHosts {
@@ -72,8 +96,21 @@ func (h *HostStats) Observe(host string, d time.Duration) {
 			h.mu.hosts[host] = lh
 		}
 	}
-	lh.counts[latencyBucket(d)]++
+	lh.counts[b]++
 	lh.total++
+}
+
+// evictURL drops the URL with the fewest calls (the first by name of
+// those): O(maxURLs), only when a new URL comes to a full table.
+func (h *HostStats) evictURL() {
+	var victim string
+	least := uint64(math.MaxUint64)
+	for u, uh := range h.mu.urls {
+		if uh.total < least || uh.total == least && u < victim {
+			victim, least = u, uh.total
+		}
+	}
+	delete(h.mu.urls, victim)
 }
 
 // HostLatency is one callback host's latency summary.
@@ -86,10 +123,20 @@ type HostLatency struct {
 }
 
 // Top returns the n hosts with the most callbacks, most first.
-func (h *HostStats) Top(n int) []HostLatency {
+func (h *HostStats) Top(n int) []HostLatency { return h.top(n, false) }
+
+// TopURLs returns the n URLs with the most callbacks, most first (each
+// HostLatency.Host holds the URL).
+func (h *HostStats) TopURLs(n int) []HostLatency { return h.top(n, true) }
+
+func (h *HostStats) top(n int, urls bool) []HostLatency {
 	h.mu.Lock()
-	out := make([]HostLatency, 0, len(h.mu.hosts))
-	for host, lh := range h.mu.hosts {
+	m := h.mu.hosts
+	if urls {
+		m = h.mu.urls
+	}
+	out := make([]HostLatency, 0, len(m))
+	for host, lh := range m {
 		out = append(out, HostLatency{
 			Host: host, Count: lh.total,
 			P50Ms: lh.quantile(0.50), P90Ms: lh.quantile(0.90), P99Ms: lh.quantile(0.99),
@@ -133,11 +180,21 @@ type HostHist struct {
 }
 
 // Hists returns the histograms of the n hosts with the most callbacks.
-func (h *HostStats) Hists(n int) []HostHist {
+func (h *HostStats) Hists(n int) []HostHist { return h.hists(n, false) }
+
+// URLHists returns the histograms of the n URLs with the most callbacks
+// (each HostHist.Host holds the URL).
+func (h *HostStats) URLHists(n int) []HostHist { return h.hists(n, true) }
+
+func (h *HostStats) hists(n int, urls bool) []HostHist {
 	h.mu.Lock()
-	out := make([]HostHist, 0, len(h.mu.hosts))
-	totals := make(map[string]uint64, len(h.mu.hosts))
-	for host, lh := range h.mu.hosts {
+	m := h.mu.hosts
+	if urls {
+		m = h.mu.urls
+	}
+	out := make([]HostHist, 0, len(m))
+	totals := make(map[string]uint64, len(m))
+	for host, lh := range m {
 		hh := HostHist{Host: host}
 		for i, c := range lh.counts {
 			if c > 0 {

@@ -387,6 +387,7 @@
     renderLegend(slotStats);
     renderHeatmap(snap.wheel);
     renderHosts(snap.hosts || []);
+    renderLatency('urls', null, snap.urls || []);
     renderEvents(snap.events || []);
     if (state.view === 'cluster') drawCharts();
   }
@@ -883,9 +884,15 @@
   // ---------- hosts ----------
 
   function renderHosts(hosts) {
+    renderLatency('hosts', 'hosts-empty', hosts);
+  }
+
+  // renderLatency fills the latency table id (hosts or URLs, each row's
+  // host field naming it) and shows emptyId instead when there is none.
+  function renderLatency(id, emptyId, hosts) {
     const top = hosts.slice(0, 10);
-    $('hosts-empty').hidden = top.length > 0;
-    $('hosts').hidden = top.length === 0;
+    if (emptyId) $(emptyId).hidden = top.length > 0;
+    $(id).hidden = top.length === 0;
     if (!top.length) return;
     const lo = Math.max(0.05, Math.min(...top.map((x) => x.p50_ms || 0.05)) / 1.5);
     const hi = Math.max(lo * 10, ...top.map((x) => (x.p99_ms || 0) * 1.15));
@@ -904,7 +911,7 @@
         cell(fmtMs(x.p50_ms), 'num'), cell(fmtMs(x.p90_ms), 'num'), cell(fmtMs(x.p99_ms), 'num'),
         el('td', null, bar));
     });
-    $('hosts').tBodies[0].replaceChildren(...rows);
+    $(id).tBodies[0].replaceChildren(...rows);
   }
 
   // ---------- events ----------
