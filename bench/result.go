@@ -44,6 +44,7 @@ type Result struct {
 	Failover *FailoverStats `json:"failover,omitempty"`
 	Join     *JoinStats     `json:"join,omitempty"`
 	Idle     *IdleStats     `json:"idle,omitempty"`
+	Overload *OverloadStats `json:"overload,omitempty"`
 
 	// Summary is the table printed at the end: each Chime figure next to
 	// its in-run ceiling.

@@ -117,6 +117,27 @@ func TestWorkloadsSmoke(t *testing.T) {
 	// each bounded by clusterDeadline so a cluster that stops answering
 	// fails the subtest instead of stalling the suite.
 	var gate clusterGate
+	t.Run("overload", func(t *testing.T) {
+		// A write queue of 8 against 64 clients: most creates must be
+		// refused 429 with Retry-After, the node must live, and every
+		// acknowledged task must fire, none early.
+		cfg := DefaultOverloadConfig()
+		cfg.Target, cfg.Duration, cfg.Concurrency, cfg.Lead, cfg.Timeout = target, 2*time.Second, 64, time.Second, 20*time.Second
+		cfg.Target.ServeArgs = []string{"--write-queue", "8"}
+		res, err := RunOverload(t.Context(), cfg)
+		if err != nil {
+			t.Fatalf("RunOverload: %v", err)
+		}
+		o := res.Overload
+		if !o.Alive || o.Acked == 0 || o.Refused429 == 0 || o.WithRetryAfter != o.Refused429 || o.Other+o.TransportErrors != 0 {
+			t.Errorf("overload %+v: want the node alive, tasks acknowledged, 429s all with Retry-After, no other error", *o)
+		}
+		if o.Fired < uint64(o.Acked) || o.TimedOut || o.Receiver.Early != 0 {
+			t.Errorf("fired %d of %d acknowledged (timed out %v), %d early: want all, none early", o.Fired, o.Acked, o.TimedOut, o.Receiver.Early)
+		}
+		t.Logf("overload: %d requests, %d acknowledged, %d answered 429, max RSS %.0f MiB", o.Requests, o.Acked, o.Refused429, float64(o.MaxRSSBytes)/(1<<20))
+		logWarnings(t, res)
+	})
 	t.Run("cluster/create-compare", func(t *testing.T) {
 		cfg := DefaultCreateConfig()
 		cfg.Target, cfg.Mode, cfg.Route, cfg.N, cfg.Concurrency, cfg.SkipBaseline = cluster, ModeSingle, RouteCompare, 200, 8, true

@@ -25,6 +25,7 @@ workloads:
   failover         fire N tasks through a spawned cluster and SIGKILL one node midway; detection, missed, lateness
   join             fire N tasks through a spawned cluster and start one more node midway; join time, stranded, lateness
   idle             a spawned cluster with no tasks, settled, then measured: CPU share of a core, goroutines, RSS per node
+  overload         clients far beyond one node's write queue for a while: 429s with Retry-After, RSS, every acknowledged task fires
   baseline-http    bare net/http client posting to the receiver: the fire ceiling and the receiver's capacity
   baseline-pebble  bare storage batches committed with sync: the create ceiling
 
@@ -148,6 +149,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		run = func() (bench.Result, error) {
 			cfg.Target, cfg.Progress = tf.config(env), prog
 			return bench.RunIdle(ctx, cfg)
+		}
+	case "overload":
+		cfg := bench.DefaultOverloadConfig()
+		tf = registerTargetFlags(fs, cfg.Target)
+		fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long the clients send creates back to back")
+		fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "requests in flight (beyond the node's --write-queue it must answer 429)")
+		fs.IntVar(&cfg.Batch, "batch", cfg.Batch, "tasks per request (1: POST /v1/tasks, more: POST /v1/tasks:batch)")
+		fs.DurationVar(&cfg.Lead, "lead", cfg.Lead, "every acknowledged task is due this long after the overload")
+		fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long to wait for the fires after the due time")
+		run = func() (bench.Result, error) {
+			cfg.Target, cfg.Progress = tf.config(env), prog
+			return bench.RunOverload(ctx, cfg)
 		}
 	case "baseline-http":
 		cfg := bench.DefaultHTTPBaselineConfig()
