@@ -406,7 +406,7 @@ func (r *chaosRun) pollTables(stop <-chan struct{}) {
 		case <-tick.C:
 		}
 		for _, p := range r.liveProcs() {
-			cv, err := getCluster(p.url)
+			cv, err := getClusterRanges(p.url)
 			if err != nil || cv.Self == "" {
 				continue
 			}

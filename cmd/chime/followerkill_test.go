@@ -29,7 +29,7 @@ func TestFollowerKillLosesNothing(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 	procs, fl, owners := startFiringCluster(t)
-	cv, err := getCluster(procs[0].url)
+	cv, err := getClusterRanges(procs[0].url)
 	if err != nil {
 		t.Fatal(err)
 	}

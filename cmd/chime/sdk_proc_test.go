@@ -146,7 +146,7 @@ func TestSDKAgainstThreeProcesses(t *testing.T) {
 	if f := forwarded(all) - f0; f != 0 {
 		t.Errorf("after the join the nodes forwarded %v of the SDK's 300 creates, want 0", f)
 	}
-	cv, err := getCluster(n4.url)
+	cv, err := getClusterRanges(n4.url)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestTLSCluster(t *testing.T) {
 		}
 	}
 	fl := newFireLog(t)
-	cv, err := getCluster(procs[0].url)
+	cv, err := getClusterRanges(procs[0].url)
 	if err != nil {
 		t.Fatal(err)
 	}

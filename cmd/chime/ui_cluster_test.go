@@ -288,7 +288,7 @@ func testCluster(t *testing.T, browser context.Context) {
 	tb.do(t, "submit the create form", chromedp.Click(chromedp.CSS(`#c-submit`)))
 	waitJS(t, tb, "the task in the list", `document.querySelector('#task-list tbody tr[data-id="ui-cluster"]') !== null`)
 	waitJS(t, tb, "an execution", `[...document.querySelectorAll('#executions tbody pre')].some((p) => p.textContent.includes('"task_id":"ui-cluster"'))`)
-	cv, err := getCluster(url)
+	cv, err := getClusterRanges(url)
 	if err != nil {
 		t.Fatal(err)
 	}
