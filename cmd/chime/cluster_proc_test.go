@@ -291,8 +291,8 @@ func slotOwners(cv procClusterView) []string {
 	return owners
 }
 
-// metricValue reads one unlabelled or fully labelled sample from /metrics.
-func metricValue(t *testing.T, url, sample string) float64 {
+// metricsText reads url's GET /metrics.
+func metricsText(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
@@ -303,7 +303,13 @@ func metricValue(t *testing.T, url, sample string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
+	return string(b)
+}
+
+// metricValue reads one unlabelled or fully labelled sample from /metrics.
+func metricValue(t *testing.T, url, sample string) float64 {
+	t.Helper()
+	for line := range strings.SplitSeq(metricsText(t, url), "\n") {
 		if v, ok := strings.CutPrefix(line, sample+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			if err != nil {

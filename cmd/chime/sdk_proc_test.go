@@ -190,17 +190,8 @@ func TestSDKAgainstThreeProcesses(t *testing.T) {
 // metricSumOf sums every series of the metric name in url's /metrics.
 func metricSumOf(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var sum float64
-	for line := range strings.SplitSeq(string(b), "\n") {
+	for line := range strings.SplitSeq(metricsText(t, url), "\n") {
 		rest, ok := strings.CutPrefix(line, name)
 		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
 			continue
