@@ -82,6 +82,12 @@ func (c Compiled) next(ns int64) int64 {
 	return t.UnixNano()
 }
 
+// nextOf is nextFire under spec's DST policy, without the flag.
+func (c Compiled) nextOf(spec *storage.Spec, ns int64) int64 {
+	t, _ := c.nextFire(ns, spec.DSTGap, spec.DSTOverlap)
+	return t
+}
+
 // FirstDue returns the first due instant of a new task created at now:
 //   - once: Spec.DueAt (which may be in the past: the task fires at once);
 //   - every: StartAt if set and not in the past, else now + every; a StartAt
@@ -114,7 +120,7 @@ func FirstDue(spec *storage.Spec, now time.Time) (int64, error) {
 		if d, ok := c.sched.(cron.ConstantDelaySchedule); ok && spec.StartAt != 0 {
 			return orNoOccurrence(gridFrom(spec.StartAt, nowNs, int64(d.Delay)))
 		}
-		if next := c.next(max(nowNs, spec.StartAt-1)); next != 0 {
+		if next := c.nextOf(spec, max(nowNs, spec.StartAt-1)); next != 0 {
 			return next, nil
 		}
 		return 0, errNoOccurrence
@@ -163,7 +169,7 @@ func NextDue(spec *storage.Spec, after int64) int64 {
 			next, _ := addNs(after, int64(d.Delay))
 			return next
 		}
-		return c.next(max(after, spec.StartAt-1))
+		return c.nextOf(spec, max(after, spec.StartAt-1))
 	}
 	return 0
 }
@@ -193,7 +199,7 @@ func FirstAfter(spec *storage.Spec, due, now int64) int64 {
 		if d, ok := c.sched.(cron.ConstantDelaySchedule); ok && cmp.Or(due, spec.StartAt) != 0 {
 			return gridAfter(cmp.Or(due, spec.StartAt), now, int64(d.Delay))
 		}
-		return c.next(max(now, spec.StartAt-1))
+		return c.nextOf(spec, max(now, spec.StartAt-1))
 	}
 	return 0
 }
