@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/chime-scheduler/chime/client"
 )
 
 // This file renders API answers as human tables. The views below mirror the
@@ -132,6 +134,31 @@ func writeExecutions(buf *bytes.Buffer, execs []execView) error {
 		})
 	}
 	return writeTable(buf, rows)
+}
+
+// writePreview renders a schedule preview: one row per fire (UTC, local
+// time with its offset, the DST rule that moved it), then the zone's next
+// offset change.
+func writePreview(buf *bytes.Buffer, p *client.Preview) error {
+	if len(p.Fires) == 0 {
+		buf.WriteString("no fires\n")
+	} else {
+		rows := [][]string{{"#", "AT (UTC)", "LOCAL (" + cell(text(p.Timezone)) + ")", "MOVED"}}
+		for i, f := range p.Fires {
+			rows = append(rows, []string{
+				fmt.Sprint(i + 1), f.At.UTC().Format(time.RFC3339Nano), f.Local.Format(time.RFC3339Nano), cell(text(f.Moved)),
+			})
+		}
+		if err := writeTable(buf, rows); err != nil {
+			return err
+		}
+	}
+	if tr := p.NextTransition; tr != nil {
+		fmt.Fprintf(buf, "next transition: %s (%s → %s)\n", tr.At.UTC().Format(time.RFC3339), cell(text(tr.OffsetBefore)), cell(text(tr.OffsetAfter)))
+	} else {
+		fmt.Fprintf(buf, "next transition: none (%s has no offset change ahead)\n", cell(text(p.Timezone)))
+	}
+	return nil
 }
 
 // writeTable aligns rows into columns two spaces apart. Cells must already
