@@ -70,9 +70,9 @@ func previewQuery(q url.Values, now time.Time) (n int, until int64, e *Error) {
 // [&timezone=…][&start_at=…][&end_at=…][&gap=shift|skip][&overlap=first|both][&n=10].
 // The schedule is validated as a task's would be (same messages, same
 // fields), except that the DST members are the query parameters gap and
-// overlap and are named so in errors. Fires are those of a task created
-// with start_at = the preview's start_at (first fire at or after it), or,
-// without start_at, of a task created now.
+// overlap and are named so in errors. Fires are those of a task with
+// start_at = the preview's start_at (the first fire at or after it, which
+// may be in the past), or, without start_at, of a task created now.
 func (s *Server) handleSchedulePreview(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	now := s.b.Now()
@@ -126,7 +126,13 @@ func (s *Server) handleSchedulePreview(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, Invalid("end_at", "must not be before start_at"))
 		return
 	}
-	first, err := schedule.FirstDue(&spec, now)
+	// With a start_at the window starts there, in the past too (what did
+	// last March look like?); FirstDue from just before it answers the
+	// first fire at or after it.
+	first, err := schedule.FirstDue(&spec, start.Add(-time.Nanosecond))
+	if spec.StartAt == 0 {
+		first, err = schedule.FirstDue(&spec, now)
+	}
 	if err != nil {
 		WriteError(w, Invalid(fieldCron, "%v", err))
 		return

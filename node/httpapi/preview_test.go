@@ -136,6 +136,12 @@ func TestSchedulePreview(t *testing.T) {
 			"2026-03-29T00:00:00Z 2026-03-29T00:00:00Z",
 			"2026-03-29T01:00:00Z 2026-03-29T01:00:00Z",
 		}, ""},
+		// fakeNow is 2026-03-01: a window in the past is previewed as well.
+		{"Berlin fall 2025, in the past, both", "cron=30+2+*+*+*&timezone=Europe/Berlin&start_at=2025-10-26T00:00:00Z&n=3&overlap=both", "Europe/Berlin", []string{
+			"2025-10-26T00:30:00Z 2025-10-26T02:30:00+02:00",
+			"2025-10-26T01:30:00Z 2025-10-26T02:30:00+01:00 overlap-second",
+			"2025-10-27T01:30:00Z 2025-10-27T02:30:00+01:00",
+		}, "2025-10-26T01:00:00Z +02:00 +01:00"}, // the next transition after start_at
 		{"every_ms from now", "every_ms=60000&n=1", "UTC", []string{
 			"2026-03-01T12:01:00Z 2026-03-01T12:01:00Z",
 		}, ""},
