@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -205,4 +206,118 @@ func BenchmarkNextFireBerlin(b *testing.B) {
 	for b.Loop() {
 		due = NextDue(spec, due)
 	}
+}
+
+// TestDSTAgainstOracle compares NextDue sequences with a brute-force
+// reading of the rules, minute by minute, over 3 days around each 2026
+// transition of each zone, for several expressions and all four policies:
+// a real instant fires when its wall time matches and it is not the second
+// occurrence of a repeated wall time (unless overlap is both); the end of
+// a gap fires when a wall time inside the gap matches (unless gap is skip).
+func TestDSTAgainstOracle(t *testing.T) {
+	exprs := []string{"30 2 * * *", "*/15 * * * *", "0 * * * *", "*/7 1-3 * * *", "45 1 * * *", "10,20 2 * * *", "59 1 * * *", "0 3 * * *"}
+	zones := []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Tokyo"}
+	differ, total, cases := 0, 0, 0 // cases where the policies disagree; fires compared; cases
+	for _, tz := range zones {
+		loc, err := time.LoadLocation(tz)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var windows []time.Time
+		from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		for range 2 {
+			tr, ok, err := NextTransition(tz, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				windows = append(windows, time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC))
+				break
+			}
+			windows = append(windows, tr.At)
+			from = tr.At
+		}
+		for _, center := range windows {
+			a, b := center.Add(-36*time.Hour), center.Add(36*time.Hour)
+			for _, expr := range exprs {
+				c, err := Compile(expr, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				matches := func(wall time.Time) bool { return c.sched.Next(wall.Add(-time.Second)).Equal(wall) }
+				cases++
+				if !slices.Equal(oracle(loc, a, b, matches, shift, first), oracle(loc, a, b, matches, skip, both)) {
+					differ++
+				}
+				for _, gap := range []storage.DSTGap{shift, skip} {
+					for _, overlap := range []storage.DSTOverlap{first, both} {
+						want := oracle(loc, a, b, matches, gap, overlap)
+						spec := dstSpec(expr, tz, gap, overlap)
+						var got []int64
+						for due := NextDue(spec, a.UnixNano()-1); due != 0 && due < b.UnixNano(); due = NextDue(spec, due) {
+							got = append(got, due)
+						}
+						total += len(got)
+						if !slices.Equal(got, want) {
+							t.Errorf("%s %q gap %s overlap %s around %s:\ngot  %v\nwant %v", tz, expr, gap, overlap,
+								center.Format(time.RFC3339), instants(got), instants(want))
+						}
+					}
+				}
+			}
+		}
+	}
+	// The oracle is not vacuous: the policies disagree around transitions.
+	if differ < 20 || total < 10000 {
+		t.Errorf("policies differ in %d cases over %d fires; the windows miss the transitions", differ, total)
+	}
+	t.Logf("%d fires compared; the policies disagree in %d of %d expression windows", total, differ, cases)
+}
+
+// oracle lists the instants in [a, b) at which an expression matching
+// wall times by matches fires in loc under the policy, minute by minute.
+func oracle(loc *time.Location, a, b time.Time, matches func(time.Time) bool, gap storage.DSTGap, overlap storage.DSTOverlap) []int64 {
+	wallOf := func(t time.Time) time.Time {
+		_, off := t.In(loc).Zone()
+		return t.UTC().Add(time.Duration(off) * time.Second)
+	}
+	set := map[int64]bool{}
+	for t := a; t.Before(b); t = t.Add(time.Minute) {
+		wall := wallOf(t)
+		if matches(wall) {
+			second := false
+			for _, d := range []time.Duration{-24 * time.Hour, 24 * time.Hour} {
+				_, o := t.Add(d).In(loc).Zone()
+				if t2 := wall.Add(-time.Duration(o) * time.Second); t2.Before(t) && wallOf(t2).Equal(wall) {
+					second = true
+				}
+			}
+			if !second || overlap == storage.DSTOverlapBoth {
+				set[t.UnixNano()] = true
+			}
+		}
+		// t is the first instant after a gap: the walls between the last
+		// wall before t and t's wall did not exist.
+		if prev := wallOf(t.Add(-time.Minute)); gap != storage.DSTGapSkip && wall.Sub(prev) > time.Minute {
+			for w := prev.Add(time.Minute); w.Before(wall); w = w.Add(time.Minute) {
+				if matches(w) {
+					set[t.UnixNano()] = true
+				}
+			}
+		}
+	}
+	out := make([]int64, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func instants(ns []int64) []string {
+	out := make([]string, len(ns))
+	for i, v := range ns {
+		out[i] = instant(v)
+	}
+	return out
 }
