@@ -95,7 +95,8 @@ func (c Compiled) nextOf(spec *storage.Spec, ns int64) int64 {
 //     >= now, so creating a task never starts with a backlog of missed fires;
 //   - cron: the first occurrence strictly after now (an occurrence exactly at
 //     now does not count, matching the cron library's Next) and not before
-//     StartAt, evaluated in the task's timezone. "@every d" with a StartAt
+//     StartAt, evaluated in the task's timezone under its DST policy
+//     (dst.go). "@every d" with a StartAt
 //     follows the every rule above with period d; without one it is the
 //     cron library's now + d, in whole seconds.
 //
@@ -143,10 +144,10 @@ func gridFrom(start, now, every int64) (int64, bool) {
 
 // NextDue returns the occurrence that follows the logical due time after: for
 // fixed rate after + every, for cron the schedule's next occurrence strictly
-// after after (and not before StartAt) in the task's timezone. It returns 0
-// when there is none: for one-shot tasks, for a spec that no longer
-// compiles, on int64 overflow and when the cron has no occurrence within 5
-// years. Repeated calls from the previous result enumerate every occurrence,
+// after after (and not before StartAt) in the task's timezone under its DST
+// policy (dst.go). It returns 0 when there is none: for one-shot tasks, for a
+// spec that no longer compiles, on int64 overflow and when the cron has no
+// occurrence within 5 years. Repeated calls from the previous result enumerate every occurrence,
 // which is what misfire fire_all needs.
 func NextDue(spec *storage.Spec, after int64) int64 {
 	switch spec.Kind {
