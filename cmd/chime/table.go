@@ -48,6 +48,7 @@ type taskView struct {
 	EveryMS     text `json:"every_ms"`
 	Cron        text `json:"cron"`
 	Timezone    text `json:"timezone"`
+	DST         text `json:"dst"` // a {"gap","overlap"} object, kept as text
 	StartAt     text `json:"start_at"`
 	Status      text `json:"status"`
 	NextDueAt   text `json:"next_due_at"`
@@ -177,7 +178,8 @@ func writeTable(buf *bytes.Buffer, rows [][]string) error {
 }
 
 // scheduleText describes a task's schedule in one line, e.g.
-// "cron 0 9 * * 1-5 (Europe/Berlin)", "every 30s from 2030-01-01T00:00:00Z",
+// "cron 0 9 * * 1-5 (Europe/Berlin)", "cron 30 2 * * * (Europe/Berlin) dst
+// gap skip, overlap first", "every 30s from 2030-01-01T00:00:00Z",
 // "once at 2030-01-01T00:00:00Z" or "once after 5s".
 func scheduleText(t taskView) string {
 	var s string
@@ -186,6 +188,14 @@ func scheduleText(t taskView) string {
 		s = "cron " + string(t.Cron)
 		if t.Timezone != "" {
 			s += " (" + string(t.Timezone) + ")"
+		}
+		if t.DST != "" {
+			var d struct{ Gap, Overlap text }
+			if json.Unmarshal([]byte(t.DST), &d) == nil {
+				s += " dst gap " + cell(d.Gap) + ", overlap " + cell(d.Overlap)
+			} else {
+				s += " dst " + cell(t.DST)
+			}
 		}
 	case t.EveryMS != "":
 		s = "every " + millisText(t.EveryMS)

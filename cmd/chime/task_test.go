@@ -558,6 +558,8 @@ func TestScheduleText(t *testing.T) {
 		want string
 	}{
 		{"cron-utc", `{"cron":"@daily"}`, "cron @daily"},
+		{"cron-dst", `{"cron":"30 2 * * *","timezone":"Europe/Berlin","dst":{"gap":"skip","overlap":"first"}}`, "cron 30 2 * * * (Europe/Berlin) dst gap skip, overlap first"},
+		{"cron-dst-odd", `{"cron":"30 2 * * *","dst":"later"}`, "cron 30 2 * * * dst later"},
 		{"every-from", `{"every_ms":90000,"start_at":"2030-01-01T00:00:00Z"}`, "every 1m30s from 2030-01-01T00:00:00Z"},
 		{"due-at", `{"due_at":"2030-01-01T00:00:00Z","delay_ms":5000}`, "once at 2030-01-01T00:00:00Z"},
 		{"delay", `{"delay_ms":1500}`, "once after 1.5s"},
