@@ -13,8 +13,9 @@ import (
 // overlap). The cron library, asked in the task's zone, skips the first and
 // fires the second twice, and searches the hours of the day in a way that
 // does not say which happened. So the library is asked in UTC instead, where
-// wall clock and real time coincide, for the candidate wall-clock times, and
-// each candidate is mapped to real instants in the zone here:
+// wall clock and real time coincide, for the next matching wall-clock time
+// within each of the zone's periods of constant offset, and nextFire maps
+// it to a real instant by these rules:
 //
 //   - a wall time that exists once fires once;
 //   - a wall time in a gap fires, with gap "shift" (the default), at the
@@ -26,7 +27,7 @@ import (
 //   - a wall time in an overlap fires, with overlap "first" (the default),
 //     at its first occurrence only (old offset); with "both" at both.
 //
-// The same mapping serves 5- and 6-field expressions and the wall-clock
+// The same rules serve 5- and 6-field expressions and the wall-clock
 // descriptors (@daily, @hourly, …). "@every d" is not wall clock (fixed rate
 // in real time) and the policy does not apply to it. A zone without
 // transitions maps every wall time to one instant.
@@ -42,71 +43,26 @@ const (
 	MovedOverlapSecond Moved = "overlap-second" // the second of a repeated time (overlap "both")
 )
 
-// maxWallSteps bounds the candidates examined for one next occurrence: a
-// 6-field expression firing every second across a 2-hour overlap examines
-// 7,200. It is a safety net, never hit by a real zone.
-const maxWallSteps = 100_000
-
-// day is the window around an instant in which zone offsets are looked up:
-// real zones never have two transitions within it.
-const day = 24 * 60 * 60
-
-// offsetAt returns loc's UTC offset in seconds at the Unix second sec.
-func offsetAt(loc *time.Location, sec int64) int64 {
-	_, off := time.Unix(sec, 0).In(loc).Zone()
-	return int64(off)
-}
-
-// nearOffsets returns the smallest and largest offset of loc within a day of
-// the Unix second sec.
-func nearOffsets(loc *time.Location, sec int64) (lo, hi int64) {
-	a, b, c := offsetAt(loc, sec-day), offsetAt(loc, sec), offsetAt(loc, sec+day)
-	return min(a, b, c), max(a, b, c)
-}
-
-// wallInstants maps a wall-clock time (Unix seconds of the same fields read
-// as UTC, plus nanoseconds) to the real instants (Unix ns) it names in loc,
-// first one first, under the policy: none, one (possibly the shifted gap
-// end) or two (overlap "both").
-func wallInstants(loc *time.Location, wallSec int64, ns int64, gap storage.DSTGap, overlap storage.DSTOverlap) (out [2]int64, moved [2]Moved, n int) {
-	before, after := offsetAt(loc, wallSec-day), offsetAt(loc, wallSec+day)
-	for _, off := range []int64{before, after} {
-		t := wallSec - off
-		if offsetAt(loc, t) != off || (n == 1 && out[0] == t*1e9+ns) {
-			continue
-		}
-		out[n], n = t*1e9+ns, n+1
-	}
-	switch n {
-	case 2:
-		if out[1] < out[0] {
-			out[0], out[1] = out[1], out[0]
-		}
-		if overlap != storage.DSTOverlapBoth {
-			return out, moved, 1
-		}
-		moved[1] = MovedOverlapSecond
-		return out, moved, 2
-	case 1:
-		return out, moved, 1
-	}
-	// A gap: the wall time lies between the last instant of the old offset
-	// and the transition. The transition is the end of the zone period in
-	// effect just before it.
-	if gap == storage.DSTGapSkip {
-		return out, moved, 0
-	}
-	_, end := time.Unix(wallSec-max(before, after), 0).In(loc).ZoneBounds()
-	if end.IsZero() {
-		return out, moved, 0
-	}
-	out[0], moved[0] = end.UnixNano(), MovedGapShift
-	return out, moved, 1
-}
+// maxSegments bounds the zone periods (stretches of one UTC offset) one
+// next occurrence may cross: a real zone has about two a year, and the cron
+// library gives up after 5 years anyway.
+const maxSegments = 1000
 
 // nextFire returns the first instant strictly after ns (Unix ns) at which
 // the wall-clock schedule c fires under the DST policy, and how it was
 // moved; 0 when there is none (as next).
+//
+// It walks the zone's periods of constant offset from the one holding ns.
+// Within a period the wall times map one to one onto instants (wall - offset),
+// so the cron library's Next, asked in UTC for the first wall time after a
+// point, answers the period's next occurrence. If that falls beyond the
+// period's end, the search moves to the next period; on the way it passes
+// a gap (the offset grows: the wall times [end+old, end+new) do not exist),
+// where a match fires at end with gap shift. A period that began by falling
+// back repeats the wall times [start+new, start+old) of the previous one:
+// with overlap first they are skipped, with both they fire flagged
+// overlap-second. Each step costs one Next and one zone lookup, so the cost
+// does not depend on how often the expression matches.
 func (c Compiled) nextFire(ns int64, gap storage.DSTGap, overlap storage.DSTOverlap) (int64, Moved) {
 	if c.loc == time.UTC {
 		return c.next(ns), MovedNone
@@ -114,50 +70,61 @@ func (c Compiled) nextFire(ns int64, gap storage.DSTGap, overlap storage.DSTOver
 	if _, ok := c.sched.(cron.ConstantDelaySchedule); ok {
 		return c.next(ns), MovedNone // fixed rate: real time, no DST
 	}
-	sec := floorDiv(ns, 1e9)
-	// Every wall time whose instant is after ns is after ns + the smallest
-	// offset nearby (offsets differ by hours, so far-away candidates are far
-	// later anyway).
-	lo, _ := nearOffsets(c.loc, sec)
-	w := time.Unix(0, ns).UTC().Add(time.Duration(lo) * time.Second)
-	best, bestMoved := int64(0), MovedNone
-	for range maxWallSteps {
-		w = c.sched.Next(w)
+	t := time.Unix(0, ns).In(c.loc)
+	_, off := t.Zone()
+	start, end := t.ZoneBounds()
+	from := wallAt(t, off) // the wall time of ns; occurrences are strictly after it
+	for range maxSegments {
+		// Wall times before repeatedUntil occurred in the previous period.
+		var repeatedUntil time.Time
+		if !start.IsZero() {
+			if _, prev := start.Add(-time.Second).In(c.loc).Zone(); prev > off {
+				repeatedUntil = wallAt(start, prev)
+				if overlap != storage.DSTOverlapBoth && from.Before(repeatedUntil) {
+					from = repeatedUntil.Add(-time.Nanosecond)
+				}
+			}
+		}
+		w := c.sched.Next(from)
 		if w.IsZero() {
-			break
+			return 0, MovedNone
 		}
-		wallSec := w.Unix()
-		if best != 0 {
-			// No later wall time maps before wallSec - (largest offset nearby).
-			if _, hi := nearOffsets(c.loc, wallSec); (wallSec-hi)*1e9 > best {
-				break
+		at := w.Add(-time.Duration(off) * time.Second) // w is in UTC: the instant in this period
+		if end.IsZero() || at.Before(end) {
+			if at.After(lastInstant) {
+				return 0, MovedNone
 			}
+			if w.Before(repeatedUntil) {
+				return at.UnixNano(), MovedOverlapSecond
+			}
+			return at.UnixNano(), MovedNone
 		}
-		ts, moved, n := wallInstants(c.loc, wallSec, int64(w.Nanosecond()), gap, overlap)
-		for i := range n {
-			t := ts[i]
-			if t <= ns {
-				continue
+		// Nothing left in this period: the next one starts at end.
+		next := end.In(c.loc)
+		_, nextOff := next.Zone()
+		if nextOff > off && w.Before(wallAt(end, nextOff)) && gap != storage.DSTGapSkip {
+			// w lies in the gap. The gap's end fires, flagged unless the
+			// expression names the gap's end itself.
+			if end.After(lastInstant) {
+				return 0, MovedNone
 			}
-			// A real occurrence at the same instant as a shifted one wins.
-			if best == 0 || t < best || (t == best && moved[i] == MovedNone) {
-				best, bestMoved = t, moved[i]
+			first := wallAt(end, nextOff)
+			if c.sched.Next(first.Add(-time.Nanosecond)).Equal(first) {
+				return end.UnixNano(), MovedNone
 			}
+			return end.UnixNano(), MovedGapShift
 		}
+		off = nextOff
+		start, end = next.ZoneBounds()
+		from = wallAt(start, off).Add(-time.Nanosecond)
 	}
-	if best == 0 || best > lastInstant.UnixNano() {
-		return 0, MovedNone
-	}
-	return best, bestMoved
+	return 0, MovedNone
 }
 
-// floorDiv is a/b rounded toward minus infinity, for b > 0.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
+// wallAt returns the wall-clock time of the instant t at UTC offset off
+// (seconds), as a time in UTC with the same fields.
+func wallAt(t time.Time, off int) time.Time {
+	return t.UTC().Add(time.Duration(off) * time.Second)
 }
 
 // Transition is a change of a zone's UTC offset.

@@ -321,3 +321,32 @@ func instants(ns []int64) []string {
 	}
 	return out
 }
+
+// TestDSTEverySecond follows a 6-field every-second expression through New
+// York's fall-back hour (2026-11-01, 05:00Z-07:00Z): with overlap both it
+// fires 7,200 times (01:00-01:59:59 twice), with first 3,600 (then 02:00
+// EST at 07:00Z). Each step crosses at most one period boundary, so this
+// also shows the cost does not grow with the overlap's length.
+func TestDSTEverySecond(t *testing.T) {
+	for _, tt := range []struct {
+		overlap storage.DSTOverlap
+		want    int
+		moved   int
+	}{{both, 7200, 3600}, {first, 3600, 0}} {
+		spec := dstSpec("* * * * * *", "America/New_York", shift, tt.overlap)
+		a, b := at(t, "2026-11-01T05:00:00Z"), at(t, "2026-11-01T07:00:00Z")
+		n, moved := 0, 0
+		for due := NextDue(spec, a-1); due < b; due = NextDue(spec, due) {
+			n++
+			if movedAt(spec, due) == MovedOverlapSecond {
+				moved++
+			}
+		}
+		if n != tt.want || moved != tt.moved {
+			t.Errorf("overlap %s: %d fires (%d overlap-second) in the 2 hours, want %d (%d)", tt.overlap, n, moved, tt.want, tt.moved)
+		}
+		if got := NextDue(spec, at(t, "2026-11-01T05:59:59Z")); tt.overlap == first && got != b {
+			t.Errorf("overlap first: after 01:59:59 EDT comes %s, want 02:00 EST", instant(got))
+		}
+	}
+}
