@@ -118,6 +118,10 @@ func TestDSTNextFire(t *testing.T) {
 		{"created in the second pass, first: not again", "30 1 * * *", "America/New_York", shift, first, "2026-11-01T06:10:00Z", "2026-11-02T06:30:00Z", MovedNone},
 		{"created in the second pass, both", "30 1 * * *", "America/New_York", shift, both, "2026-11-01T06:10:00Z", "2026-11-01T06:30:00Z", MovedOverlapSecond},
 		{"@daily is wall clock: shift is no-op at midnight", "@daily", "America/New_York", shift, first, "2026-03-07T12:00:00Z", "2026-03-08T05:00:00Z", MovedNone},
+		// Santiago springs forward at midnight (2026-09-06 00:00 -04 → 01:00
+		// -03): @daily has no midnight that day.
+		{"@daily at a midnight gap, shift", "@daily", "America/Santiago", shift, first, "2026-09-05T12:00:00Z", "2026-09-06T04:00:00Z", MovedGapShift},
+		{"@daily at a midnight gap, skip", "@daily", "America/Santiago", skip, first, "2026-09-05T12:00:00Z", "2026-09-07T03:00:00Z", MovedNone},
 		{"@every is real time", "@every 1h", "Europe/Berlin", skip, first, "2026-03-29T00:30:00Z", "2026-03-29T01:30:00Z", MovedNone},
 		{"@hourly, gap: 02:00 shifts to 03:00, once", "@hourly", "Europe/Berlin", shift, first, "2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", MovedNone},
 	}
@@ -215,8 +219,8 @@ func BenchmarkNextFireBerlin(b *testing.B) {
 // occurrence of a repeated wall time (unless overlap is both); the end of
 // a gap fires when a wall time inside the gap matches (unless gap is skip).
 func TestDSTAgainstOracle(t *testing.T) {
-	exprs := []string{"30 2 * * *", "*/15 * * * *", "0 * * * *", "*/7 1-3 * * *", "45 1 * * *", "10,20 2 * * *", "59 1 * * *", "0 3 * * *"}
-	zones := []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Tokyo"}
+	exprs := []string{"@daily", "30 2 * * *", "*/15 * * * *", "0 * * * *", "*/7 1-3 * * *", "45 1 * * *", "10,20 2 * * *", "59 1 * * *", "0 3 * * *"}
+	zones := []string{"Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago", "Asia/Tokyo"}
 	differ, total, cases := 0, 0, 0 // cases where the policies disagree; fires compared; cases
 	for _, tz := range zones {
 		loc, err := time.LoadLocation(tz)
