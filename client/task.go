@@ -29,6 +29,27 @@ const (
 	MisfireFireAll  Misfire = "fire_all"  // fire each
 )
 
+// DST is a cron task's daylight-saving policy (API.md "Daylight saving").
+// A zero member takes its default: Gap "shift", Overlap "first".
+type DST struct {
+	Gap     DSTGap     `json:"gap,omitempty"`
+	Overlap DSTOverlap `json:"overlap,omitempty"`
+}
+
+// DSTGap is what a local time that does not exist (spring forward) does.
+type DSTGap string
+
+// DSTOverlap is what a local time that occurs twice (fall back) does.
+type DSTOverlap string
+
+// DST policies.
+const (
+	GapShift     DSTGap     = "shift" // the default: fire at the first instant after the gap
+	GapSkip      DSTGap     = "skip"  // do not fire
+	OverlapFirst DSTOverlap = "first" // the default: fire at the first occurrence only
+	OverlapBoth  DSTOverlap = "both"  // fire at both occurrences
+)
+
 // Task is a task as the API takes and answers it (API.md "Tasks").
 //
 // The schedule is one of Delay, DueAt, Every and Cron. With none of DueAt,
@@ -55,6 +76,9 @@ type Task struct {
 	Timezone string
 	// StartAt delays the first fire of a periodic task.
 	StartAt time.Time
+	// DST is the daylight-saving policy of Cron (nil: the node's default,
+	// gap shift and overlap first). Not for "@every".
+	DST *DST
 
 	// Payload is the callback's body, any JSON.
 	Payload json.RawMessage
@@ -125,6 +149,7 @@ type taskJSON struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    int               `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	DST         *DST              `json:"dst,omitempty"`
 	Status      string            `json:"status,omitempty"`
 
 	// The answer's state; never sent.
@@ -166,6 +191,7 @@ func (t *Task) request() taskJSON {
 		DueAt: instant(t.DueAt), Timezone: t.Timezone, StartAt: instant(t.StartAt),
 		Payload: t.Payload, Headers: t.Headers, TimeoutMs: t.Timeout.Milliseconds(),
 		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
+		DST: t.DST,
 	}
 	if t.Delay != 0 || t.DueAt.IsZero() && t.Every == 0 && t.Cron == "" {
 		d := t.Delay.Milliseconds()
@@ -183,7 +209,7 @@ func (w *taskJSON) task() Task {
 		ID: w.ID, CallbackURL: w.CallbackURL, Every: ms(w.EveryMs), Cron: w.Cron,
 		DueAt: parseInstant(w.DueAt), Timezone: w.Timezone, StartAt: parseInstant(w.StartAt),
 		Payload: w.Payload, Headers: w.Headers, Timeout: ms(w.TimeoutMs), MaxRetries: w.MaxRetries,
-		Misfire: Misfire(w.Misfire), MaxFails: w.MaxFails, Labels: w.Labels,
+		Misfire: Misfire(w.Misfire), MaxFails: w.MaxFails, Labels: w.Labels, DST: w.DST,
 		Status: Status(w.Status), Slot: w.Slot, NextDueAt: parseInstant(w.NextDueAt),
 		CreatedAt: parseInstant(w.CreatedAt), UpdatedAt: parseInstant(w.UpdatedAt),
 		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,

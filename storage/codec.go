@@ -16,7 +16,7 @@ import (
 //	           LastFire|nil, HistSeq, Version]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
-//	           Misfire, MaxFails, Labels|nil]
+//	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
@@ -58,7 +58,7 @@ const (
 // there is one). Appending a field means bumping its count.
 const (
 	taskFields      = 16
-	specFields      = 15
+	specFields      = 17
 	inflightFields  = 7
 	lastFireFields  = 7
 	executionFields = 9
@@ -102,6 +102,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendUint(b, uint64(s.Misfire))
 	b = appendInt(b, int64(s.MaxFails))
 	b = appendStrMap(b, s.Labels)
+	b = appendUint(b, uint64(s.DSTGap))
+	b = appendUint(b, uint64(s.DSTOverlap))
 	return b
 }
 
@@ -282,6 +284,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.Labels = r.strMap()
+	}
+	if field(&n) {
+		s.DSTGap = DSTGap(r.uint(math.MaxUint8))
+	}
+	if field(&n) {
+		s.DSTOverlap = DSTOverlap(r.uint(math.MaxUint8))
 	}
 	r.skip(n, 0)
 }

@@ -145,6 +145,8 @@ func (g recordGen) spec() Spec {
 		Misfire:     Misfire(g.r.UintN(256)),
 		MaxFails:    g.int(),
 		Labels:      g.strMap(),
+		DSTGap:      DSTGap(g.r.UintN(256)),
+		DSTOverlap:  DSTOverlap(g.r.UintN(256)),
 	}
 }
 

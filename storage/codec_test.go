@@ -169,7 +169,7 @@ func TestRecordGolden(t *testing.T) {
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"9f",                 // Spec: fixarray of 15
+			"dc0011",             // Spec: array16 of 17
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -185,6 +185,8 @@ func TestRecordGolden(t *testing.T) {
 			"02",                 //   Misfire skip
 			"00",                 //   MaxFails
 			"c0",                 //   Labels nil
+			"00",                 //   DSTGap default
+			"00",                 //   DSTOverlap default
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -322,6 +324,7 @@ func zeroFrom(p any, i int) {
 func fullTask() *Task {
 	tk := benchTaskFull()
 	tk.Spec.Cron, tk.Spec.Timezone, tk.Spec.MaxFails = "*/5 * * * *", "Europe/Berlin", 3
+	tk.Spec.DSTGap, tk.Spec.DSTOverlap = DSTGapSkip, DSTOverlapBoth
 	tk.Triggers = []int64{7, 8}
 	tk.LastFire.Error = "boom"
 	tk.Inflight.Trigger, tk.Inflight.Misfired = true, true

@@ -80,6 +80,50 @@ func (m Misfire) String() string {
 	return "unknown"
 }
 
+// DSTGap is what a cron task in a zone does with a local time that does not
+// exist (spring forward). The zero value is the default, DSTGapShift.
+type DSTGap uint8
+
+// Gap policies.
+const (
+	DSTGapDefault DSTGap = iota // field absent: shift
+	DSTGapShift                 // fire at the first instant after the gap
+	DSTGapSkip                  // do not fire
+)
+
+// String returns the API name of the policy ("shift" for the default).
+func (g DSTGap) String() string {
+	switch g {
+	case DSTGapDefault, DSTGapShift:
+		return "shift"
+	case DSTGapSkip:
+		return "skip"
+	}
+	return "unknown"
+}
+
+// DSTOverlap is what a cron task in a zone does with a local time that occurs
+// twice (fall back). The zero value is the default, DSTOverlapFirst.
+type DSTOverlap uint8
+
+// Overlap policies.
+const (
+	DSTOverlapDefault DSTOverlap = iota // field absent: first
+	DSTOverlapFirst                     // fire once, at the first occurrence
+	DSTOverlapBoth                      // fire at both occurrences
+)
+
+// String returns the API name of the policy ("first" for the default).
+func (o DSTOverlap) String() string {
+	switch o {
+	case DSTOverlapDefault, DSTOverlapFirst:
+		return "first"
+	case DSTOverlapBoth:
+		return "both"
+	}
+	return "unknown"
+}
+
 // Spec is what the user asked for: the request fields of a task, normalized.
 // It does not change when the task fires.
 type Spec struct {
@@ -98,6 +142,8 @@ type Spec struct {
 	Misfire     Misfire           `msgpack:"mf"`           // periodic misfire policy
 	MaxFails    int               `msgpack:"mx,omitempty"` // periodic: consecutive failures before inactive
 	Labels      map[string]string `msgpack:"l,omitempty"`  // user labels for filtering
+	DSTGap      DSTGap            `msgpack:"dg,omitempty"` // KindCron: nonexistent local times; 0 = default (shift)
+	DSTOverlap  DSTOverlap        `msgpack:"do,omitempty"` // KindCron: repeated local times; 0 = default (first)
 }
 
 // Inflight is the persisted intent of a fire that has started and not

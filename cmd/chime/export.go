@@ -39,6 +39,7 @@ type exportRecord struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	DST         json.RawMessage   `json:"dst,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -197,6 +198,7 @@ type importRequest struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	DST         json.RawMessage   `json:"dst,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -227,7 +229,7 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	}
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
-		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels}
+		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST}
 	if r.Status == "paused" {
 		q.Status = "paused"
 	}

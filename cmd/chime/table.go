@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/chime-scheduler/chime/client"
 )
 
 // This file renders API answers as human tables. The views below mirror the
@@ -46,6 +48,7 @@ type taskView struct {
 	EveryMS     text `json:"every_ms"`
 	Cron        text `json:"cron"`
 	Timezone    text `json:"timezone"`
+	DST         text `json:"dst"` // a {"gap","overlap"} object, kept as text
 	StartAt     text `json:"start_at"`
 	Status      text `json:"status"`
 	NextDueAt   text `json:"next_due_at"`
@@ -134,6 +137,31 @@ func writeExecutions(buf *bytes.Buffer, execs []execView) error {
 	return writeTable(buf, rows)
 }
 
+// writePreview renders a schedule preview: one row per fire (UTC, local
+// time with its offset, the DST rule that moved it), then the zone's next
+// offset change.
+func writePreview(buf *bytes.Buffer, p *client.Preview) error {
+	if len(p.Fires) == 0 {
+		buf.WriteString("no fires\n")
+	} else {
+		rows := [][]string{{"#", "AT (UTC)", "LOCAL (" + cell(text(p.Timezone)) + ")", "MOVED"}}
+		for i, f := range p.Fires {
+			rows = append(rows, []string{
+				fmt.Sprint(i + 1), f.At.UTC().Format(time.RFC3339Nano), f.Local.Format(time.RFC3339Nano), cell(text(f.Moved)),
+			})
+		}
+		if err := writeTable(buf, rows); err != nil {
+			return err
+		}
+	}
+	if tr := p.NextTransition; tr != nil {
+		fmt.Fprintf(buf, "next transition: %s (%s → %s)\n", tr.At.UTC().Format(time.RFC3339), cell(text(tr.OffsetBefore)), cell(text(tr.OffsetAfter)))
+	} else {
+		fmt.Fprintf(buf, "next transition: none (%s has no offset change ahead)\n", cell(text(p.Timezone)))
+	}
+	return nil
+}
+
 // writeTable aligns rows into columns two spaces apart. Cells must already
 // be free of tabs and newlines (see cell).
 func writeTable(buf *bytes.Buffer, rows [][]string) error {
@@ -150,7 +178,8 @@ func writeTable(buf *bytes.Buffer, rows [][]string) error {
 }
 
 // scheduleText describes a task's schedule in one line, e.g.
-// "cron 0 9 * * 1-5 (Europe/Berlin)", "every 30s from 2030-01-01T00:00:00Z",
+// "cron 0 9 * * 1-5 (Europe/Berlin)", "cron 30 2 * * * (Europe/Berlin) dst
+// gap skip, overlap first", "every 30s from 2030-01-01T00:00:00Z",
 // "once at 2030-01-01T00:00:00Z" or "once after 5s".
 func scheduleText(t taskView) string {
 	var s string
@@ -159,6 +188,14 @@ func scheduleText(t taskView) string {
 		s = "cron " + string(t.Cron)
 		if t.Timezone != "" {
 			s += " (" + string(t.Timezone) + ")"
+		}
+		if t.DST != "" {
+			var d struct{ Gap, Overlap text }
+			if json.Unmarshal([]byte(t.DST), &d) == nil {
+				s += " dst gap " + cell(d.Gap) + ", overlap " + cell(d.Overlap)
+			} else {
+				s += " dst " + cell(t.DST)
+			}
 		}
 	case t.EveryMS != "":
 		s = "every " + millisText(t.EveryMS)

@@ -31,6 +31,8 @@ verbs:
   resume ID          resume a paused task
   trigger ID         fire a task once now; its schedule is unchanged
   executions ID      show a task's recent executions, newest first
+  preview ID | --cron SPEC | --every D
+                     show the next fires of a task or a schedule, with DST moves
 
 common flags (any verb, before or after its arguments):
   --addr URL[,URL…]  node to talk to, or seeds of one cluster (default $CHIME_ADDR, else ` + defaultAddr + `)
@@ -75,6 +77,8 @@ func (tc *taskCmd) run(ctx context.Context, args []string) error {
 		return tc.oneTask(ctx, verb, rest)
 	case "executions":
 		return tc.executions(ctx, rest)
+	case "preview":
+		return tc.preview(ctx, rest)
 	case "list":
 		return tc.list(ctx, rest)
 	default:
@@ -414,6 +418,7 @@ type createFlags struct {
 	delay, every              millisFlag
 	dueAt, startAt            string
 	misfire                   string
+	gap, overlap              string
 	payload                   string
 	timeoutMS, retries, fails int
 	headers, labels           kvFlag
@@ -445,6 +450,8 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.IntVar(&f.retries, "max-retries", 0, "retries of one fire after the first attempt (server default 3)")
 	fs.StringVar(&f.misfire, "misfire", "", "missed periodic fires: fire_once, skip or fire_all (server default fire_once)")
 	fs.IntVar(&f.fails, "max-fails", 0, "periodic or cron: consecutive failed fires before inactive; 0 = never (server default 0)")
+	fs.StringVar(&f.gap, "gap", "", "cron: a local time that does not exist (spring forward): shift or skip (server default shift)")
+	fs.StringVar(&f.overlap, "overlap", "", "cron: a local time that occurs twice (fall back): first or both (server default first)")
 	fs.StringVar(&file, "file", "", "read the task from this JSON `file` (- = stdin), in the API's request shape; other create flags are then not allowed")
 	fs.BoolVar(&replace, "replace", false, "PUT /v1/tasks/{id}: create or replace (needs --id, or an id in --file)")
 	pos, help, err := parseArgs(fs, args)
@@ -563,7 +570,97 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 	}
 	t.Misfire = client.Misfire(f.misfire)
 	t.MaxFails = f.fails
+	if set["gap"] || set["overlap"] {
+		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}
+	}
 	return nil
+}
+
+// preview runs `preview ID [--n N]` and `preview (--cron SPEC | --every D)
+// [--tz Z] [--gap G] [--overlap O] [--start-at T] [--end-at T] [--n N]`.
+func (tc *taskCmd) preview(ctx context.Context, args []string) error {
+	fs := tc.newFlagSet("preview", "ID [--n N] [flags]\n       chime task preview (--cron SPEC [--tz Z] [--gap shift|skip] [--overlap first|both] | --every D) [--start-at T] [--end-at T] [--n N] [flags]")
+	var cf commonFlags
+	cf.register(fs)
+	var (
+		s              client.ScheduleSpec
+		every          millisFlag
+		startAt, endAt string
+		gap, overlap   string
+	)
+	fs.IntVar(&s.N, "n", 0, "how many fires, 1 to 1000 (server default 10)")
+	fs.StringVar(&s.Cron, "cron", "", "cron `spec` to preview instead of a task")
+	fs.Var(&every, "every", "fixed `rate` to preview instead of a task (duration or ms)")
+	fs.StringVar(&s.Timezone, "tz", "", "IANA time `zone` for --cron (default UTC)")
+	fs.StringVar(&s.Timezone, "timezone", "", "same as --tz")
+	fs.StringVar(&gap, "gap", "", "--cron: a local time that does not exist: shift or skip (default shift)")
+	fs.StringVar(&overlap, "overlap", "", "--cron: a local time that occurs twice: first or both (default first)")
+	fs.StringVar(&startAt, "start-at", "", "first fire at or after this RFC 3339 `time` (default now)")
+	fs.StringVar(&endAt, "end-at", "", "only fires before this RFC 3339 `time`")
+	pos, help, err := parseArgs(fs, args)
+	if help || err != nil {
+		return err
+	}
+	set := setFlags(fs)
+	if s.N < 0 {
+		return fmt.Errorf("task preview: --n must be ≥ 0, got %d", s.N)
+	}
+	var scheduleFlags []string
+	for _, name := range []string{"cron", "every", "tz", "timezone", "gap", "overlap", "start-at", "end-at"} {
+		if set[name] {
+			scheduleFlags = append(scheduleFlags, "--"+name)
+		}
+	}
+	var (
+		p   *client.Preview
+		c   *remote
+		ask func() (*client.Preview, error)
+	)
+	switch {
+	case len(pos) > 0:
+		id, err := oneID("preview", pos)
+		if err != nil {
+			return err
+		}
+		if len(scheduleFlags) > 0 {
+			return fmt.Errorf("task preview: %s previews a schedule, not task %s; give one or the other", scheduleFlags[0], id)
+		}
+		ask = func() (*client.Preview, error) { return c.PreviewTask(ctx, id, s.N) }
+	case set["cron"] == set["every"]:
+		return errors.New("task preview: give a task ID, or exactly one of --cron and --every")
+	default:
+		s.Every = time.Duration(every.ms) * time.Millisecond
+		if set["gap"] || set["overlap"] {
+			s.DST = &client.DST{Gap: client.DSTGap(gap), Overlap: client.DSTOverlap(overlap)}
+		}
+		for _, tf := range []struct {
+			name, value string
+			to          *time.Time
+		}{{"start-at", startAt, &s.StartAt}, {"end-at", endAt, &s.EndAt}} {
+			if set[tf.name] {
+				at, err := time.Parse(time.RFC3339, tf.value)
+				if err != nil {
+					return fmt.Errorf("task preview: --%s %q is not an RFC 3339 time (e.g. 2030-01-02T15:04:05Z)", tf.name, tf.value)
+				}
+				*tf.to = at
+			}
+		}
+		ask = func() (*client.Preview, error) { return c.PreviewSchedule(ctx, s) }
+	}
+	if c, err = tc.client(&cf); err != nil {
+		return err
+	}
+	if p, err = ask(); err != nil {
+		return c.fail(err)
+	}
+	if cf.json {
+		return tc.printValue(p)
+	}
+	var buf bytes.Buffer
+	if err := writePreview(&buf, p); err != nil {
+		return err
+	}
+	return tc.write(buf.Bytes())
 }
 
 // readPayload reads a --payload value: "@-" is stdin, "@path" a file, and

@@ -166,6 +166,10 @@ func TestCreateRequestBody(t *testing.T) {
 			`{"callback_url":"` + cb + `","every_ms":90000,"start_at":"2029-12-31T23:00:00Z"}`},
 		{"cron", []string{"--url", cb, "--cron", "0 9 * * 1-5", "--tz", "Europe/Berlin"},
 			`{"callback_url":"` + cb + `","cron":"0 9 * * 1-5","timezone":"Europe/Berlin"}`},
+		{"cron-dst", []string{"--url", cb, "--cron", "30 2 * * *", "--tz", "Europe/Berlin", "--gap", "skip"},
+			`{"callback_url":"` + cb + `","cron":"30 2 * * *","timezone":"Europe/Berlin","dst":{"gap":"skip"}}`},
+		{"cron-dst-both", []string{"--url", cb, "--cron", "30 1 * * *", "--tz", "America/New_York", "--gap", "shift", "--overlap", "both"},
+			`{"callback_url":"` + cb + `","cron":"30 1 * * *","timezone":"America/New_York","dst":{"gap":"shift","overlap":"both"}}`},
 		{"all-options", []string{"--id", "job-1", "--url", cb, "--every", "100", "--payload", `{"a": [1, 2]}`,
 			"--header", "X-A=1", "--header", "X-B=x=y", "--label", "team=ops", "--label", "env=dev",
 			"--timeout-ms", "2000", "--max-retries", "0", "--misfire", "skip", "--max-fails", "3"},
@@ -554,6 +558,8 @@ func TestScheduleText(t *testing.T) {
 		want string
 	}{
 		{"cron-utc", `{"cron":"@daily"}`, "cron @daily"},
+		{"cron-dst", `{"cron":"30 2 * * *","timezone":"Europe/Berlin","dst":{"gap":"skip","overlap":"first"}}`, "cron 30 2 * * * (Europe/Berlin) dst gap skip, overlap first"},
+		{"cron-dst-odd", `{"cron":"30 2 * * *","dst":"later"}`, "cron 30 2 * * * dst later"},
 		{"every-from", `{"every_ms":90000,"start_at":"2030-01-01T00:00:00Z"}`, "every 1m30s from 2030-01-01T00:00:00Z"},
 		{"due-at", `{"due_at":"2030-01-01T00:00:00Z","delay_ms":5000}`, "once at 2030-01-01T00:00:00Z"},
 		{"delay", `{"delay_ms":1500}`, "once after 1.5s"},

@@ -32,6 +32,9 @@ type TaskRequest struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	// DST is the daylight-saving policy of a cron task (API.md "Daylight
+	// saving"); nil = the default, gap shift and overlap first.
+	DST *DSTRequest `json:"dst,omitempty"`
 	// Status is the state the task starts in: "scheduled" (the default) or
 	// "paused", so that `chime import` can restore a paused task without a
 	// window in which it could fire.
@@ -43,6 +46,12 @@ type TaskRequest struct {
 	// scheduleKeys lists the schedule fields (delay_ms, due_at, every_ms,
 	// cron) given with a non-null value, in body order.
 	scheduleKeys []string
+}
+
+// DSTRequest is the dst object of a task request: each member "" = default.
+type DSTRequest struct {
+	Gap     string `json:"gap,omitempty"`
+	Overlap string `json:"overlap,omitempty"`
 }
 
 // Schedule field names, in the canonical order used when the request order
@@ -119,7 +128,7 @@ var requestFieldTypes = map[string]string{
 	fieldEveryMs: "an integer", fieldCron: "a string", "timezone": "a string", "start_at": "an RFC 3339 string",
 	"payload": "any JSON value", "headers": "an object of strings", "timeout_ms": "an integer",
 	"max_retries": "an integer", "misfire": "a string", "max_fails": "an integer", "labels": "an object of strings",
-	"status": "a string",
+	"status": "a string", "dst": "an object", "dst.gap": "a string", "dst.overlap": "a string",
 }
 
 // syntaxError reports why data is not one valid JSON value.
@@ -169,6 +178,13 @@ func scanRequestKeys(data []byte) ([]string, *Error) {
 			if c != 'n' { // null counts as absent
 				sched = append(sched, f.name)
 			}
+		case "dst":
+			if c == '{' {
+				return s.dstObject()
+			}
+			if c != 'n' {
+				return Invalid("dst", "must be an object such as {\"gap\":\"shift\",\"overlap\":\"first\"}")
+			}
 		case "headers", "labels":
 			if c == '{' {
 				limit := maxLabels
@@ -197,13 +213,41 @@ type requestField struct {
 // requestFields indexes the request fields by JSON name.
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
-		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status"}
+		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}
 	}
 	return m
 }()
+
+// dstObject walks the dst object at the cursor: only gap and overlap, each
+// at most once, each a string or null.
+func (s *jsonScan) dstObject() *Error {
+	var seen [2]bool
+	return s.object(func(key []byte) *Error {
+		i := -1
+		switch string(key) {
+		case "gap":
+			i = 0
+		case "overlap":
+			i = 1
+		default:
+			k := "dst." + clip(string(key))
+			return Invalid(k, "unknown field %q; dst has gap and overlap", clip(string(key)))
+		}
+		name := "dst." + string(key)
+		if seen[i] {
+			return Invalid(name, "field %q given twice", name)
+		}
+		seen[i] = true
+		if c := s.peek(); c != '"' && c != 'n' {
+			return Invalid(name, "must be a string")
+		}
+		s.skipValue()
+		return nil
+	})
+}
 
 // jsonScan is a cursor over JSON text that is already known to be one valid
 // value, so it checks nothing json.Valid would.

@@ -455,9 +455,9 @@ func TestOpenAPIChecksCanFail(t *testing.T) {
 	if missing, _ := compareRoutes(served, without); !slices.Equal(missing, []string{"POST /v1/tasks:batch"}) {
 		t.Errorf("a document without POST /v1/tasks:batch: missing %q, want just that route", missing)
 	}
-	extraDoc := append(slices.Clone(documented), "GET /v1/tasks/{id}/preview")
-	if _, extra := compareRoutes(served, extraDoc); !slices.Equal(extra, []string{"GET /v1/tasks/{id}/preview"}) {
-		t.Errorf("a document with GET /v1/tasks/{id}/preview: extra %q, want just that route", extra)
+	extraDoc := append(slices.Clone(documented), "GET /v1/stats/due")
+	if _, extra := compareRoutes(served, extraDoc); !slices.Equal(extra, []string{"GET /v1/stats/due"}) {
+		t.Errorf("a document with GET /v1/stats/due: extra %q, want just that route", extra)
 	}
 	if got := openAPIRoute("GET /internal/v1/slots/{slot}"); got != "GET /internal/v1/slots/{slot}" {
 		t.Errorf("openAPIRoute kept a wildcard as %q", got)
@@ -596,6 +596,16 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 		{"POST", "/v1/tasks/poll-7/resume", "/v1/tasks/{id}/resume", "{}", 200},
 		{"POST", "/v1/tasks/poll-7/trigger", "/v1/tasks/{id}/trigger", "{}", 202},
 		{"GET", "/v1/tasks/poll-7/executions", "/v1/tasks/{id}/executions", "", 200},
+		{"PUT", "/v1/tasks/ny", "/v1/tasks/{id}", `{"callback_url":"https://example.com/c","cron":"30 2 * * *","timezone":"America/New_York","dst":{"gap":"skip"}}`, 201},
+		{"GET", "/v1/tasks/ny", "/v1/tasks/{id}", "", 200},
+		{"GET", "/v1/tasks/ny/preview?n=3", "/v1/tasks/{id}/preview", "", 200},
+		{"GET", "/v1/tasks/poll-7/preview", "/v1/tasks/{id}/preview", "", 200},
+		{"GET", "/v1/tasks/ny/preview?n=1001", "/v1/tasks/{id}/preview", "", 400},
+		{"GET", "/v1/tasks/nope/preview", "/v1/tasks/{id}/preview", "", 404},
+		{"GET", "/v1/schedule:preview?cron=30+2+*+*+*&timezone=Europe/Berlin&start_at=2026-03-28T00:00:00Z&n=3", "/v1/schedule:preview", "", 200},
+		{"GET", "/v1/schedule:preview?cron=30+2+*+*+*&timezone=Asia/Tokyo&n=2&gap=skip&overlap=both", "/v1/schedule:preview", "", 200},
+		{"GET", "/v1/schedule:preview?every_ms=60000", "/v1/schedule:preview", "", 200},
+		{"GET", "/v1/schedule:preview?cron=@daily&n=1001", "/v1/schedule:preview", "", 400},
 		{"GET", "/v1/cluster/slots", "/v1/cluster/slots", "", 200},
 		{"GET", "/v1/cluster", "/v1/cluster", "", 200},
 		{"GET", "/v1/cluster?ranges=true", "/v1/cluster", "", 200},

@@ -195,6 +195,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/resume", s.handleOne(Backend.Resume, http.StatusOK))
 	mux.HandleFunc("POST /v1/tasks/{id}/trigger", s.handleOne(Backend.Trigger, http.StatusAccepted))
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", s.handleExecutions)
+	mux.HandleFunc("GET /v1/tasks/{id}/preview", s.handleTaskPreview)
+	mux.HandleFunc("GET /v1/schedule:preview", s.handleSchedulePreview)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
 	mux.HandleFunc("GET /v1/cluster/slots", s.handleSlots)
 	mux.HandleFunc("POST /v1/cluster/members/{name}/forget", s.handleForget)

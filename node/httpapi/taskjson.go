@@ -22,7 +22,7 @@ import (
 // with delay_ms 0 shows its due_at instead (the stored spec cannot tell the
 // two apart). timezone and start_at appear only when given; misfire and
 // max_fails only for periodic tasks, where they always appear with their
-// effective value.
+// effective value. dst appears when it was given, with both members.
 type TaskResponse struct {
 	ID          string            `json:"id"`
 	CallbackURL string            `json:"callback_url"`
@@ -39,6 +39,7 @@ type TaskResponse struct {
 	Misfire     string            `json:"misfire,omitempty"`
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
+	DST         *DSTResponse      `json:"dst,omitempty"`
 
 	Slot      uint16            `json:"slot"`
 	Status    string            `json:"status"`
@@ -49,6 +50,12 @@ type TaskResponse struct {
 	FailCount uint64            `json:"fail_count"`
 	Owner     string            `json:"owner,omitempty"`
 	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
+}
+
+// DSTResponse is a cron task's daylight-saving policy.
+type DSTResponse struct {
+	Gap     string `json:"gap"`
+	Overlap string `json:"overlap"`
 }
 
 // LastFireResponse summarizes a task's most recent finished fire.
@@ -116,6 +123,9 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 		r.EveryMs = s.EveryMs
 	case storage.KindCron:
 		r.Cron = s.Cron
+		if s.DSTGap != storage.DSTGapDefault || s.DSTOverlap != storage.DSTOverlapDefault {
+			r.DST = &DSTResponse{Gap: s.DSTGap.String(), Overlap: s.DSTOverlap.String()}
+		}
 	}
 	if s.Kind == storage.KindEvery || s.Kind == storage.KindCron {
 		r.Misfire = s.Misfire.String()

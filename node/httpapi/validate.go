@@ -270,6 +270,9 @@ func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error
 		}
 		spec.StartAt = ns
 	}
+	if e := r.validateDST(spec); e != nil {
+		return e
+	}
 	if spec.Kind == storage.KindCron {
 		// A cron that never matches (e.g. "0 0 30 2 *") is a mistake to report now,
 		// not a task that silently never fires.
@@ -278,6 +281,50 @@ func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error
 		}
 	}
 	return nil
+}
+
+// validateDST checks the dst object (API.md "Daylight saving") and fills it
+// into spec: only for cron expressions that name wall-clock times (not
+// "@every", which runs in real time); absent members take their defaults.
+// An explicit dst is stored resolved, so it is echoed back in full.
+func (r *TaskRequest) validateDST(spec *storage.Spec) *Error {
+	if r.DST == nil {
+		return nil
+	}
+	if spec.Kind != storage.KindCron {
+		return Invalid("dst", "applies only to cron tasks")
+	}
+	if !schedule.AppliesDST(spec.Cron) {
+		return Invalid("dst", "does not apply to @every, which runs in real time; remove dst")
+	}
+	gap, overlap, e := ParseDST(r.DST.Gap, r.DST.Overlap)
+	if e != nil {
+		return e
+	}
+	spec.DSTGap, spec.DSTOverlap = gap, overlap
+	return nil
+}
+
+// ParseDST parses the members of a dst policy ("" = default) into their
+// stored form, resolved (never the zero "default" value), or an error naming
+// dst.gap or dst.overlap.
+func ParseDST(gap, overlap string) (storage.DSTGap, storage.DSTOverlap, *Error) {
+	g, o := storage.DSTGapShift, storage.DSTOverlapFirst
+	switch gap {
+	case "", "shift":
+	case "skip":
+		g = storage.DSTGapSkip
+	default:
+		return 0, 0, Invalid("dst.gap", "must be shift or skip, got %q", clip(gap))
+	}
+	switch overlap {
+	case "", "first":
+	case "both":
+		o = storage.DSTOverlapBoth
+	default:
+		return 0, 0, Invalid("dst.overlap", "must be first or both, got %q", clip(overlap))
+	}
+	return g, o, nil
 }
 
 // parseInstant parses an RFC 3339 instant for field and bounds it to

@@ -82,6 +82,12 @@ func (c Compiled) next(ns int64) int64 {
 	return t.UnixNano()
 }
 
+// nextOf is nextFire under spec's DST policy, without the flag.
+func (c Compiled) nextOf(spec *storage.Spec, ns int64) int64 {
+	t, _ := c.nextFire(ns, spec.DSTGap, spec.DSTOverlap)
+	return t
+}
+
 // FirstDue returns the first due instant of a new task created at now:
 //   - once: Spec.DueAt (which may be in the past: the task fires at once);
 //   - every: StartAt if set and not in the past, else now + every; a StartAt
@@ -89,7 +95,8 @@ func (c Compiled) next(ns int64) int64 {
 //     >= now, so creating a task never starts with a backlog of missed fires;
 //   - cron: the first occurrence strictly after now (an occurrence exactly at
 //     now does not count, matching the cron library's Next) and not before
-//     StartAt, evaluated in the task's timezone. "@every d" with a StartAt
+//     StartAt, evaluated in the task's timezone under its DST policy
+//     (dst.go). "@every d" with a StartAt
 //     follows the every rule above with period d; without one it is the
 //     cron library's now + d, in whole seconds.
 //
@@ -114,7 +121,7 @@ func FirstDue(spec *storage.Spec, now time.Time) (int64, error) {
 		if d, ok := c.sched.(cron.ConstantDelaySchedule); ok && spec.StartAt != 0 {
 			return orNoOccurrence(gridFrom(spec.StartAt, nowNs, int64(d.Delay)))
 		}
-		if next := c.next(max(nowNs, spec.StartAt-1)); next != 0 {
+		if next := c.nextOf(spec, max(nowNs, spec.StartAt-1)); next != 0 {
 			return next, nil
 		}
 		return 0, errNoOccurrence
@@ -137,10 +144,10 @@ func gridFrom(start, now, every int64) (int64, bool) {
 
 // NextDue returns the occurrence that follows the logical due time after: for
 // fixed rate after + every, for cron the schedule's next occurrence strictly
-// after after (and not before StartAt) in the task's timezone. It returns 0
-// when there is none: for one-shot tasks, for a spec that no longer
-// compiles, on int64 overflow and when the cron has no occurrence within 5
-// years. Repeated calls from the previous result enumerate every occurrence,
+// after after (and not before StartAt) in the task's timezone under its DST
+// policy (dst.go). It returns 0 when there is none: for one-shot tasks, for a
+// spec that no longer compiles, on int64 overflow and when the cron has no
+// occurrence within 5 years. Repeated calls from the previous result enumerate every occurrence,
 // which is what misfire fire_all needs.
 func NextDue(spec *storage.Spec, after int64) int64 {
 	switch spec.Kind {
@@ -163,7 +170,7 @@ func NextDue(spec *storage.Spec, after int64) int64 {
 			next, _ := addNs(after, int64(d.Delay))
 			return next
 		}
-		return c.next(max(after, spec.StartAt-1))
+		return c.nextOf(spec, max(after, spec.StartAt-1))
 	}
 	return 0
 }
@@ -193,7 +200,7 @@ func FirstAfter(spec *storage.Spec, due, now int64) int64 {
 		if d, ok := c.sched.(cron.ConstantDelaySchedule); ok && cmp.Or(due, spec.StartAt) != 0 {
 			return gridAfter(cmp.Or(due, spec.StartAt), now, int64(d.Delay))
 		}
-		return c.next(max(now, spec.StartAt-1))
+		return c.nextOf(spec, max(now, spec.StartAt-1))
 	}
 	return 0
 }

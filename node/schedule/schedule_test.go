@@ -36,6 +36,12 @@ func everySpec(everyMs int64, startAt int64) *storage.Spec {
 	return &storage.Spec{Kind: storage.KindEvery, EveryMs: everyMs, StartAt: startAt}
 }
 
+func dstSpec(expr, tz string, gap storage.DSTGap, overlap storage.DSTOverlap) *storage.Spec {
+	s := cronSpec(expr, tz, 0)
+	s.DSTGap, s.DSTOverlap = gap, overlap
+	return s
+}
+
 func cronSpec(expr, tz string, startAt int64) *storage.Spec {
 	return &storage.Spec{Kind: storage.KindCron, Cron: expr, Timezone: tz, StartAt: startAt}
 }
@@ -158,16 +164,19 @@ func TestNextDue(t *testing.T) {
 		{"Berlin 09:00 back to winter time", cronSpec("0 9 * * *", "Europe/Berlin", 0), "2026-10-24T07:00:00Z", "2026-10-25T08:00:00Z"},
 
 		// New York springs forward on 2026-03-08: 02:00 EST jumps to 03:00 EDT,
-		// so 02:30 does not exist that day. robfig/cron does not move the fire
-		// to 03:30 or 03:00: it searches the hours of the day, finds no 02:xx,
-		// and the next occurrence is 02:30 EDT on 2026-03-09 (06:30Z) — the
-		// occurrence of the 8th is skipped.
-		{"New York 02:30 skipped on spring-forward day", cronSpec("30 2 * * *", "America/New_York", 0), "2026-03-07T07:30:00Z", "2026-03-09T06:30:00Z"},
+		// so 02:30 does not exist that day. The default gap policy "shift"
+		// fires at the end of the gap, 03:00 EDT (07:00Z); "skip" (what
+		// robfig/cron did on its own, and Chime before the dst field) goes on
+		// to 02:30 EDT on the 9th.
+		{"New York 02:30 shifted on spring-forward day", cronSpec("30 2 * * *", "America/New_York", 0), "2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z"},
+		{"New York 02:30 skipped on spring-forward day", dstSpec("30 2 * * *", "America/New_York", storage.DSTGapSkip, 0), "2026-03-07T07:30:00Z", "2026-03-09T06:30:00Z"},
 		// New York falls back on 2026-11-01: 01:00-02:00 happens twice (EDT,
-		// then EST). robfig/cron matches wall-clock fields, so 01:30 fires at
-		// both 01:30 EDT (05:30Z) and 01:30 EST (06:30Z), an hour apart.
+		// then EST). The default overlap policy "first" fires at 01:30 EDT
+		// (05:30Z) only; "both" (robfig/cron's own behaviour) fires at 01:30
+		// EST (06:30Z) too.
 		{"New York 01:30 first on fall-back day", cronSpec("30 1 * * *", "America/New_York", 0), "2026-10-31T05:30:00Z", "2026-11-01T05:30:00Z"},
-		{"New York 01:30 again on fall-back day", cronSpec("30 1 * * *", "America/New_York", 0), "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z"},
+		{"New York 01:30 once on fall-back day", cronSpec("30 1 * * *", "America/New_York", 0), "2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"},
+		{"New York 01:30 again on fall-back day (both)", dstSpec("30 1 * * *", "America/New_York", 0, storage.DSTOverlapBoth), "2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z"},
 		{"New York 01:30 after fall-back day", cronSpec("30 1 * * *", "America/New_York", 0), "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"},
 		// A fixed-rate task is immune to DST: every_ms counts real time.
 		{"every across Berlin DST", everySpec(24*3600*1000, 0), "2026-03-28T08:00:00Z", "2026-03-29T08:00:00Z"},
