@@ -151,9 +151,22 @@ func TestHostileInput(t *testing.T) {
 		wg.Wait()
 		return strings.Join(parts, ""), errors.Join(errs...)
 	}
-	before, err := state()
-	if err != nil {
-		t.Fatalf("before the attack: %v", err)
+	// The baseline is a settled cluster: the same state read twice in a
+	// row, every node ready. Right after the creates a node may still
+	// answer /readyz 503 for a moment (an owned slot between leases on a
+	// loaded box); the rows below must then find exactly this state.
+	var before string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		a, errA := state()
+		b, errB := state()
+		if errA == nil && errB == nil && a == b {
+			before = a
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("before the attack, no settled state in 30 s: %v %v\n%s\n%s", errA, errB, a, b)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	jsonCT := map[string]string{"Content-Type": "application/json"}
