@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -36,6 +39,39 @@ func FuzzListCursor(f *testing.F) {
 		}
 		if encodeCursor(p) != s {
 			t.Fatalf("%q decodes to %+v, which encodes to %q", s, p, encodeCursor(p))
+		}
+	})
+}
+
+// FuzzSchedulePreview: whatever query a client sends GET
+// /v1/schedule:preview, the answer is a 200 with at most 1,000 fires or a
+// 4xx in the error shape — never a panic or a 5xx.
+func FuzzSchedulePreview(f *testing.F) {
+	f.Add("cron=30+2+*+*+*&timezone=Europe/Berlin&n=10&gap=skip&overlap=both")
+	f.Add("every_ms=1000&n=1000&end_at=2026-03-01T00:00:00Z")
+	f.Add("cron=@every+1s&gap=shift")
+	f.Add("cron=*+*+*+*+*+*&timezone=Australia/Lord_Howe&start_at=2026-04-04T14:00:00Z&n=1000")
+	f.Add("n=0&x=1")
+	f.Fuzz(func(t *testing.T, query string) {
+		s := New(Config{Name: "n1"}, newFake())
+		r := httptest.NewRequest("GET", "http://localhost:7070/v1/schedule:preview", nil)
+		r.URL.RawQuery = query
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		switch {
+		case w.Code == http.StatusOK:
+			var ans struct {
+				Fires []json.RawMessage `json:"fires"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || len(ans.Fires) > 1000 {
+				t.Fatalf("%q: 200 with %d fires (%v): %.200s", query, len(ans.Fires), err, w.Body)
+			}
+		case w.Code >= 400 && w.Code < 500:
+			if !strings.Contains(w.Body.String(), `"error":{`) {
+				t.Fatalf("%q: %d without the error shape: %.200s", query, w.Code, w.Body)
+			}
+		default:
+			t.Fatalf("%q: answered %d: %.200s", query, w.Code, w.Body)
 		}
 	})
 }
