@@ -26,6 +26,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.Status = string(t.Status)
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
+	w.Runs = t.Runs
 	if lf := t.LastFire; lf != nil {
 		w.LastFire = &lastFireJSON{FireID: lf.FireID, DueAt: instant(lf.DueAt), FinishedAt: instant(lf.FinishedAt),
 			Attempts: lf.Attempts, StatusCode: lf.StatusCode, Error: lf.Error, Result: lf.Result}
@@ -105,7 +106,7 @@ func ParseTask(body []byte) (Task, error) {
 	case sched[0] == "cron" && strings.TrimSpace(w.Cron) == "":
 		return invalid("cron: empty")
 	}
-	for name, v := range map[string]string{"due_at": w.DueAt, "start_at": w.StartAt} {
+	for name, v := range map[string]string{"due_at": w.DueAt, "start_at": w.StartAt, "end_at": w.EndAt} {
 		if _, err := time.Parse(time.RFC3339Nano, v); given(name) && err != nil {
 			return invalid("%s: %q is not an RFC 3339 time", name, v)
 		}

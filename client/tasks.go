@@ -78,7 +78,7 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 }
 
 // Pause pauses task id: it does not fire until resumed. Pausing a paused
-// task does nothing; a done, failed or inactive one is ErrConflict.
+// task does nothing; a done, failed, inactive or completed one is ErrConflict.
 func (c *Client) Pause(ctx context.Context, id string) (Task, error) {
 	return c.action(ctx, id, "pause", true)
 }

@@ -348,7 +348,7 @@ func (tc *taskCmd) list(ctx context.Context, args []string) error {
 	fs := tc.newFlagSet("list", "[--status S] [--label k:v] [--limit N] [--cursor C] [--all] [flags]")
 	var cf commonFlags
 	cf.register(fs)
-	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive)")
+	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive, completed)")
 	label := fs.String("label", "", "only tasks with this label, as `key:value`")
 	limit := fs.Int("limit", 0, "at most `N` tasks per page (default: the server's)")
 	cursor := fs.String("cursor", "", "continue from this `cursor` (a previous next_cursor)")

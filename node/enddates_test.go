@@ -1,0 +1,90 @@
+package node
+
+import (
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestEndAtAndMaxRuns (API.md "End dates and run limits"): a periodic task
+// with max_runs fires exactly that many scheduled times (a manual trigger
+// is not counted, a failed fire is) and one with end_at fires at every
+// occurrence up to and including end_at; then each is completed, fires no
+// more, and cannot be resumed.
+func TestEndAtAndMaxRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		rcv.setRespond(func(h hit, _ int) int {
+			if h.TaskID == "fails" {
+				return 500
+			}
+			return 200
+		})
+		tn := startNode(t, nil)
+		t0 := time.Now().Truncate(time.Second).Add(time.Second)
+		at := func(d time.Duration) string { return t0.Add(d).UTC().Format(time.RFC3339Nano) }
+		create := func(id, extra string) {
+			t.Helper()
+			var got map[string]any
+			body := `{"id":"` + id + `","callback_url":"` + rcv.url("/cb") + `","every_ms":1000,"start_at":"` + at(0) + `"` + extra + `}`
+			if code := tn.do(t, "POST", "/v1/tasks", body, &got); code != 201 || got["status"] != "scheduled" {
+				t.Fatalf("create %s: %d %v", id, code, got)
+			}
+		}
+		create("runs", `,"max_runs":3`)
+		create("fails", `,"max_runs":2,"max_retries":0`)
+		create("end", `,"end_at":"`+at(2500*time.Millisecond)+`"`)
+		create("edge", `,"end_at":"`+at(2*time.Second)+`"`) // inclusive: due == end_at fires
+		// A manual trigger is an extra fire, not one of the max_runs.
+		if code := tn.do(t, "POST", "/v1/tasks/runs/trigger", nil, nil); code != 202 {
+			t.Fatalf("trigger: %d", code)
+		}
+
+		time.Sleep(time.Until(t0.Add(10 * time.Second)))
+		dues := map[string][]time.Duration{}
+		for _, h := range rcv.hits() {
+			dues[h.TaskID] = append(dues[h.TaskID], h.Due.Sub(t0))
+		}
+		want := map[string][]time.Duration{
+			"runs":  {0, time.Second, 2 * time.Second},
+			"fails": {0, time.Second},
+			"end":   {0, time.Second, 2 * time.Second},
+			"edge":  {0, time.Second, 2 * time.Second},
+		}
+		for id, w := range want {
+			got := dues[id]
+			if id == "runs" {
+				// The trigger's fire (due when it was asked, before t0) comes first.
+				if len(got) == 0 || got[0] >= 0 {
+					t.Errorf("runs: fires due at %v, want the trigger's first", got)
+					continue
+				}
+				got = got[1:]
+			}
+			if !slices.Equal(got, w) {
+				t.Errorf("%s: scheduled fires due at %v after t0, want %v", id, got, w)
+			}
+		}
+		wantRuns := map[string]float64{"runs": 3, "fails": 2}
+		for _, id := range []string{"runs", "fails", "end", "edge"} {
+			var got map[string]any
+			if code := tn.do(t, "GET", "/v1/tasks/"+id, nil, &got); code != 200 || got["status"] != "completed" || got["next_due_at"] != nil {
+				t.Errorf("%s: %d %v, want completed with no next_due_at", id, code, got)
+			}
+			if w, ok := wantRuns[id]; ok && got["runs"] != w {
+				t.Errorf("%s: runs %v, want %v", id, got["runs"], w)
+			}
+			var eb errorBody
+			if code := tn.do(t, "POST", "/v1/tasks/"+id+"/resume", nil, &eb); code != 409 {
+				t.Errorf("resume %s: %d %+v, want 409 (completed is final)", id, code, eb.Error)
+			}
+		}
+		var list struct {
+			Tasks []map[string]any `json:"tasks"`
+		}
+		if code := tn.do(t, "GET", "/v1/tasks?status=completed", nil, &list); code != 200 || len(list.Tasks) != 4 {
+			t.Errorf("list ?status=completed: %d, %d tasks, want 4", code, len(list.Tasks))
+		}
+	})
+}
