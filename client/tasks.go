@@ -84,7 +84,8 @@ func (c *Client) Pause(ctx context.Context, id string) (Task, error) {
 }
 
 // Resume resumes task id; an inactive periodic task restarts at its next
-// occurrence. A done or failed one is ErrConflict.
+// occurrence (ErrConflict if that is past its EndAt or its MaxRuns are
+// used). A done, failed or completed one is ErrConflict.
 func (c *Client) Resume(ctx context.Context, id string) (Task, error) {
 	return c.action(ctx, id, "resume", true)
 }
