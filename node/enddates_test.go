@@ -11,13 +11,17 @@ import (
 // with max_runs fires exactly that many scheduled times (a manual trigger
 // is not counted, a failed fire is) and one with end_at fires at every
 // occurrence up to and including end_at; then each is completed, fires no
-// more, and cannot be resumed.
+// more, and cannot be resumed; nor can an inactive task whose runs are used
+// up.
 func TestEndAtAndMaxRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rcv := newReceiver(t)
 		rcv.setRespond(func(h hit, _ int) int {
-			if h.TaskID == "fails" {
+			switch h.TaskID {
+			case "fails":
 				return 500
+			case "gone":
+				return 410
 			}
 			return 200
 		})
@@ -35,6 +39,7 @@ func TestEndAtAndMaxRuns(t *testing.T) {
 		create("runs", `,"max_runs":3`)
 		create("fails", `,"max_runs":2,"max_retries":0`)
 		create("end", `,"end_at":"`+at(2500*time.Millisecond)+`"`)
+		create("gone", `,"max_runs":1`)                     // 410 on its only run: inactive, and resume is 409
 		create("edge", `,"end_at":"`+at(2*time.Second)+`"`) // inclusive: due == end_at fires
 		// A manual trigger is an extra fire, not one of the max_runs.
 		if code := tn.do(t, "POST", "/v1/tasks/runs/trigger", nil, nil); code != 202 {
@@ -51,6 +56,7 @@ func TestEndAtAndMaxRuns(t *testing.T) {
 			"fails": {0, time.Second},
 			"end":   {0, time.Second, 2 * time.Second},
 			"edge":  {0, time.Second, 2 * time.Second},
+			"gone":  {0},
 		}
 		for id, w := range want {
 			got := dues[id]
@@ -79,6 +85,14 @@ func TestEndAtAndMaxRuns(t *testing.T) {
 			if code := tn.do(t, "POST", "/v1/tasks/"+id+"/resume", nil, &eb); code != 409 {
 				t.Errorf("resume %s: %d %+v, want 409 (completed is final)", id, code, eb.Error)
 			}
+		}
+		var got map[string]any
+		if code := tn.do(t, "GET", "/v1/tasks/gone", nil, &got); code != 200 || got["status"] != "inactive" || got["runs"] != 1.0 {
+			t.Errorf("gone: %d %v, want inactive with runs 1", code, got)
+		}
+		var eb errorBody
+		if code := tn.do(t, "POST", "/v1/tasks/gone/resume", nil, &eb); code != 409 {
+			t.Errorf("resume gone (max_runs used up): %d %+v, want 409", code, eb.Error)
 		}
 		var list struct {
 			Tasks []map[string]any `json:"tasks"`
