@@ -105,6 +105,9 @@ func ParseTask(body []byte) (Task, error) {
 		return invalid("every_ms: must be positive, got %d", w.EveryMs)
 	case sched[0] == "cron" && strings.TrimSpace(w.Cron) == "":
 		return invalid("cron: empty")
+	case given("max_runs") && w.MaxRuns < 1:
+		// 0 would be sent as "no limit".
+		return invalid("max_runs: must be at least 1, got %d", w.MaxRuns)
 	}
 	for name, v := range map[string]string{"due_at": w.DueAt, "start_at": w.StartAt, "end_at": w.EndAt} {
 		if _, err := time.Parse(time.RFC3339Nano, v); given(name) && err != nil {

@@ -11,8 +11,8 @@ import (
 // with max_runs fires exactly that many scheduled times (a manual trigger
 // is not counted, a failed fire is) and one with end_at fires at every
 // occurrence up to and including end_at; then each is completed, fires no
-// more, and cannot be resumed; nor can an inactive task whose runs are used
-// up.
+// more, and cannot be resumed (a PUT starts it again); nor can an inactive
+// task whose runs are used up.
 func TestEndAtAndMaxRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rcv := newReceiver(t)
@@ -93,6 +93,19 @@ func TestEndAtAndMaxRuns(t *testing.T) {
 		var eb errorBody
 		if code := tn.do(t, "POST", "/v1/tasks/gone/resume", nil, &eb); code != 409 {
 			t.Errorf("resume gone (max_runs used up): %d %+v, want 409", code, eb.Error)
+		}
+		// A PUT makes a completed task a new scheduled one: runs count again.
+		n := len(rcv.hits())
+		put := `{"callback_url":"` + rcv.url("/cb") + `","every_ms":1000,"max_runs":1}`
+		if code := tn.do(t, "PUT", "/v1/tasks/runs", put, &got); code != 200 || got["status"] != "scheduled" || got["runs"] != 0.0 {
+			t.Fatalf("replace completed: %d %v, want 200 scheduled with runs 0", code, got)
+		}
+		time.Sleep(5 * time.Second)
+		if hs := rcv.hits()[n:]; len(hs) != 1 || hs[0].TaskID != "runs" {
+			t.Errorf("after the replace: fires %v, want one of runs", fireIDs(hs))
+		}
+		if code := tn.do(t, "GET", "/v1/tasks/runs", nil, &got); code != 200 || got["status"] != "completed" || got["runs"] != 1.0 {
+			t.Errorf("replaced runs: %d %v, want completed with runs 1", code, got)
 		}
 		var list struct {
 			Tasks []map[string]any `json:"tasks"`
