@@ -328,6 +328,7 @@ func fullTask() *Task {
 	tk := benchTaskFull()
 	tk.Spec.Cron, tk.Spec.Timezone, tk.Spec.MaxFails = "*/5 * * * *", "Europe/Berlin", 3
 	tk.Spec.DSTGap, tk.Spec.DSTOverlap = DSTGapSkip, DSTOverlapBoth
+	tk.Spec.EndAt, tk.Spec.MaxRuns, tk.Runs = 1<<60, 5, 4
 	tk.Triggers = []int64{7, 8}
 	tk.LastFire.Error = "boom"
 	tk.Inflight.Trigger, tk.Inflight.Misfired = true, true
