@@ -170,7 +170,7 @@ type taskJSON struct {
 	UpdatedAt string        `json:"updated_at,omitempty"`
 	FireCount uint64        `json:"fire_count,omitempty"`
 	FailCount uint64        `json:"fail_count,omitempty"`
-	Runs      uint64        `json:"runs,omitempty"`
+	Runs      *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
 	Owner     string        `json:"owner,omitempty"`
 	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
 }
@@ -225,7 +225,10 @@ func (w *taskJSON) task() Task {
 		Status: Status(w.Status), Slot: w.Slot, NextDueAt: parseInstant(w.NextDueAt),
 		CreatedAt: parseInstant(w.CreatedAt), UpdatedAt: parseInstant(w.UpdatedAt),
 		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,
-		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns, Runs: w.Runs,
+		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns,
+	}
+	if w.Runs != nil {
+		t.Runs = *w.Runs
 	}
 	if w.DelayMs != nil {
 		t.Delay = ms(*w.DelayMs)

@@ -26,7 +26,9 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.Status = string(t.Status)
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
-	w.Runs = t.Runs
+	if t.MaxRuns > 0 || t.Runs > 0 {
+		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included
+	}
 	if lf := t.LastFire; lf != nil {
 		w.LastFire = &lastFireJSON{FireID: lf.FireID, DueAt: instant(lf.DueAt), FinishedAt: instant(lf.FinishedAt),
 			Attempts: lf.Attempts, StatusCode: lf.StatusCode, Error: lf.Error, Result: lf.Result}

@@ -49,6 +49,12 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 		t.Errorf("Marshal = %s\nwant the answer %s", out, answer)
 	}
 
+	// runs 0 is answered with max_runs, and rendered so.
+	out, err = json.Marshal(client.Task{CallbackURL: "http://h/cb", Every: time.Second, MaxRuns: 2, Status: client.StatusScheduled})
+	if err != nil || !strings.Contains(string(out), `"runs":0`) {
+		t.Errorf("Marshal with max_runs = %s, %v; want runs 0", out, err)
+	}
+
 	// Without a status, a task renders as its request.
 	out, err = json.Marshal(client.Task{CallbackURL: "http://h/cb", Delay: 0})
 	if err != nil || !sameJSON(t, out, []byte(`{"callback_url":"http://h/cb","delay_ms":0}`)) {
