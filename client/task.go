@@ -13,9 +13,10 @@ type Status string
 const (
 	StatusScheduled Status = "scheduled"
 	StatusPaused    Status = "paused"
-	StatusDone      Status = "done"     // a one-shot that fired
-	StatusFailed    Status = "failed"   // a one-shot whose fire failed
-	StatusInactive  Status = "inactive" // a periodic task stopped by max_fails or a gone endpoint
+	StatusDone      Status = "done"      // a one-shot that fired
+	StatusFailed    Status = "failed"    // a one-shot whose fire failed
+	StatusInactive  Status = "inactive"  // a periodic task stopped by max_fails or a gone endpoint
+	StatusCompleted Status = "completed" // a periodic task that reached its EndAt or MaxRuns (final)
 )
 
 // Misfire is what a periodic task does about fires missed while no node
@@ -96,6 +97,13 @@ type Task struct {
 	MaxFails int
 	// Labels are filterable key/values (List's Label).
 	Labels map[string]string
+	// EndAt ends a periodic task: no fire is due after it (one due exactly
+	// at EndAt fires), then its status is StatusCompleted. Zero: no end.
+	EndAt time.Time
+	// MaxRuns ends a periodic task once this many scheduled fires (not
+	// triggers) have finished, counted from its create or last replace.
+	// 0: no limit.
+	MaxRuns int
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -105,6 +113,7 @@ type Task struct {
 	UpdatedAt time.Time
 	FireCount uint64    // successful fires
 	FailCount uint64    // consecutive failed fires
+	Runs      uint64    // with MaxRuns: scheduled fires finished so far
 	Owner     string    // the node that answered: the owner of the slot
 	LastFire  *LastFire // the last finished fire, if any
 }
@@ -150,6 +159,8 @@ type taskJSON struct {
 	MaxFails    int               `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	DST         *DST              `json:"dst,omitempty"`
+	EndAt       string            `json:"end_at,omitempty"`
+	MaxRuns     int               `json:"max_runs,omitempty"`
 	Status      string            `json:"status,omitempty"`
 
 	// The answer's state; never sent.
@@ -159,6 +170,7 @@ type taskJSON struct {
 	UpdatedAt string        `json:"updated_at,omitempty"`
 	FireCount uint64        `json:"fire_count,omitempty"`
 	FailCount uint64        `json:"fail_count,omitempty"`
+	Runs      *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
 	Owner     string        `json:"owner,omitempty"`
 	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
 }
@@ -191,7 +203,7 @@ func (t *Task) request() taskJSON {
 		DueAt: instant(t.DueAt), Timezone: t.Timezone, StartAt: instant(t.StartAt),
 		Payload: t.Payload, Headers: t.Headers, TimeoutMs: t.Timeout.Milliseconds(),
 		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
-		DST: t.DST,
+		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
 	}
 	if t.Delay != 0 || t.DueAt.IsZero() && t.Every == 0 && t.Cron == "" {
 		d := t.Delay.Milliseconds()
@@ -213,6 +225,10 @@ func (w *taskJSON) task() Task {
 		Status: Status(w.Status), Slot: w.Slot, NextDueAt: parseInstant(w.NextDueAt),
 		CreatedAt: parseInstant(w.CreatedAt), UpdatedAt: parseInstant(w.UpdatedAt),
 		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,
+		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns,
+	}
+	if w.Runs != nil {
+		t.Runs = *w.Runs
 	}
 	if w.DelayMs != nil {
 		t.Delay = ms(*w.DelayMs)

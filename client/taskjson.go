@@ -26,6 +26,9 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.Status = string(t.Status)
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
+	if t.MaxRuns > 0 || t.Runs > 0 {
+		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included
+	}
 	if lf := t.LastFire; lf != nil {
 		w.LastFire = &lastFireJSON{FireID: lf.FireID, DueAt: instant(lf.DueAt), FinishedAt: instant(lf.FinishedAt),
 			Attempts: lf.Attempts, StatusCode: lf.StatusCode, Error: lf.Error, Result: lf.Result}
@@ -104,8 +107,11 @@ func ParseTask(body []byte) (Task, error) {
 		return invalid("every_ms: must be positive, got %d", w.EveryMs)
 	case sched[0] == "cron" && strings.TrimSpace(w.Cron) == "":
 		return invalid("cron: empty")
+	case given("max_runs") && w.MaxRuns < 1:
+		// 0 would be sent as "no limit".
+		return invalid("max_runs: must be at least 1, got %d", w.MaxRuns)
 	}
-	for name, v := range map[string]string{"due_at": w.DueAt, "start_at": w.StartAt} {
+	for name, v := range map[string]string{"due_at": w.DueAt, "start_at": w.StartAt, "end_at": w.EndAt} {
 		if _, err := time.Parse(time.RFC3339Nano, v); given(name) && err != nil {
 			return invalid("%s: %q is not an RFC 3339 time", name, v)
 		}

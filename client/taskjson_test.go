@@ -28,6 +28,7 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 	// A task answer as a node renders it (node/httpapi/taskjson.go).
 	answer := `{"id":"t1","callback_url":"http://127.0.0.1:9/cb","cron":"*/5 * * * *","timezone":"Europe/Berlin",
 		"payload":{"a":[1,2]},"headers":{"X-A":"1"},"timeout_ms":5000,"max_retries":0,"misfire":"skip","max_fails":3,
+		"end_at":"2030-02-01T00:00:00Z","max_runs":10,"runs":4,
 		"labels":{"team":"ops"},"slot":0,"status":"paused","next_due_at":"2030-01-01T00:05:00Z",
 		"created_at":"2029-12-31T00:00:00Z","updated_at":"2029-12-31T00:00:00.5Z","fire_count":0,"fail_count":1,"owner":"n2",
 		"last_fire":{"fire_id":"t1:7","due_at":"2030-01-01T00:00:00Z","finished_at":"2030-01-01T00:00:01Z",
@@ -36,7 +37,8 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal([]byte(answer), &task); err != nil {
 		t.Fatal(err)
 	}
-	if task.Status != client.StatusPaused || task.Timeout != 5*time.Second || task.LastFire == nil || task.FailCount != 1 {
+	if task.Status != client.StatusPaused || task.Timeout != 5*time.Second || task.LastFire == nil || task.FailCount != 1 ||
+		task.MaxRuns != 10 || task.Runs != 4 || !task.EndAt.Equal(time.Date(2030, 2, 1, 0, 0, 0, 0, time.UTC)) {
 		t.Errorf("decoded %+v", task)
 	}
 	out, err := json.Marshal(task)
@@ -45,6 +47,12 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 	}
 	if !sameJSON(t, out, []byte(answer)) {
 		t.Errorf("Marshal = %s\nwant the answer %s", out, answer)
+	}
+
+	// runs 0 is answered with max_runs, and rendered so.
+	out, err = json.Marshal(client.Task{CallbackURL: "http://h/cb", Every: time.Second, MaxRuns: 2, Status: client.StatusScheduled})
+	if err != nil || !strings.Contains(string(out), `"runs":0`) {
+		t.Errorf("Marshal with max_runs = %s, %v; want runs 0", out, err)
 	}
 
 	// Without a status, a task renders as its request.
@@ -69,6 +77,10 @@ func TestParseTask(t *testing.T) {
 	if !task.DueAt.Equal(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)) || task.Status != client.StatusPaused || string(task.Payload) != `"hi"` {
 		t.Errorf("ParseTask = %+v", task)
 	}
+	task, err = client.ParseTask([]byte(`{"callback_url":"http://h/cb","every_ms":1000,"end_at":"2030-01-02T01:00:00+01:00","max_runs":3}`))
+	if err != nil || !task.EndAt.Equal(time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)) || task.MaxRuns != 3 {
+		t.Errorf("ParseTask with end_at and max_runs = %+v, %v", task, err)
+	}
 	if task, err := client.ParseTask([]byte(`{"callback_url":"http://h/cb","delay_ms":0,"every_ms":null}`)); err != nil || task.Delay != 0 {
 		t.Errorf("ParseTask of a delay 0 = %+v, %v", task, err)
 	}
@@ -81,6 +93,9 @@ func TestParseTask(t *testing.T) {
 		{`{"callback_url":"x","cron":" "}`, "cron: empty"},
 		{`{"callback_url":"x","due_at":""}`, "due_at"},
 		{`{"callback_url":"x","every_ms":1000,"start_at":"soon"}`, "start_at"},
+		{`{"callback_url":"x","every_ms":1000,"end_at":"never"}`, "end_at"},
+		{`{"callback_url":"x","every_ms":1000,"max_runs":0}`, "max_runs: must be at least 1"},
+		{`{"callback_url":"x","every_ms":1000,"max_runs":1.5}`, "max_runs"},
 		{`{"callback_url":"x","delay_ms":"5s"}`, "delay_ms"},
 		{`{"callback_url":"x","delay_ms":5} {}`, "more than one JSON value"},
 		{`[1]`, "cannot unmarshal"},

@@ -78,13 +78,14 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 }
 
 // Pause pauses task id: it does not fire until resumed. Pausing a paused
-// task does nothing; a done, failed or inactive one is ErrConflict.
+// task does nothing; a done, failed, inactive or completed one is ErrConflict.
 func (c *Client) Pause(ctx context.Context, id string) (Task, error) {
 	return c.action(ctx, id, "pause", true)
 }
 
 // Resume resumes task id; an inactive periodic task restarts at its next
-// occurrence. A done or failed one is ErrConflict.
+// occurrence (ErrConflict if that is past its EndAt or its MaxRuns are
+// used). A done, failed or completed one is ErrConflict.
 func (c *Client) Resume(ctx context.Context, id string) (Task, error) {
 	return c.action(ctx, id, "resume", true)
 }

@@ -59,6 +59,9 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		t.NextDue = schedule.FirstAfter(&t.Spec, due, now)
 		if t.NextDue == 0 {
 			t.Status = storage.StatusDone
+		} else if schedule.Ended(&t.Spec, t.NextDue, t.Runs) {
+			t.Status = storage.StatusCompleted // skipped past end_at
+			t.NextDue = 0
 		}
 		return startSkipped
 	}
@@ -126,6 +129,9 @@ func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) 
 	}
 	t.Inflight = nil
 	periodic := t.Spec.Kind != storage.KindOnce
+	if periodic && !inf.Trigger {
+		t.Runs++ // a scheduled fire finished, whatever its outcome (max_runs)
+	}
 	switch r.Outcome {
 	case dispatch.OutcomeSuccess:
 		t.FireCount++
@@ -178,6 +184,11 @@ func advance(t *storage.Task, inf *storage.Inflight, now int64) {
 	}
 	if t.NextDue == 0 && t.Status == storage.StatusScheduled {
 		t.Status = storage.StatusDone // a cron expression with no further occurrence
+	}
+	if t.NextDue != 0 && schedule.Ended(&t.Spec, t.NextDue, t.Runs) {
+		// end_at or max_runs reached: final, even if paused meanwhile.
+		t.Status = storage.StatusCompleted
+		t.NextDue = 0
 	}
 }
 

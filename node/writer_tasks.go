@@ -203,13 +203,21 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 		case storage.StatusInactive:
 			// A periodic task stopped by failures or a gone endpoint starts
 			// again at its next occurrence.
-			t.Status = storage.StatusScheduled
-			t.FailCount = 0
 			var last int64
 			if t.LastFire != nil {
 				last = t.LastFire.DueAt // stay on the fixed-rate grid
 			}
-			t.NextDue = schedule.FirstAfter(&t.Spec, last, op.now)
+			next := schedule.FirstAfter(&t.Spec, last, op.now)
+			if next != 0 && schedule.Ended(&t.Spec, next, t.Runs) {
+				op.refused = &Error{Code: CodeConflict, Message: "the task has reached its end_at or max_runs and cannot be resumed; replace it (PUT) to change its limits"}
+				return
+			}
+			t.Status = storage.StatusScheduled
+			t.FailCount = 0
+			t.NextDue = next
+		case storage.StatusCompleted:
+			op.refused = &Error{Code: CodeConflict, Message: "a completed task reached its end_at or max_runs and cannot be resumed; replace it (PUT) to change its limits"}
+			return
 		default:
 			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}
 			return

@@ -13,10 +13,11 @@ import (
 //
 //	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
-//	           LastFire|nil, HistSeq, Version]
+//	           LastFire|nil, HistSeq, Version, Runs]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
-//	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap]
+//	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
+//	           MaxRuns]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
@@ -57,8 +58,8 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 16
-	specFields      = 17
+	taskFields      = 17
+	specFields      = 19
 	inflightFields  = 7
 	lastFireFields  = 7
 	executionFields = 9
@@ -82,6 +83,7 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendLastFire(b, t.LastFire)
 	b = appendUint(b, t.HistSeq)
 	b = appendUint(b, t.Version)
+	b = appendUint(b, t.Runs)
 	return b
 }
 
@@ -104,6 +106,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendStrMap(b, s.Labels)
 	b = appendUint(b, uint64(s.DSTGap))
 	b = appendUint(b, uint64(s.DSTOverlap))
+	b = appendInt(b, s.EndAt)
+	b = appendInt(b, s.MaxRuns)
 	return b
 }
 
@@ -232,6 +236,9 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.Version = r.uint(math.MaxUint64)
 	}
+	if field(&n) {
+		t.Runs = r.uint(math.MaxUint64)
+	}
 	r.skip(n, 0)
 }
 
@@ -290,6 +297,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.DSTOverlap = DSTOverlap(r.uint(math.MaxUint8))
+	}
+	if field(&n) {
+		s.EndAt = r.int64()
+	}
+	if field(&n) {
+		s.MaxRuns = r.int64()
 	}
 	r.skip(n, 0)
 }

@@ -147,6 +147,8 @@ func (g recordGen) spec() Spec {
 		Labels:      g.strMap(),
 		DSTGap:      DSTGap(g.r.UintN(256)),
 		DSTOverlap:  DSTOverlap(g.r.UintN(256)),
+		EndAt:       g.int64(),
+		MaxRuns:     g.int64(),
 	}
 }
 
@@ -197,6 +199,7 @@ func (g recordGen) task() *Task {
 		LastFire:  g.lastFire(),
 		HistSeq:   g.uint64(),
 		Version:   g.uint64(),
+		Runs:      g.uint64(),
 	}
 }
 

@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0010",             // array16 of 16
+			"dc0011",             // array16 of 17
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0011",             // Spec: array16 of 17
+			"dc0013",             // Spec: array16 of 19
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -187,6 +187,8 @@ func TestRecordGolden(t *testing.T) {
 			"c0",                 //   Labels nil
 			"00",                 //   DSTGap default
 			"00",                 //   DSTOverlap default
+			"00",                 //   EndAt
+			"00",                 //   MaxRuns
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -206,6 +208,7 @@ func TestRecordGolden(t *testing.T) {
 			"c0",                 // LastFire nil
 			"00",                 // HistSeq
 			"cfffffffffffffffff", // Version MaxUint64
+			"00",                 // Runs
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
 			"99",         // fixarray of 9
@@ -325,6 +328,7 @@ func fullTask() *Task {
 	tk := benchTaskFull()
 	tk.Spec.Cron, tk.Spec.Timezone, tk.Spec.MaxFails = "*/5 * * * *", "Europe/Berlin", 3
 	tk.Spec.DSTGap, tk.Spec.DSTOverlap = DSTGapSkip, DSTOverlapBoth
+	tk.Spec.EndAt, tk.Spec.MaxRuns, tk.Runs = 1<<60, 5, 4
 	tk.Triggers = []int64{7, 8}
 	tk.LastFire.Error = "boom"
 	tk.Inflight.Trigger, tk.Inflight.Misfired = true, true

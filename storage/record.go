@@ -16,6 +16,7 @@ const (
 	StatusDone                        // one-shot task fired successfully
 	StatusFailed                      // one-shot task whose fire failed, or got 404/410
 	StatusInactive                    // periodic task stopped by max_fails or 404/410
+	StatusCompleted                   // periodic task that reached its end_at or max_runs
 )
 
 // String returns the API name of the status.
@@ -31,6 +32,8 @@ func (s Status) String() string {
 		return "failed"
 	case StatusInactive:
 		return "inactive"
+	case StatusCompleted:
+		return "completed"
 	}
 	return "unknown"
 }
@@ -38,7 +41,7 @@ func (s Status) String() string {
 // ParseStatus is the inverse of Status.String. It returns 0, false for an
 // unknown name.
 func ParseStatus(name string) (Status, bool) {
-	for s := StatusScheduled; s <= StatusInactive; s++ {
+	for s := StatusScheduled; s <= StatusCompleted; s++ {
 		if s.String() == name {
 			return s, true
 		}
@@ -144,6 +147,8 @@ type Spec struct {
 	Labels      map[string]string `msgpack:"l,omitempty"`  // user labels for filtering
 	DSTGap      DSTGap            `msgpack:"dg,omitempty"` // KindCron: nonexistent local times; 0 = default (shift)
 	DSTOverlap  DSTOverlap        `msgpack:"do,omitempty"` // KindCron: repeated local times; 0 = default (first)
+	EndAt       int64             `msgpack:"ea,omitempty"` // periodic: no fire due after it; 0 = none
+	MaxRuns     int64             `msgpack:"mn,omitempty"` // periodic: completed after this many scheduled fires; 0 = none
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -189,6 +194,7 @@ type Task struct {
 	LastFire  *LastFire `msgpack:"lf,omitempty"`
 	HistSeq   uint64    `msgpack:"hs"` // sequence of the last execution record written
 	Version   uint64    `msgpack:"v"`  // bumped on every write
+	Runs      uint64    `msgpack:"rn"` // scheduled fires finished since the task was created or replaced (not triggers)
 
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask

@@ -40,11 +40,14 @@ type exportRecord struct {
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	DST         json.RawMessage   `json:"dst,omitempty"`
+	EndAt       string            `json:"end_at,omitempty"`
+	MaxRuns     int64             `json:"max_runs,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
 	FireCount uint64 `json:"fire_count"`
 	FailCount uint64 `json:"fail_count"`
+	Runs      uint64 `json:"runs,omitempty"`
 	CreatedAt string `json:"created_at,omitempty"`
 	UpdatedAt string `json:"updated_at,omitempty"`
 }
@@ -76,7 +79,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
 	var cf commonFlags
 	fs := tc.commandFlags("export", exportUsage, &cf)
-	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive)")
+	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive, completed)")
 	page := fs.Int("page", 1000, "tasks per listing request (`N`, 1..1000); lower it if pages of large tasks exceed the client's answer limit")
 	pos, help, err := parseArgs(fs, args)
 	if help || err != nil {
@@ -199,6 +202,8 @@ type importRequest struct {
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	DST         json.RawMessage   `json:"dst,omitempty"`
+	EndAt       string            `json:"end_at,omitempty"`
+	MaxRuns     int64             `json:"max_runs,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -207,6 +212,8 @@ var errFinished = errors.New("finished task")
 
 // importRequestOf turns an exported line into the create request that
 // restores the task's status and next due time:
+//   - a task with max_runs gets the runs it has left (max_runs - runs, at
+//     least 1): a re-created task counts its runs from 0;
 //   - a one-shot task (delay_ms or due_at) gets due_at = its next_due_at, not
 //     a new delay from now (a retrying one-shot task resumes at its retry);
 //   - a fixed-rate task (every_ms, cron "@every") without start_at gets
@@ -214,7 +221,7 @@ var errFinished = errors.New("finished task")
 //   - other cron tasks are deterministic and keep their spec;
 //   - a paused task is created paused.
 //
-// Done, failed and inactive tasks return errFinished: the API cannot create
+// Done, failed, inactive and completed tasks return errFinished: the API cannot create
 // a task in those states.
 func importRequestOf(r *exportRecord) (*importRequest, error) {
 	if r.ID == "" {
@@ -222,14 +229,18 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	}
 	switch r.Status {
 	case "scheduled", "paused":
-	case "done", "failed", "inactive":
+	case "done", "failed", "inactive", "completed":
 		return nil, errFinished
 	default:
 		return nil, fmt.Errorf("unknown status %q", clipText(r.Status))
 	}
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
-		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST}
+		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt}
+	if r.MaxRuns > 0 {
+		// A re-created task counts its runs from 0: it gets the runs left.
+		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)
+	}
 	if r.Status == "paused" {
 		q.Status = "paused"
 	}
@@ -281,7 +292,7 @@ const importUsage = `usage: chime import [--replace] [--file F] [flags] < tasks.
 
 Re-creates the tasks of a chime export, by id, with the same status and next
 due time. A task that exists is left alone and counted as skipped, unless
---replace (then it is replaced). Done, failed and inactive tasks are not
+--replace (then it is replaced). Done, failed, inactive and completed tasks are not
 re-created (counted as finished). A bad line is reported with its number; the
 others are imported and import exits non-zero at the end.
 

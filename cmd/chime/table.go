@@ -50,6 +50,9 @@ type taskView struct {
 	Timezone    text `json:"timezone"`
 	DST         text `json:"dst"` // a {"gap","overlap"} object, kept as text
 	StartAt     text `json:"start_at"`
+	EndAt       text `json:"end_at"`
+	MaxRuns     text `json:"max_runs"`
+	Runs        text `json:"runs"`
 	Status      text `json:"status"`
 	NextDueAt   text `json:"next_due_at"`
 	FireCount   text `json:"fire_count"`
@@ -208,6 +211,15 @@ func scheduleText(t taskView) string {
 	}
 	if t.StartAt != "" {
 		s += " from " + string(t.StartAt)
+	}
+	if t.EndAt != "" {
+		s += " until " + string(t.EndAt)
+	}
+	if t.MaxRuns != "" {
+		s += " max " + cell(t.MaxRuns) + " runs"
+		if t.Runs != "" {
+			s += " (" + cell(t.Runs) + " done)"
+		}
 	}
 	return s
 }

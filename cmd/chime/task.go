@@ -348,7 +348,7 @@ func (tc *taskCmd) list(ctx context.Context, args []string) error {
 	fs := tc.newFlagSet("list", "[--status S] [--label k:v] [--limit N] [--cursor C] [--all] [flags]")
 	var cf commonFlags
 	cf.register(fs)
-	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive)")
+	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive, completed)")
 	label := fs.String("label", "", "only tasks with this label, as `key:value`")
 	limit := fs.Int("limit", 0, "at most `N` tasks per page (default: the server's)")
 	cursor := fs.String("cursor", "", "continue from this `cursor` (a previous next_cursor)")
@@ -416,7 +416,8 @@ func (tc *taskCmd) list(ctx context.Context, args []string) error {
 // client.Task field.
 type createFlags struct {
 	delay, every              millisFlag
-	dueAt, startAt            string
+	dueAt, startAt, endAt     string
+	maxRuns                   int
 	misfire                   string
 	gap, overlap              string
 	payload                   string
@@ -443,6 +444,8 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.StringVar(&t.Cron, "cron", "", "cron `spec`: 5 fields, 6 with seconds first, or @daily-style")
 	fs.StringVar(&t.Timezone, "tz", "", "IANA time `zone` for --cron (server default UTC)")
 	fs.StringVar(&f.startAt, "start-at", "", "periodic or cron: no fire before this RFC 3339 `time`")
+	fs.StringVar(&f.endAt, "end-at", "", "periodic or cron: no fire due after this RFC 3339 `time` (one due exactly then fires); then the task is completed")
+	fs.IntVar(&f.maxRuns, "max-runs", 0, "periodic or cron: completed after this many scheduled fires (`n` ≥ 1; triggers not counted)")
 	fs.StringVar(&f.payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
 	fs.Var(&f.headers, "header", "extra callback header `k=v` (repeatable)")
 	fs.Var(&f.labels, "label", "label `k=v` for filtering (repeatable)")
@@ -539,7 +542,7 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 	for _, tf := range []struct {
 		name, value string
 		to          *time.Time
-	}{{"due-at", f.dueAt, &t.DueAt}, {"start-at", f.startAt, &t.StartAt}} {
+	}{{"due-at", f.dueAt, &t.DueAt}, {"start-at", f.startAt, &t.StartAt}, {"end-at", f.endAt, &t.EndAt}} {
 		if set[tf.name] {
 			at, err := time.Parse(time.RFC3339, tf.value)
 			if err != nil {
@@ -570,6 +573,13 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 	}
 	t.Misfire = client.Misfire(f.misfire)
 	t.MaxFails = f.fails
+	if set["max-runs"] {
+		if f.maxRuns < 1 {
+			// 0 would be sent as "no limit".
+			return fmt.Errorf("task create: --max-runs must be at least 1, got %d", f.maxRuns)
+		}
+		t.MaxRuns = f.maxRuns
+	}
 	if set["gap"] || set["overlap"] {
 		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}
 	}

@@ -142,7 +142,8 @@ func (s *Server) handleSchedulePreview(w http.ResponseWriter, r *http.Request) {
 
 // handleTaskPreview serves GET /v1/tasks/{id}/preview?n=10[&end_at=…]: the
 // stored task's next fires from its next due time, by its own schedule and
-// DST policy. A task with nothing due (done, failed, inactive) has none.
+// DST policy, stopping at its end_at and after the runs its max_runs leaves.
+// A task with nothing due (done, failed, inactive, completed) has none.
 func (s *Server) handleTaskPreview(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.taskID(w, r)
 	if !ok {
@@ -165,6 +166,10 @@ func (s *Server) handleTaskPreview(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		WriteError(w, AsError(err))
 		return
+	}
+	if t.Spec.MaxRuns > 0 {
+		// Runs is at most MaxRuns while the task has a next due time.
+		n = int(min(int64(n), t.Spec.MaxRuns-int64(min(t.Runs, uint64(t.Spec.MaxRuns)))))
 	}
 	writePreview(w, &t.Spec, t.NextDue, until, n, now)
 }

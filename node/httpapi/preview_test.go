@@ -223,6 +223,19 @@ func TestTaskPreview(t *testing.T) {
 	if got := fireList(p); !slices.Equal(got, want) || p.NextTransition == nil || p.NextTransition.At != "2026-03-08T07:00:00Z" {
 		t.Errorf("task preview %s", w.Body)
 	}
+	// end_at (inclusive) and max_runs bound a stored task's preview.
+	if w := serve(t, f, Config{}, "PUT", "/v1/tasks/lim", `{`+cb+`,"cron":"30 2 * * *","timezone":"America/New_York","start_at":"2026-03-07T00:00:00Z","end_at":"2026-03-08T07:00:00Z"}`); w.Code != http.StatusCreated {
+		t.Fatalf("create lim: %d %s", w.Code, w.Body)
+	}
+	if got := fireList(decodePreview(t, w, serve(t, f, Config{}, "GET", "/v1/tasks/lim/preview?n=5", "").Body.Bytes())); !slices.Equal(got, want[:2]) {
+		t.Errorf("preview with end_at: %q, want %q", got, want[:2])
+	}
+	if w := serve(t, f, Config{}, "PUT", "/v1/tasks/lim", `{`+cb+`,"cron":"30 2 * * *","timezone":"America/New_York","start_at":"2026-03-07T00:00:00Z","max_runs":1}`); w.Code != http.StatusOK {
+		t.Fatalf("replace lim: %d %s", w.Code, w.Body)
+	}
+	if got := fireList(decodePreview(t, w, serve(t, f, Config{}, "GET", "/v1/tasks/lim/preview?n=5", "").Body.Bytes())); !slices.Equal(got, want[:1]) {
+		t.Errorf("preview with max_runs 1: %q, want %q", got, want[:1])
+	}
 	if w := serve(t, f, Config{}, "GET", "/v1/tasks/ny/preview?n=1001", ""); w.Code != http.StatusBadRequest || errorOf(t, w).Field != "n" {
 		t.Errorf("n over 1000: %d %s", w.Code, w.Body)
 	}

@@ -22,7 +22,9 @@ import (
 // with delay_ms 0 shows its due_at instead (the stored spec cannot tell the
 // two apart). timezone and start_at appear only when given; misfire and
 // max_fails only for periodic tasks, where they always appear with their
-// effective value. dst appears when it was given, with both members.
+// effective value. dst appears when it was given, with both members. end_at
+// and max_runs appear when given; runs (scheduled fires finished since the
+// task was created or replaced) with max_runs.
 type TaskResponse struct {
 	ID          string            `json:"id"`
 	CallbackURL string            `json:"callback_url"`
@@ -40,6 +42,8 @@ type TaskResponse struct {
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	DST         *DSTResponse      `json:"dst,omitempty"`
+	EndAt       string            `json:"end_at,omitempty"`
+	MaxRuns     int64             `json:"max_runs,omitempty"`
 
 	Slot      uint16            `json:"slot"`
 	Status    string            `json:"status"`
@@ -48,6 +52,7 @@ type TaskResponse struct {
 	UpdatedAt string            `json:"updated_at,omitempty"`
 	FireCount uint64            `json:"fire_count"`
 	FailCount uint64            `json:"fail_count"`
+	Runs      *uint64           `json:"runs,omitempty"`
 	Owner     string            `json:"owner,omitempty"`
 	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
 }
@@ -131,6 +136,12 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 		r.Misfire = s.Misfire.String()
 		maxFails := s.MaxFails
 		r.MaxFails = &maxFails
+		r.EndAt = formatInstant(s.EndAt)
+		r.MaxRuns = s.MaxRuns
+		if s.MaxRuns > 0 {
+			runs := t.Runs
+			r.Runs = &runs
+		}
 	}
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{

@@ -26,6 +26,9 @@ func newTask(id string, spec storage.Spec, now time.Time) (*storage.Task, *Error
 	if due == 0 {
 		return nil, Invalid(scheduleField(&spec), "the schedule has no future occurrence")
 	}
+	if spec.EndAt != 0 && due > spec.EndAt {
+		return nil, Invalid("end_at", "is before the first fire (%s)", formatInstant(due))
+	}
 	ns := now.UnixNano()
 	return &storage.Task{
 		ID: id, Slot: slots.Of(id), Spec: spec, Status: storage.StatusScheduled,

@@ -78,6 +78,7 @@ const (
 	maxMaxRetries     = 100
 	defaultMaxRetries = 3
 	maxMaxFails       = 1000000
+	maxMaxRuns        = 1 << 53 // exact in a JavaScript number
 
 	// maxSpan bounds how far ahead anything may be scheduled (delay_ms,
 	// due_at, start_at, every_ms, @every).
@@ -273,12 +274,45 @@ func (r *TaskRequest) validateSchedule(now time.Time, spec *storage.Spec) *Error
 	if e := r.validateDST(spec); e != nil {
 		return e
 	}
+	if e := r.validateEnd(now, spec); e != nil {
+		return e
+	}
 	if spec.Kind == storage.KindCron {
 		// A cron that never matches (e.g. "0 0 30 2 *") is a mistake to report now,
 		// not a task that silently never fires.
 		if _, err := schedule.FirstDue(spec, now); err != nil {
 			return Invalid(fieldCron, "%v", err)
 		}
+	}
+	return nil
+}
+
+// validateEnd checks end_at and max_runs (API.md "End dates and run
+// limits") and fills them into spec: periodic tasks only, end_at an instant
+// bounded like start_at and not before it, max_runs >= 1. That end_at is not
+// before the first fire is checked by newTask, which knows the first due.
+func (r *TaskRequest) validateEnd(now time.Time, spec *storage.Spec) *Error {
+	if r.EndAt != "" {
+		if spec.Kind == storage.KindOnce {
+			return Invalid("end_at", "applies only to every_ms or cron tasks")
+		}
+		ns, e := parseInstant("end_at", r.EndAt, now)
+		if e != nil {
+			return e
+		}
+		if spec.StartAt != 0 && ns < spec.StartAt {
+			return Invalid("end_at", "must not be before start_at")
+		}
+		spec.EndAt = ns
+	}
+	if r.MaxRuns != nil {
+		if spec.Kind == storage.KindOnce {
+			return Invalid("max_runs", "applies only to every_ms or cron tasks")
+		}
+		if *r.MaxRuns < 1 || *r.MaxRuns > maxMaxRuns {
+			return Invalid("max_runs", "must be between 1 and %d, got %d", maxMaxRuns, *r.MaxRuns)
+		}
+		spec.MaxRuns = *r.MaxRuns
 	}
 	return nil
 }

@@ -262,6 +262,19 @@ func TestValidateErrors(t *testing.T) {
 		{name: "max_fails negative", body: specBody(`"every_ms":1000,"max_fails":-1`), wantField: "max_fails"},
 		{name: "max_fails over a million", body: specBody(`"cron":"@daily","max_fails":1000001`), wantField: "max_fails"},
 		{name: "max_fails with one-shot", body: specBody(`"delay_ms":1,"max_fails":0`), wantField: "max_fails"},
+		{name: "max_runs zero", body: specBody(`"every_ms":1000,"max_runs":0`), wantField: "max_runs"},
+		{name: "max_runs negative", body: specBody(`"cron":"@daily","max_runs":-3`), wantField: "max_runs"},
+		{name: "max_runs over 2^53", body: specBody(`"every_ms":1000,"max_runs":9007199254740993`), wantField: "max_runs"},
+		{name: "max_runs with delay_ms", body: specBody(`"delay_ms":1,"max_runs":3`), wantField: "max_runs"},
+		{name: "max_runs with due_at", body: specBody(`"due_at":"2026-03-02T00:00:00Z","max_runs":3`), wantField: "max_runs"},
+		{name: "max_runs a string", body: specBody(`"every_ms":1000,"max_runs":"3"`), wantField: "max_runs"},
+		{name: "end_at with delay_ms", body: specBody(`"delay_ms":1,"end_at":"2026-03-02T00:00:00Z"`), wantField: "end_at"},
+		{name: "end_at with due_at", body: specBody(`"due_at":"2026-03-02T00:00:00Z","end_at":"2026-03-03T00:00:00Z"`), wantField: "end_at"},
+		{name: "end_at not RFC 3339", body: specBody(`"every_ms":1000,"end_at":"tomorrow"`), wantField: "end_at"},
+		{name: "end_at before start_at", body: specBody(`"every_ms":1000,"start_at":"2026-04-01T00:00:00Z","end_at":"2026-03-31T23:59:59Z"`), wantField: "end_at"},
+		{name: "end_at before cron start_at", body: specBody(`"cron":"@daily","start_at":"2026-04-01T00:00:00Z","end_at":"2026-03-02T00:00:00Z"`), wantField: "end_at"},
+		{name: "end_at over 10 years", body: specBody(`"every_ms":1000,"end_at":"2036-03-02T00:00:00Z"`), wantField: "end_at"},
+		{name: "end_at before 1970", body: specBody(`"every_ms":1000,"end_at":"1969-12-31T00:00:00Z"`), wantField: "end_at"},
 
 		{name: "17 labels", body: specBody(`"delay_ms":1,"labels":{` + manyMembers(17, `"k%d":"v"`) + `}`), wantField: "labels"},
 		{name: "label key with colon", body: specBody(`"delay_ms":1,"labels":{"a:b":"v"}`), wantField: "labels.a:b"},
@@ -546,6 +559,39 @@ func BenchmarkValidate(b *testing.B) {
 				if _, _, e := r.validate(specNow, DefaultLimits()); e != nil {
 					b.Fatal(e)
 				}
+			}
+		})
+	}
+}
+
+// TestNewTaskEndAt: end_at before the first fire is a 400 on end_at, at the
+// first fire or after it is accepted (end_at is inclusive).
+func TestNewTaskEndAt(t *testing.T) {
+	tests := []struct {
+		name, body string
+		wantField  string // "" = accepted
+	}{
+		{"every: end_at before first fire (now+1s)", specBody(`"every_ms":1000,"end_at":"2026-03-01T12:00:00.5Z"`), "end_at"},
+		{"every: end_at in the past", specBody(`"every_ms":1000,"end_at":"2026-02-01T00:00:00Z"`), "end_at"},
+		{"every: end_at at first fire", specBody(`"every_ms":1000,"end_at":"2026-03-01T12:00:01Z"`), ""},
+		{"every: start_at equals end_at", specBody(`"every_ms":1000,"start_at":"2026-04-01T00:00:00Z","end_at":"2026-04-01T00:00:00Z"`), ""},
+		{"cron: end_at before first occurrence", specBody(`"cron":"@daily","end_at":"2026-03-01T23:00:00Z"`), "end_at"},
+		{"cron: end_at at first occurrence", specBody(`"cron":"@daily","end_at":"2026-03-02T00:00:00Z","max_runs":2`), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id, spec, e := decodeValid(tt.body, Limits{})
+			if e != nil {
+				t.Fatalf("validate(%s): %v", tt.body, e)
+			}
+			task, e := newTask(id, spec, specNow)
+			switch {
+			case tt.wantField == "" && e != nil:
+				t.Fatalf("newTask(%s) = %v; want accepted", tt.body, e)
+			case tt.wantField == "" && (task.NextDue > spec.EndAt || task.Status != storage.StatusScheduled):
+				t.Errorf("newTask(%s): next due %d status %s; want <= end_at %d, scheduled", tt.body, task.NextDue, task.Status, spec.EndAt)
+			case tt.wantField != "" && (e == nil || e.Field != tt.wantField || e.HTTPStatus() != 400):
+				t.Errorf("newTask(%s) = %v; want a 400 on %q", tt.body, e, tt.wantField)
 			}
 		})
 	}

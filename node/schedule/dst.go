@@ -167,10 +167,12 @@ type Fire struct {
 // Preview returns up to n occurrences of spec starting with first (an
 // occurrence, e.g. FirstDue's answer or a stored task's NextDue) and before
 // until (Unix ns, 0 = no bound), each flagged with how a DST rule moved it.
-// It is what the task would fire, by NextDue from each logical due time.
+// It is what the task would fire, by NextDue from each logical due time,
+// and like the task it stops after spec.EndAt (inclusive: an occurrence at
+// EndAt is in).
 func Preview(spec *storage.Spec, first, until int64, n int) []Fire {
 	var out []Fire
-	for due := first; due != 0 && len(out) < n && (until == 0 || due < until); {
+	for due := first; due != 0 && len(out) < n && (until == 0 || due < until) && (spec.EndAt == 0 || due <= spec.EndAt); {
 		f := Fire{At: due}
 		next := NextDue(spec, due)
 		if spec.Kind == storage.KindCron {

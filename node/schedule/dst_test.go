@@ -202,6 +202,12 @@ func TestPreview(t *testing.T) {
 	if got := Preview(everySpec(1000, 0), start, 0, 3); len(got) != 3 || got[2].At != start+2e9 {
 		t.Errorf("Preview every 1s = %v", got)
 	}
+	// A task's end_at is inclusive: the occurrence at it is previewed.
+	ended := everySpec(1000, 0)
+	ended.EndAt = start + 2e9
+	if got := Preview(ended, start, 0, 10); len(got) != 3 || got[2].At != start+2e9 {
+		t.Errorf("Preview every 1s with end_at = start+2s: %v, want 3 fires ending at end_at", got)
+	}
 }
 
 func BenchmarkNextFireBerlin(b *testing.B) {

@@ -1074,6 +1074,8 @@
     add('Retries', 'up to ' + t.max_retries + ' · timeout ' + fmtSpan(t.timeout_ms));
     if (t.misfire) add('Misfire', t.misfire + (t.max_fails ? ' · inactive after ' + t.max_fails + ' failed fires' : ''));
     if (t.start_at) add('Starts', when(t.start_at));
+    if (t.end_at) add('Ends', when(t.end_at));
+    if (t.max_runs) add('Runs', fmtInt(t.runs || 0) + ' of ' + fmtInt(t.max_runs));
     add('Slot', t.slot + ' on ' + (t.owner || '?'));
     add('Labels', labelsText(t.labels));
     if (t.headers && Object.keys(t.headers).length) {
