@@ -128,9 +128,10 @@ func TestSchedulePreview(t *testing.T) {
 		{"Tokyo: no transition", "cron=30+2+*+*+*&timezone=Asia/Tokyo&start_at=2026-03-28T00:00:00Z&n=1", "Asia/Tokyo", []string{
 			"2026-03-28T17:30:00Z 2026-03-29T02:30:00+09:00",
 		}, ""},
-		{"end_at bounds the window", "cron=0+*+*+*+*&start_at=2026-03-28T00:00:00Z&end_at=2026-03-28T02:00:00Z&n=1000", "UTC", []string{
+		{"end_at bounds the window, inclusive", "cron=0+*+*+*+*&start_at=2026-03-28T00:00:00Z&end_at=2026-03-28T02:00:00Z&n=1000", "UTC", []string{
 			"2026-03-28T00:00:00Z 2026-03-28T00:00:00Z",
 			"2026-03-28T01:00:00Z 2026-03-28T01:00:00Z",
+			"2026-03-28T02:00:00Z 2026-03-28T02:00:00Z",
 		}, ""},
 		{"every_ms from start_at", "every_ms=3600000&start_at=2026-03-29T00:00:00Z&n=2", "UTC", []string{
 			"2026-03-29T00:00:00Z 2026-03-29T00:00:00Z",

@@ -165,14 +165,15 @@ type Fire struct {
 }
 
 // Preview returns up to n occurrences of spec starting with first (an
-// occurrence, e.g. FirstDue's answer or a stored task's NextDue) and before
-// until (Unix ns, 0 = no bound), each flagged with how a DST rule moved it.
+// occurrence, e.g. FirstDue's answer or a stored task's NextDue) and at or
+// before until (Unix ns, 0 = no bound; inclusive like a task's end_at),
+// each flagged with how a DST rule moved it.
 // It is what the task would fire, by NextDue from each logical due time,
 // and like the task it stops after spec.EndAt (inclusive: an occurrence at
 // EndAt is in).
 func Preview(spec *storage.Spec, first, until int64, n int) []Fire {
 	var out []Fire
-	for due := first; due != 0 && len(out) < n && (until == 0 || due < until) && (spec.EndAt == 0 || due <= spec.EndAt); {
+	for due := first; due != 0 && len(out) < n && (until == 0 || due <= until) && (spec.EndAt == 0 || due <= spec.EndAt); {
 		f := Fire{At: due}
 		next := NextDue(spec, due)
 		if spec.Kind == storage.KindCron {

@@ -196,8 +196,11 @@ func TestPreview(t *testing.T) {
 			t.Errorf("fire %d = %s %q, want %s %q", i, instant(got[i].At), got[i].Moved, instant(want[i].At), want[i].Moved)
 		}
 	}
-	if got := Preview(spec, start, at(t, "2026-03-28T01:30:00Z"), 6); len(got) != 2 {
-		t.Errorf("Preview until 01:30Z = %d fires, want 2", len(got))
+	if got := Preview(spec, start, at(t, "2026-03-28T01:30:00Z"), 6); len(got) != 3 {
+		t.Errorf("Preview until 01:30Z = %d fires, want 3 (inclusive)", len(got))
+	}
+	if got := Preview(spec, start, at(t, "2026-03-28T01:29:59Z"), 6); len(got) != 2 {
+		t.Errorf("Preview until 01:29:59Z = %d fires, want 2", len(got))
 	}
 	if got := Preview(everySpec(1000, 0), start, 0, 3); len(got) != 3 || got[2].At != start+2e9 {
 		t.Errorf("Preview every 1s = %v", got)
