@@ -116,13 +116,16 @@ func callbackHost(u string) string {
 // callbackEndpoint is callbackHost with the path: the key of the per-URL
 // latency view (no query or fragment, which often carry tokens and make
 // every call a URL of its own).
-func callbackEndpoint(u string) string {
-	a := callbackAuthority(u)
-	path := u[len(a):]
+func callbackEndpoint(u string) string { return callbackHost(u) + callbackPath(u) }
+
+// callbackPath is u's path, "/" when it has none, without query or
+// fragment: callbackEndpoint is callbackHost and this.
+func callbackPath(u string) string {
+	path := u[len(callbackAuthority(u)):]
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	return httpapi.RedactURL(a) + cmp.Or(path, "/")
+	return cmp.Or(path, "/")
 }
 
 // callbackAuthority is the scheme://[userinfo@]host:port part of u.

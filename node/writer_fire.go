@@ -109,7 +109,8 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	}
 	w.metrics.observeResult(r)
-	w.hosts.Observe(callbackHost(r.Job.URL), callbackEndpoint(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
+	host := callbackHost(r.Job.URL) // one redaction for both keys
+	w.hosts.Observe(host, host+callbackPath(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	if err != nil {
 		w.log.Error("read task to finish fire", "task", id, "err", err)
 		return 0

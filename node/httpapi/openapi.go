@@ -22,13 +22,19 @@ var openAPIETag = func() string {
 // handleOpenAPI answers the OpenAPI document, or 304 when If-None-Match
 // names its ETag.
 func handleOpenAPI(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("ETag", openAPIETag)
+	writeTagged(w, r, openAPIETag, "application/yaml", []byte(docs.OpenAPI))
+}
+
+// writeTagged answers body with its ETag, which a client revalidates on
+// every use (no-cache), or 304 when If-None-Match names the ETag.
+func writeTagged(w http.ResponseWriter, r *http.Request, etag, contentType string, body []byte) {
+	w.Header().Set("ETag", etag)
 	w.Header().Set("Cache-Control", "no-cache")
-	if etagMatch(r.Header.Get("If-None-Match"), openAPIETag) {
+	if etagMatch(r.Header.Get("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write([]byte(docs.OpenAPI))
+	_, _ = w.Write(body)
 }

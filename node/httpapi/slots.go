@@ -88,15 +88,7 @@ func (s *Server) handleSlots(w http.ResponseWriter, r *http.Request) {
 	h := fnv.New64a()
 	h.Write(body)
 	etag := `"` + m.Version + "-" + strconv.FormatUint(h.Sum64(), 16) + `"`
-	w.Header().Set("ETag", etag)
-	w.Header().Set("Cache-Control", "no-cache")
-	if etagMatch(r.Header.Get("If-None-Match"), etag) {
-		w.WriteHeader(http.StatusNotModified)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	writeTagged(w, r, etag, "application/json", append(body, '\n'))
 }
 
 // etagMatch reports whether the If-None-Match value list names etag (or
