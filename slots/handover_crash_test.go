@@ -229,15 +229,11 @@ func TestHandoverHolderRestartsBeforeFinalCopy(t *testing.T) {
 	}
 }
 
-// A follower dies for good and a node joins before it comes back: the
-// slots whose follower died (their owners dropped it and fire degraded)
-// and that the new table gives the joiner must move to it. Before the
-// handover carried the dropped suspects (SendHandover.Dropped), an owner
-// never sealed while it had one, so the joiner stayed importing until the
-// dead node returned or was forgotten: in a 3-process test a node that
-// joined after a SIGKILL was never ready. The joiner inherits the dropped
-// suspect; once the dead node comes back it answers and is cleared.
-func TestJoinAfterFollowerCrash(t *testing.T) {
+// joinAfterFollowerCrash runs TestJoinAfterFollowerCrash's setup: 3 nodes,
+// n2 crashes, n4 joins and takes slots whose owner had dropped n2. It
+// returns the cluster and those slots (each with n2 as n4's dropped suspect).
+func joinAfterFollowerCrash(t *testing.T) (*cluster, []Slot) {
+	t.Helper()
 	const numSlots = 64
 	c := newCluster(t, numSlots)
 	c.deadAfter = 2 * time.Second
@@ -268,7 +264,7 @@ func TestJoinAfterFollowerCrash(t *testing.T) {
 	c.deaths()
 	c.tables(false)
 	c.run(20 * time.Second)
-	moved, inherited := 0, 0
+	moved, inherited := 0, []Slot(nil)
 	for s := range Slot(numSlots) {
 		if firing := c.firing(s); len(firing) != 1 {
 			t.Errorf("slot %d fired by %v, want one node", s, firing)
@@ -287,20 +283,33 @@ func TestJoinAfterFollowerCrash(t *testing.T) {
 		if degraded[s] {
 			moved++
 			if c.m["n4"].droppedIndex(s, "n2") >= 0 {
-				inherited++
+				inherited = append(inherited, s)
 			}
 		}
 	}
-	if moved == 0 || inherited != moved {
-		t.Fatalf("setup: %d degraded slots moved to the joiner, %d of them inherited n2 as dropped (want > 0, all)\n%s", moved, inherited, c.states())
+	if moved == 0 || len(inherited) != moved {
+		t.Fatalf("setup: %d degraded slots moved to the joiner, %d of them inherited n2 as dropped (want > 0, all)\n%s", moved, len(inherited), c.states())
 	}
-	t.Logf("%d degraded slots moved to the joiner", moved)
+	return c, inherited
+}
+
+// A follower dies for good and a node joins before it comes back: the
+// slots whose follower died (their owners dropped it and fire degraded)
+// and that the new table gives the joiner must move to it. Before the
+// handover carried the dropped suspects (SendHandover.Dropped), an owner
+// never sealed while it had one, so the joiner stayed importing until the
+// dead node returned or was forgotten: in a 3-process test a node that
+// joined after a SIGKILL was never ready. The joiner inherits the dropped
+// suspect; once the dead node comes back it answers and is cleared.
+func TestJoinAfterFollowerCrash(t *testing.T) {
+	c, inherited := joinAfterFollowerCrash(t)
+	t.Logf("%d degraded slots moved to the joiner", len(inherited))
 	// The dead node comes back: its new incarnation holds no grant, it
 	// answers the joiner's heartbeats, and nobody keeps it dropped.
 	c.restart("n2")
 	c.tables(false)
 	c.run(10 * time.Second)
-	for s := range Slot(numSlots) {
+	for s := range Slot(c.numSlots) {
 		for _, n := range c.names {
 			if si := &c.m[n].slots[s]; len(si.dropped) > 0 || len(si.suspects) > 1 {
 				t.Errorf("slot %d: %s still has suspects %v dropped %v after n2 came back", s, n, si.suspects, si.dropped)
@@ -313,4 +322,51 @@ func TestJoinAfterFollowerCrash(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The joiner never saw the dead node (memberlist hands a joiner no dead
+// members), so it can neither see it dead nor hear from it. After a lapse
+// of its majority (a pause of DeadAfter) the inherited names are suspects
+// again and those slots stop firing: only an answer or the node leaving
+// clears a suspect. An operator's forget reaches the joiner as a leave
+// intent for a node it never saw (gossip adds it as left,
+// ownership.memberChanges reports it): MemberDead{Left} must clear the
+// suspect and the slots fire again, and a name never counted must not
+// cost the joiner its majority.
+func TestJoinerForgetsInheritedSuspect(t *testing.T) {
+	c, inherited := joinAfterFollowerCrash(t)
+	c.paused["n4"] = c.now.Add(c.deadAfter + 500*time.Millisecond)
+	c.run(c.deadAfter + time.Second)
+	c.tableOf("n4", false)
+	c.run(5 * time.Second)
+	stalled := 0
+	for _, s := range inherited {
+		if c.m["n4"].suspectIndex(s, "n2") >= 0 && !c.m["n4"].Firing(s) {
+			stalled++
+		}
+	}
+	if stalled == 0 {
+		t.Fatalf("setup: no inherited slot stalled on n2 after n4's pause\n%s", c.states())
+	}
+	m4 := c.m["n4"]
+	sees := m4.sees
+	delete(m4.heard, "n2") // the joiner never heard of it
+	delete(m4.dead, "n2")
+	c.step("n4", MemberDead{Name: "n2", Left: true})
+	if m4.sees != sees || !m4.majority {
+		t.Errorf("a leave of a node never counted cost the joiner: sees %d -> %d, majority %v", sees, m4.sees, m4.majority)
+	}
+	c.run(5 * time.Second)
+	for _, s := range inherited {
+		if owner, _ := m4.position(s); owner != "n4" {
+			continue
+		}
+		if m4.suspectIndex(s, "n2") >= 0 || m4.droppedIndex(s, "n2") >= 0 {
+			t.Errorf("slot %d: n4 still names n2 after it left: %s", s, m4.Debug(s))
+		}
+		if firing := c.firing(s); len(firing) != 1 || firing[0] != "n4" {
+			t.Errorf("slot %d fired by %v after n2 was forgotten, want n4: %s", s, firing, m4.Debug(s))
+		}
+	}
+	t.Logf("%d of %d inherited slots stalled on n2 until it was forgotten", stalled, len(inherited))
 }

@@ -221,9 +221,12 @@ func (m *Machine) Step(ev Event) []Effect {
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true
 			// Count it out at once, before the new table arrives: a stale
-			// majority must not keep this node firing.
-			m.sees--
-			m.setMajority(2*m.sees > m.stable)
+			// majority must not keep this node firing. A name we never
+			// heard of (one that left before we saw it) was never counted.
+			if _, heard := m.heard[ev.Name]; heard || m.members[ev.Name] {
+				m.sees--
+				m.setMajority(2*m.sees > m.stable)
+			}
 		}
 		m.advanceAll()
 	case MemberAlive:

@@ -53,6 +53,11 @@ func memberChanges(old, cur []gossip.Member) []memberChange {
 	for _, m := range cur {
 		p, seen := prev[m.Name]
 		switch {
+		case !seen && m.Status == gossip.StatusLeft:
+			// Gone for good before we ever saw it (a leave intent for a
+			// node that was dead when we joined, or left while we were
+			// down): the slots we hold may still name it as a suspect.
+			out = append(out, memberChange{"left", m.Name})
 		case !seen || (!p.Up() && m.Up() && p.Meta.BootID == m.Meta.BootID):
 			if m.Up() {
 				out = append(out, memberChange{"join", m.Name})

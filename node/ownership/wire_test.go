@@ -197,6 +197,7 @@ func TestMemberChanges(t *testing.T) {
 		{"nothing", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", alive, 1)}, nil},
 		{"join", nil, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
 		{"known but dead", nil, []gossip.Member{m("a", dead, 1)}, nil},
+		{"known but left", nil, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
 		{"suspect is up", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", suspect, 1)}, nil},
 		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
 		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},

@@ -112,7 +112,7 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 
 // leaveIntent handles a leave intent: the member (in the run the intent
 // names) is marked leaving, so its death reads as StatusLeft; if it is
-// already dead it becomes left now. An intent seen for the first time is
+// already dead it becomes left now; one we never saw is added as left. An intent seen for the first time is
 // gossiped on, so it reaches members the leaver's own gossip missed.
 func (m *Membership) leaveIntent(li leaveIntent) {
 	now := time.Now()
@@ -125,7 +125,17 @@ func (m *Membership) leaveIntent(li leaveIntent) {
 	first := !seen || boot != li.BootID
 	m.mu.intents[li.Name] = li.BootID
 	var logDropped uint64
-	if e := m.mu.view[li.Name]; e != nil && e.m.Meta.BootID == li.BootID {
+	switch e := m.mu.view[li.Name]; {
+	case e == nil:
+		// A member we never saw (memberlist does not hand a joiner the
+		// members that were dead when it joined): it is gone for good all
+		// the same, and the slots we took over may still name it as a
+		// suspect (slots.MemberDead), which only this can clear.
+		e = &entry{leaving: true}
+		m.mu.view[li.Name] = e
+		mem := Member{Name: li.Name, Meta: Meta{BootID: li.BootID}, Status: StatusLeft}
+		logDropped = m.emitLocked(e, EventLeave, mem, now)
+	case e.m.Meta.BootID == li.BootID:
 		e.leaving = true
 		if e.m.Status == StatusDead {
 			mem := e.m

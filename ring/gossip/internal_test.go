@@ -168,6 +168,40 @@ func TestLeaveIntentGossipedOnce(t *testing.T) {
 	}
 }
 
+// TestLeaveIntentForUnseenMember: an intent for a member this node never
+// saw (memberlist does not hand a joiner the members already dead) adds it
+// as left, with an event, so the slots that still name it as a suspect can
+// forget it; a later run of that name joins as usual.
+func TestLeaveIntentForUnseenMember(t *testing.T) {
+	m := newUnstarted(t)
+	d := &delegate{m: m}
+	d.NotifyMsg(encodeLeaveIntent(leaveIntent{Name: "gone", BootID: 7}))
+	select {
+	case ev := <-m.Events():
+		if ev.Kind != EventLeave || ev.Member.Name != "gone" || ev.Member.Status != StatusLeft || ev.Member.Meta.BootID != 7 {
+			t.Errorf("event = %+v, want gone left (boot 7)", ev)
+		}
+	default:
+		t.Fatal("no event for an intent of an unseen member")
+	}
+	if ms := m.Members(); len(ms) != 1 || ms[0].Name != "gone" || ms[0].Status != StatusLeft {
+		t.Errorf("Members = %+v, want gone left", ms)
+	}
+	if _, _, ok := m.nextReconnect(time.Now()); ok {
+		t.Error("a left member is reconnected to")
+	}
+	d.NotifyJoin(mlNode(t, "gone", 8)) // a new run
+	var ms []Member
+	for _, x := range m.Members() {
+		if x.Name == "gone" {
+			ms = append(ms, x)
+		}
+	}
+	if len(ms) != 1 || ms[0].Status != StatusAlive || ms[0].Meta.BootID != 8 {
+		t.Errorf("after a new run joined: %+v, want gone alive (boot 8)", ms)
+	}
+}
+
 func TestNextReconnect(t *testing.T) {
 	m := newUnstarted(t)
 	d := &delegate{m: m}
