@@ -355,6 +355,14 @@ func (m *Machine) State(s Slot) SlotState {
 	return st
 }
 
+// Pub returns what node publishes of slot s to its data path: the role,
+// the epoch and whether it fires (State's Role and Epoch, Firing) without
+// building a SlotState. O(1).
+func (m *Machine) Pub(s Slot) (Role, Epoch, bool) {
+	si := &m.slots[s]
+	return si.role, si.epoch, si.firing
+}
+
 // Firing reports whether the machine has told node to fire slot s
 // (StartFiring without a StopFiring since). O(1).
 func (m *Machine) Firing(s Slot) bool { return m.slots[s].firing }
@@ -367,21 +375,24 @@ func (m *Machine) Firing(s Slot) bool { return m.slots[s].firing }
 // this node does not own s, or runs it single-copy (degraded: the follower
 // was declared dead and no new one is chosen yet). The caller owns the
 // slice. O(1).
-func (m *Machine) Replicas(s Slot) []string {
+func (m *Machine) Replicas(s Slot) []string { return m.AppendReplicas(nil, s) }
+
+// AppendReplicas appends Replicas(s) to dst and returns it (dst unchanged
+// when there are none). O(1).
+func (m *Machine) AppendReplicas(dst []string, s Slot) []string {
 	si := &m.slots[s]
 	if si.role != RoleOwner && si.role != RoleSealing {
-		return nil
+		return dst
 	}
-	var out []string
 	if si.follower != "" {
-		out = append(out, si.follower)
+		dst = append(dst, si.follower)
 	}
 	for _, x := range si.suspects {
 		if x.name != si.follower {
-			out = append(out, x.name)
+			dst = append(dst, x.name)
 		}
 	}
-	return out
+	return dst
 }
 
 // Leader returns the node whose replication stream this node applies for

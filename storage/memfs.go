@@ -37,7 +37,7 @@ func (m *MemFS) FailWAL(err error) {
 // vfs returns the filesystem a store opens on m: m's, with FailWAL's
 // faults injected.
 func (m *MemFS) vfs() vfs.FS {
-	return errorfs.Wrap(m.fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+	return errorfs.Wrap(unsyncedFS{m.fs}, errorfs.InjectorFunc(func(op errorfs.Op) error {
 		e := m.walFault.Load()
 		if e == nil || !strings.HasSuffix(op.Path, ".log") {
 			return nil
@@ -68,3 +68,46 @@ func (m *MemFS) CrashClone() *MemFS {
 	rng := rand.New(rand.NewPCG(1, 2))
 	return &MemFS{fs: m.fs.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 100, RNG: rng})}
 }
+
+// unsyncedFS passes every call to the MemFS except a file's or directory's
+// sync, which it answers at once. A crashable MemFS's sync copies the whole
+// file to keep what a power loss would leave, so a store's WAL cost
+// O(size) per commit (quadratic per WAL, and many times that under -race,
+// which checks every copied byte); CrashClone keeps unsynced data too
+// (UnsyncedDataPercent 100: a killed process loses no write the OS has),
+// so the synced copy is never read. Sync errors are still injected
+// (FailWAL wraps this FS).
+type unsyncedFS struct{ vfs.FS }
+
+func (u unsyncedFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return unsynced(u.FS.Create(name, c))
+}
+
+func (u unsyncedFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	return unsynced(u.FS.Open(name, opts...))
+}
+
+func (u unsyncedFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	return unsynced(u.FS.OpenReadWrite(name, c, opts...))
+}
+
+func (u unsyncedFS) OpenDir(name string) (vfs.File, error) { return unsynced(u.FS.OpenDir(name)) }
+
+func (u unsyncedFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	return unsynced(u.FS.ReuseForWrite(oldname, newname, c))
+}
+
+func (u unsyncedFS) Unwrap() vfs.FS { return u.FS }
+
+func unsynced(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return unsyncedFile{f}, nil
+}
+
+type unsyncedFile struct{ vfs.File }
+
+func (unsyncedFile) Sync() error                             { return nil }
+func (unsyncedFile) SyncData() error                         { return nil }
+func (unsyncedFile) SyncTo(int64) (fullSync bool, err error) { return false, nil }

@@ -239,23 +239,12 @@ func (b *Board) Replicas(s uint16) []string {
 	return b.reps[s]
 }
 
-// setReplicas publishes the nodes slot s's writes go to, if they changed.
+// setReplicas publishes the nodes slot s's writes go to (the executor
+// calls it only when they changed).
 func (b *Board) setReplicas(s uint16, reps []string) {
-	b.repMu.RLock()
-	same := slices.Equal(reps, b.reps[s])
-	b.repMu.RUnlock()
-	if !same {
-		b.repMu.Lock()
-		b.reps[s] = reps
-		b.repMu.Unlock()
-	}
-}
-
-// hasReplicas reports whether slot s has published replicas.
-func (b *Board) hasReplicas(s uint16) bool {
-	b.repMu.RLock()
-	defer b.repMu.RUnlock()
-	return b.reps[s] != nil
+	b.repMu.Lock()
+	b.reps[s] = reps
+	b.repMu.Unlock()
 }
 
 // Flagged returns the slots flagged under-replicated and unavailable,

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,17 +122,28 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 // publish makes slot s's machine state visible to the data path and
 // reports whether its role, epoch or firing changed.
 func (e *Executor) publish(s uint16) bool {
-	st := e.m.State(slots.Slot(s))
-	v := uint64(st.Epoch)<<8 | uint64(st.Role)
-	if e.m.Firing(slots.Slot(s)) {
+	role, epoch, firing := e.m.Pub(slots.Slot(s))
+	v := uint64(epoch)<<8 | uint64(role)
+	if firing {
 		v |= 1 << 7
 	}
 	changed := e.b.setPub(s, v)
-	owner := st.Role == slots.RoleOwner || st.Role == slots.RoleSealing
-	if !owner && !e.b.hasReplicas(s) {
+	owner := role == slots.RoleOwner || role == slots.RoleSealing
+	if !owner && e.reps[s] == nil {
 		return changed // the common case: nothing to replicate to, before or now
 	}
-	e.b.setReplicas(s, e.m.Replicas(slots.Slot(s)))
+	// Compared with the executor's own copy of what it published: no lock
+	// and no allocation unless the replicas changed (publish runs for
+	// every slot now and then).
+	e.repScratch = e.m.AppendReplicas(e.repScratch[:0], slots.Slot(s))
+	if !slices.Equal(e.repScratch, e.reps[s]) {
+		var reps []string
+		if len(e.repScratch) > 0 {
+			reps = slices.Clone(e.repScratch)
+		}
+		e.reps[s] = reps
+		e.b.setReplicas(s, reps)
+	}
 	return changed
 }
 

@@ -110,10 +110,15 @@ type Executor struct {
 	done chan struct{}
 
 	// The run goroutine's own state.
-	view         *View
-	lastTick     time.Time
-	fresh        bool // no slot state yet: may bootstrap a new cluster
-	sealing      map[uint16]bool
+	view     *View
+	lastTick time.Time
+	fresh    bool // no slot state yet: may bootstrap a new cluster
+	sealing  map[uint16]bool
+	// reps is what publish last gave the board as each slot's replicas
+	// (read and written on the executor's goroutine only); repScratch is
+	// publish's buffer.
+	reps         [slots.Count][]string
+	repScratch   []string
 	out          map[string][]Msg
 	sending      map[string]bool        // a batch to that node is in flight
 	lastSent     map[string]time.Time   // last batch sent to that node
