@@ -32,6 +32,13 @@ func cloneTask(t *storage.Task) *storage.Task {
 	if t.Triggers != nil {
 		c.Triggers = append([]int64(nil), t.Triggers...)
 	}
+	if t.TriggerDues != nil {
+		c.TriggerDues = append([]int64(nil), t.TriggerDues...)
+	}
+	if t.Backfill != nil {
+		bf := *t.Backfill
+		c.Backfill = &bf
+	}
 	return &c
 }
 
