@@ -37,7 +37,7 @@ func TestBackendMethods(t *testing.T) {
 	if got, err := a.Resume(ctx, "b1"); err != nil || got.Status != storage.StatusScheduled {
 		t.Errorf("Resume = %+v, %v", got, err)
 	}
-	if _, err := a.Trigger(ctx, "b1"); err != nil {
+	if _, err := a.Trigger(ctx, "b1", 0); err != nil {
 		t.Errorf("Trigger: %v", err)
 	}
 	if _, err := a.Executions(ctx, "b1", 10); err != nil {

@@ -139,7 +139,14 @@ func (f *fake) Pause(ctx context.Context, id string) (*storage.Task, error) {
 func (f *fake) Resume(ctx context.Context, id string) (*storage.Task, error) {
 	return f.setStatus(ctx, id, storage.StatusScheduled)
 }
-func (f *fake) Trigger(ctx context.Context, id string) (*storage.Task, error) { return f.Get(ctx, id) }
+func (f *fake) Trigger(ctx context.Context, id string, _ int64) (*storage.Task, error) {
+	return f.Get(ctx, id)
+}
+
+func (f *fake) Backfill(ctx context.Context, id string, _, _ int64) (*storage.Task, BackfillResult, error) {
+	t, err := f.Get(ctx, id)
+	return t, BackfillResult{}, err
+}
 
 func (f *fake) Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error) {
 	if _, err := f.Get(ctx, id); err != nil {
