@@ -33,12 +33,12 @@ type TaskRequest struct {
 	MaxFails    *int              `json:"max_fails,omitempty"`
 	// EndAt and MaxRuns end a periodic task (API.md "End dates and run
 	// limits"): "" and nil = none.
-	EndAt   string            `json:"end_at,omitempty"`
-	MaxRuns *int64            `json:"max_runs,omitempty"`
+	EndAt   string `json:"end_at,omitempty"`
+	MaxRuns *int64 `json:"max_runs,omitempty"`
 	// MaxCatchup bounds misfire fire_all and a backfill (API.md
 	// "Catch-up and backfill"); nil = the default.
-	MaxCatchup *int64 `json:"max_catchup,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	MaxCatchup *int64            `json:"max_catchup,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 	// DST is the daylight-saving policy of a cron task (API.md "Daylight
 	// saving"); nil = the default, gap shift and overlap first.
 	DST *DSTRequest `json:"dst,omitempty"`

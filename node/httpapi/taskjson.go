@@ -47,20 +47,20 @@ type TaskResponse struct {
 	MaxRuns     int64             `json:"max_runs,omitempty"`
 	MaxCatchup  int               `json:"max_catchup,omitempty"`
 
-	Slot      uint16            `json:"slot"`
-	Status    string            `json:"status"`
-	NextDueAt string            `json:"next_due_at,omitempty"`
-	CreatedAt string            `json:"created_at,omitempty"`
-	UpdatedAt string            `json:"updated_at,omitempty"`
-	FireCount uint64            `json:"fire_count"`
-	FailCount uint64            `json:"fail_count"`
-	Runs      *uint64           `json:"runs,omitempty"`
+	Slot      uint16  `json:"slot"`
+	Status    string  `json:"status"`
+	NextDueAt string  `json:"next_due_at,omitempty"`
+	CreatedAt string  `json:"created_at,omitempty"`
+	UpdatedAt string  `json:"updated_at,omitempty"`
+	FireCount uint64  `json:"fire_count"`
+	FailCount uint64  `json:"fail_count"`
+	Runs      *uint64 `json:"runs,omitempty"`
 	// SkippedFires (periodic tasks): missed occurrences dropped by
 	// max_catchup under misfire fire_all.
-	SkippedFires *uint64          `json:"skipped_fires,omitempty"`
-	Backfill     *BackfillPending `json:"backfill,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
-	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
+	SkippedFires *uint64           `json:"skipped_fires,omitempty"`
+	Backfill     *BackfillPending  `json:"backfill,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+	LastFire     *LastFireResponse `json:"last_fire,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
