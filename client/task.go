@@ -116,14 +116,14 @@ type Task struct {
 	NextDueAt time.Time // zero when nothing is due
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	FireCount uint64    // successful fires
-	FailCount uint64    // consecutive failed fires
-	Runs      uint64    // with MaxRuns: scheduled fires finished so far
+	FireCount uint64 // successful fires
+	FailCount uint64 // consecutive failed fires
+	Runs      uint64 // with MaxRuns: scheduled fires finished so far
 	// SkippedFires (periodic tasks): missed occurrences fire_all skipped
 	// because of MaxCatchup.
 	SkippedFires uint64
-	Owner     string    // the node that answered: the owner of the slot
-	LastFire  *LastFire // the last finished fire, if any
+	Owner        string    // the node that answered: the owner of the slot
+	LastFire     *LastFire // the last finished fire, if any
 }
 
 // LastFire summarizes a task's most recent finished fire.

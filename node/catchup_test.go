@@ -105,9 +105,9 @@ func TestBackfill(t *testing.T) {
 		if code := tn.do(t, "POST", "/v1/tasks/bf/backfill", body(time.Hour), nil); code != 409 && len(rcv.hits()) < 5 {
 			t.Errorf("second backfill while one is pending: %d, want 409", code)
 		}
-		hs := rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 5 })
+		rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 5 })
 		time.Sleep(5 * time.Second)
-		hs = rcv.hits()
+		hs := rcv.hits()
 		if len(hs) != 5 {
 			t.Fatalf("%d fires, want 5", len(hs))
 		}
