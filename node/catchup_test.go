@@ -85,8 +85,10 @@ func TestTriggerDueAt(t *testing.T) {
 func TestBackfill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rcv := newReceiver(t)
+		rcv.setRespond(func(hit, int) int { time.Sleep(time.Second); return 200 })
 		tn := startNode(t, nil)
 		tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "bf", "callback_url": rcv.url("/bf"), "cron": "0 * * * *", "max_catchup": 5}, nil)
+		tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "once", "callback_url": rcv.url("/once"), "delay_ms": 3600000}, nil)
 		from := time.Date(2026, 1, 1, 9, 30, 0, 0, time.UTC)
 		if time.Now().Before(from) {
 			from = time.Now().Add(-48 * time.Hour).Truncate(time.Hour).Add(30 * time.Minute)
@@ -102,10 +104,17 @@ func TestBackfill(t *testing.T) {
 		if code := tn.do(t, "POST", "/v1/tasks/bf/backfill", body(5*time.Hour), &got); code != 202 || got["queued"] != float64(5) {
 			t.Fatalf("backfill: %d %v, want 202 queued 5", code, got)
 		}
-		if code := tn.do(t, "POST", "/v1/tasks/bf/backfill", body(time.Hour), nil); code != 409 && len(rcv.hits()) < 5 {
+		if code := tn.do(t, "POST", "/v1/tasks/bf/backfill", body(time.Hour), nil); code != 409 {
 			t.Errorf("second backfill while one is pending: %d, want 409", code)
 		}
-		rcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 5 })
+		var bad map[string]map[string]any
+		if code := tn.do(t, "POST", "/v1/tasks/once/backfill", body(time.Hour), &bad); code != 400 || bad["error"]["field"] != "id" {
+			t.Errorf("backfill of a one-shot task: %d %v, want 400 field id", code, bad)
+		}
+		if code := tn.do(t, "POST", "/v1/tasks/bf/trigger", map[string]any{"due_at": "soon"}, &bad); code != 400 || bad["error"]["field"] != "due_at" {
+			t.Errorf("trigger with a bad due_at: %d %v, want 400 field due_at", code, bad)
+		}
+		rcv.waitHits(t, 20*time.Second, func(hs []hit) bool { return len(hs) >= 5 })
 		time.Sleep(5 * time.Second)
 		hs := rcv.hits()
 		if len(hs) != 5 {
@@ -116,6 +125,9 @@ func TestBackfill(t *testing.T) {
 			want := from.Add(30*time.Minute + time.Duration(i)*time.Hour)
 			if !h.Due.Equal(want) {
 				t.Errorf("fire %d due %v, want %v", i, h.Due, want)
+			}
+			if i > 0 && h.At.Sub(hs[i-1].At) < time.Second {
+				t.Errorf("fire %d started %v after the previous one, which takes 1s: fires overlap", i, h.At.Sub(hs[i-1].At))
 			}
 			if ids[h.FireID] {
 				t.Errorf("fire id %s twice", h.FireID)
@@ -147,6 +159,9 @@ func TestBackfillSurvivesRestart(t *testing.T) {
 		rcv.waitHits(t, 20*time.Second, func(hs []hit) bool { return len(hs) >= 4 })
 		cfg := tn.cfg
 		tn.stop(t)
+		if n := len(rcv.hits()); n >= 10 {
+			t.Fatalf("%d fires before the stop: the backfill was not stopped midway", n)
+		}
 		time.Sleep(time.Second)
 		tn2 := restartNode(t, cfg)
 		waitTask(t, tn2, "bfr", func(task map[string]any) bool { return task["backfill"] == nil && task["last_fire"] != nil })

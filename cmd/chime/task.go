@@ -480,6 +480,7 @@ type createFlags struct {
 	delay, every              millisFlag
 	dueAt, startAt, endAt     string
 	maxRuns                   int
+	maxCatchup                int
 	misfire                   string
 	gap, overlap              string
 	payload                   string
@@ -508,7 +509,7 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.StringVar(&f.startAt, "start-at", "", "periodic or cron: no fire before this RFC 3339 `time`")
 	fs.StringVar(&f.endAt, "end-at", "", "periodic or cron: no fire due after this RFC 3339 `time` (one due exactly then fires); then the task is completed")
 	fs.IntVar(&f.maxRuns, "max-runs", 0, "periodic or cron: completed after this many scheduled fires (`n` ≥ 1; triggers not counted)")
-	fs.IntVar(&t.MaxCatchup, "max-catchup", 0, "periodic or cron: misfire fire_all fires at most the `n` most recent missed occurrences, and a backfill at most n (server default 100)")
+	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "periodic or cron: misfire fire_all fires at most the `n` most recent missed occurrences, and a backfill at most n (server default 100)")
 	fs.StringVar(&f.payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
 	fs.Var(&f.headers, "header", "extra callback header `k=v` (repeatable)")
 	fs.Var(&f.labels, "label", "label `k=v` for filtering (repeatable)")
@@ -642,6 +643,13 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 			return fmt.Errorf("task create: --max-runs must be at least 1, got %d", f.maxRuns)
 		}
 		t.MaxRuns = f.maxRuns
+	}
+	if set["max-catchup"] {
+		if f.maxCatchup < 1 {
+			// 0 would be sent as "the default".
+			return fmt.Errorf("task create: --max-catchup must be at least 1, got %d", f.maxCatchup)
+		}
+		t.MaxCatchup = f.maxCatchup
 	}
 	if set["gap"] || set["overlap"] {
 		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}
