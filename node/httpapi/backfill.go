@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -145,16 +146,32 @@ func parseBackfillBody(body []byte, now time.Time) (from, to int64, e *Error) {
 	return from, to, nil
 }
 
-func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskID(w, r)
-	if !ok {
-		return
+// taskIDWithBody is taskID for a request with a (small) body: the body is
+// read first so that a request for another node's slot is forwarded with it.
+func (s *Server) taskIDWithBody(w http.ResponseWriter, r *http.Request) (string, []byte, bool) {
+	id := r.PathValue("id")
+	if e := validateID(id); e != nil {
+		WriteError(w, e)
+		return "", nil, false
 	}
 	body, e := ReadBody(w, r, maxSmallBody)
 	if e != nil {
 		WriteError(w, e)
+		return "", nil, false
+	}
+	if v := s.b.View(); !v.Owns(slots.Of(id)) {
+		s.routed(w, r, v, id, body)
+		return "", nil, false
+	}
+	return id, body, true
+}
+
+func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
+	id, body, ok := s.taskIDWithBody(w, r)
+	if !ok {
 		return
 	}
+	var e *Error
 	due, e := parseTriggerBody(body, s.b.Now())
 	if e != nil {
 		WriteError(w, e)
@@ -169,15 +186,11 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
-	id, ok := s.taskID(w, r)
+	id, body, ok := s.taskIDWithBody(w, r)
 	if !ok {
 		return
 	}
-	body, e := ReadBody(w, r, maxSmallBody)
-	if e != nil {
-		WriteError(w, e)
-		return
-	}
+	var e *Error
 	from, to, e := parseBackfillBody(body, s.b.Now())
 	if e != nil {
 		WriteError(w, e)

@@ -348,6 +348,17 @@ func TestServerForwardsToTheOwner(t *testing.T) {
 		t.Errorf("forwarded get: %d %q", w.Code, f.forwards)
 	}
 
+	// Trigger and backfill bodies go along.
+	for _, tc := range []struct{ path, body string }{
+		{"/trigger", `{"due_at":"2026-01-01T00:00:00Z"}`},
+		{"/backfill", `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
+	} {
+		f.forwards = nil
+		if w := serve(t, f, Config{}, "POST", "/v1/tasks/"+id+tc.path, tc.body); len(f.forwards) != 1 || f.forwards[0] != "POST /v1/tasks/"+id+tc.path+" n2 1 "+tc.body {
+			t.Errorf("forwarded %s: %d %q", tc.path, w.Code, f.forwards)
+		}
+	}
+
 	f.hops = maxHops
 	if w := serve(t, f, Config{}, "DELETE", "/v1/tasks/"+id, ""); w.Code != http.StatusServiceUnavailable || !strings.Contains(errorOf(t, w).Message, "forwards") {
 		t.Errorf("hop limit: %d %s", w.Code, w.Body)
