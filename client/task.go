@@ -104,6 +104,11 @@ type Task struct {
 	// triggers) have finished, counted from its create or last replace.
 	// 0: no limit.
 	MaxRuns int
+	// MaxCatchup (periodic tasks) bounds misfire fire_all after downtime to
+	// the most recent MaxCatchup missed occurrences, and one Backfill to
+	// that many. 0: the node's default (100); answered with its effective
+	// value.
+	MaxCatchup int
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -111,11 +116,14 @@ type Task struct {
 	NextDueAt time.Time // zero when nothing is due
 	CreatedAt time.Time
 	UpdatedAt time.Time
-	FireCount uint64    // successful fires
-	FailCount uint64    // consecutive failed fires
-	Runs      uint64    // with MaxRuns: scheduled fires finished so far
-	Owner     string    // the node that answered: the owner of the slot
-	LastFire  *LastFire // the last finished fire, if any
+	FireCount uint64 // successful fires
+	FailCount uint64 // consecutive failed fires
+	Runs      uint64 // with MaxRuns: scheduled fires finished so far
+	// SkippedFires (periodic tasks): missed occurrences fire_all skipped
+	// because of MaxCatchup.
+	SkippedFires uint64
+	Owner        string    // the node that answered: the owner of the slot
+	LastFire     *LastFire // the last finished fire, if any
 }
 
 // LastFire summarizes a task's most recent finished fire.
@@ -161,6 +169,7 @@ type taskJSON struct {
 	DST         *DST              `json:"dst,omitempty"`
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int               `json:"max_runs,omitempty"`
+	MaxCatchup  int               `json:"max_catchup,omitempty"`
 	Status      string            `json:"status,omitempty"`
 
 	// The answer's state; never sent.
@@ -171,6 +180,7 @@ type taskJSON struct {
 	FireCount uint64        `json:"fire_count,omitempty"`
 	FailCount uint64        `json:"fail_count,omitempty"`
 	Runs      *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
+	Skipped   uint64        `json:"skipped_fires,omitempty"`
 	Owner     string        `json:"owner,omitempty"`
 	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
 }
@@ -204,6 +214,7 @@ func (t *Task) request() taskJSON {
 		Payload: t.Payload, Headers: t.Headers, TimeoutMs: t.Timeout.Milliseconds(),
 		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
 		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
+		MaxCatchup: t.MaxCatchup,
 	}
 	if t.Delay != 0 || t.DueAt.IsZero() && t.Every == 0 && t.Cron == "" {
 		d := t.Delay.Milliseconds()
@@ -226,6 +237,7 @@ func (w *taskJSON) task() Task {
 		CreatedAt: parseInstant(w.CreatedAt), UpdatedAt: parseInstant(w.UpdatedAt),
 		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,
 		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns,
+		MaxCatchup: w.MaxCatchup, SkippedFires: w.Skipped,
 	}
 	if w.Runs != nil {
 		t.Runs = *w.Runs

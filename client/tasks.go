@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // taskPath is the path of task id.
@@ -95,6 +96,54 @@ func (c *Client) Resume(ctx context.Context, id string) (Task, error) {
 // sent once.
 func (c *Client) Trigger(ctx context.Context, id string) (Task, error) {
 	return c.action(ctx, id, "trigger", false)
+}
+
+// TriggerAt is Trigger with a logical due time: the fire's X-Chime-Due-At
+// is dueAt instead of the request time (within 10 years of now).
+func (c *Client) TriggerAt(ctx context.Context, id string, dueAt time.Time) (Task, error) {
+	body, err := json.Marshal(map[string]string{"due_at": instant(dueAt)})
+	if err != nil {
+		return Task{}, err
+	}
+	a, err := c.do(ctx, call{method: http.MethodPost, path: taskPath(id) + "/trigger", id: id, body: body})
+	if err != nil {
+		return Task{}, err
+	}
+	return taskAnswer(a)
+}
+
+// BackfillResult is what Backfill queued: how many fires, the first and
+// last occurrence (zero when none), and the task.
+type BackfillResult struct {
+	Queued      int
+	First, Last time.Time
+	Task        Task
+}
+
+// Backfill fires each occurrence of task id's schedule in [from, to] once,
+// in order, each with its own fire id and the occurrence as X-Chime-Due-At
+// (API.md "Catch-up and backfill"). More occurrences than the task's
+// max_catchup, or a range over 10 years, is an invalid-argument error; a
+// backfill already pending is ErrConflict. Sent once (not retried).
+func (c *Client) Backfill(ctx context.Context, id string, from, to time.Time) (BackfillResult, error) {
+	body, err := json.Marshal(map[string]string{"from": instant(from), "to": instant(to)})
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	a, err := c.do(ctx, call{method: http.MethodPost, path: taskPath(id) + "/backfill", id: id, body: body})
+	if err != nil {
+		return BackfillResult{}, err
+	}
+	var w struct {
+		Queued int      `json:"queued"`
+		First  string   `json:"first"`
+		Last   string   `json:"last"`
+		Task   taskJSON `json:"task"`
+	}
+	if err := decode(a, &w); err != nil {
+		return BackfillResult{}, err
+	}
+	return BackfillResult{Queued: w.Queued, First: parseInstant(w.First), Last: parseInstant(w.Last), Task: w.Task.task()}, nil
 }
 
 func (c *Client) action(ctx context.Context, id, what string, idempotent bool) (Task, error) {

@@ -192,15 +192,27 @@ func (a api) Resume(ctx context.Context, id string) (*storage.Task, error) {
 	return a.one(ctx, opResume, id)
 }
 
-func (a api) Trigger(ctx context.Context, id string) (*storage.Task, error) {
-	return a.one(ctx, opTrigger, id)
+func (a api) Trigger(ctx context.Context, id string, dueAt int64) (*storage.Task, error) {
+	return a.one(ctx, opTrigger, id, func(op *oneOp) { op.dueAt = dueAt })
+}
+
+func (a api) Backfill(ctx context.Context, id string, from, to int64) (*storage.Task, httpapi.BackfillResult, error) {
+	var op *oneOp
+	t, err := a.one(ctx, opBackfill, id, func(o *oneOp) { o.from, o.to, op = from, to, o })
+	if err != nil {
+		return nil, httpapi.BackfillResult{}, err
+	}
+	return t, httpapi.BackfillResult{Queued: op.queued, First: op.first, Last: op.last}, nil
 }
 
 // one applies a single-task op to task id and returns the task after it
-// (nil for a delete).
-func (a api) one(ctx context.Context, kind opKind, id string) (*storage.Task, error) {
+// (nil for a delete). set, if any, fills the op's own fields.
+func (a api) one(ctx context.Context, kind opKind, id string, set ...func(*oneOp)) (*storage.Task, error) {
 	a.awaitHeld(ctx, slots.Of(id))
 	op := &oneOp{writeOp: writeOp{kind: kind}, id: id}
+	for _, f := range set {
+		f(op)
+	}
 	if kind != opDelete {
 		op.now = a.n.now().UnixNano()
 	}

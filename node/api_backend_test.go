@@ -37,8 +37,11 @@ func TestBackendMethods(t *testing.T) {
 	if got, err := a.Resume(ctx, "b1"); err != nil || got.Status != storage.StatusScheduled {
 		t.Errorf("Resume = %+v, %v", got, err)
 	}
-	if _, err := a.Trigger(ctx, "b1"); err != nil {
+	if _, err := a.Trigger(ctx, "b1", 0); err != nil {
 		t.Errorf("Trigger: %v", err)
+	}
+	if _, _, err := a.Backfill(ctx, "b1", now.Add(-time.Hour).UnixNano(), now.UnixNano()); err == nil {
+		t.Errorf("Backfill of a one-shot task: no error")
 	}
 	if _, err := a.Executions(ctx, "b1", 10); err != nil {
 		t.Errorf("Executions: %v", err)

@@ -44,6 +44,15 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 	if len(t.Triggers) > 0 && t.Triggers[0] <= now &&
 		(t.Status != storage.StatusScheduled || t.NextDue == 0 || t.Triggers[0] <= t.NextDue) {
 		due := t.Triggers[0]
+		if len(t.TriggerDues) > 0 {
+			if t.TriggerDues[0] != 0 {
+				due = t.TriggerDues[0] // POST trigger with a due_at
+			}
+			t.TriggerDues = t.TriggerDues[1:]
+			if len(t.TriggerDues) == 0 {
+				t.TriggerDues = nil
+			}
+		}
 		t.Triggers = t.Triggers[1:]
 		if len(t.Triggers) == 0 {
 			t.Triggers = nil
@@ -52,9 +61,37 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Trigger: true}
 		return startFire
 	}
-	// A scheduled fire (Wake guarantees status scheduled and NextDue <= now).
+	if t.Status != storage.StatusScheduled || t.NextDue == 0 || t.NextDue > now {
+		// Nothing scheduled is due: the wake was the pending backfill's.
+		// Its next occurrence fires now as an extra fire, and the backfill
+		// moves on in the same write, so a restart repeats this fire (its
+		// intent) and neither repeats nor loses an occurrence.
+		bf := t.Backfill
+		if bf == nil {
+			return startNothing
+		}
+		t.FireSeq++
+		t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: bf.Next, Attempt: 1, StartedAt: now, Trigger: true}
+		next := NextBackfill(&t.Spec, bf.Next)
+		if bf.Left <= 1 || next == 0 || next > bf.To {
+			t.Backfill = nil
+		} else {
+			bf.Next, bf.Left = next, bf.Left-1
+		}
+		return startFire
+	}
+	// A scheduled fire.
 	due := t.NextDue
 	missed := t.Spec.Kind != storage.KindOnce && now-due > grace
+	if missed && t.Spec.Misfire == storage.MisfireFireAll {
+		// Bounded by max_catchup: only the most recent occurrences fire,
+		// the earlier ones are counted as skipped.
+		start, skipped := schedule.Catchup(&t.Spec, due, now, schedule.MaxCatchup(&t.Spec))
+		if skipped > 0 {
+			t.SkippedFires += skipped
+			t.NextDue, due = start, start
+		}
+	}
 	if missed && t.Spec.Misfire == storage.MisfireSkip {
 		t.NextDue = schedule.FirstAfter(&t.Spec, due, now)
 		if t.NextDue == 0 {
@@ -68,6 +105,16 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 	t.FireSeq++
 	t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Misfired: missed}
 	return startFire
+}
+
+// NextBackfill is the occurrence a backfill fires after at: the schedule's
+// next one, 0 if there is none.
+func NextBackfill(spec *storage.Spec, at int64) int64 {
+	next := schedule.NextDue(spec, at)
+	if next <= at {
+		return 0
+	}
+	return next
 }
 
 // fireID is the receiver's dedupe key of one fire: task id ":" sequence.

@@ -21,6 +21,7 @@ const (
 	opPause                       // pause one task
 	opResume                      // resume one task
 	opTrigger                     // queue one extra fire of one task
+	opBackfill                    // queue the fires of a range of one task's occurrences
 	opFire                        // start fires of expired wheel entries (internal)
 	opDone                        // apply one attempt's result (internal)
 	opReplica                     // apply replicated messages as a follower (internal, acked)
@@ -69,6 +70,12 @@ type oneOp struct {
 	id      string
 	out     *storage.Task // the task after the op
 	refused *Error        // why the op was not applied (or not replicated)
+
+	dueAt    int64  // opTrigger: the fire's logical due time, 0 = now
+	from, to int64  // opBackfill: the range
+	queued   uint64 // opBackfill: occurrences queued (the answer)
+	first    int64  // opBackfill: the first and last of them
+	last     int64
 }
 
 // fireOp is opFire: start the fires of expired wheel entries (writer_fire.go).

@@ -6,6 +6,8 @@ package node
 // trigger).
 
 import (
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/schedule"
@@ -31,6 +33,13 @@ func cloneTask(t *storage.Task) *storage.Task {
 	}
 	if t.Triggers != nil {
 		c.Triggers = append([]int64(nil), t.Triggers...)
+	}
+	if t.TriggerDues != nil {
+		c.TriggerDues = append([]int64(nil), t.TriggerDues...)
+	}
+	if t.Backfill != nil {
+		bf := *t.Backfill
+		c.Backfill = &bf
 	}
 	return &c
 }
@@ -132,6 +141,7 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 			t.FireSeq = old.FireSeq
 			t.HistSeq = old.HistSeq
 			t.FireCount = old.FireCount
+			t.SkippedFires = old.SkippedFires
 			t.LastFire = old.LastFire
 			t.Version = old.Version
 		} else {
@@ -227,10 +237,52 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 			op.refused = &Error{Code: CodeOverloaded, Message: "too many triggers pending for this task"}
 			return
 		}
+		if op.dueAt != 0 || t.TriggerDues != nil {
+			if t.TriggerDues == nil {
+				t.TriggerDues = make([]int64, len(t.Triggers), len(t.Triggers)+1)
+			}
+			t.TriggerDues = append(t.TriggerDues, op.dueAt)
+		}
 		t.Triggers = append(t.Triggers, op.now)
+	case opBackfill:
+		if e := w.startBackfill(t, op); e != nil {
+			op.refused = e
+			return
+		}
 	}
 	w.put(b, g, t, prev, op.now)
 	op.out = t
+}
+
+// startBackfill records a backfill of op.from..op.to on t (API.md
+// "Backfill"), or says why not.
+func (w *writer) startBackfill(t *storage.Task, op *oneOp) *Error {
+	if t.Spec.Kind == storage.KindOnce {
+		return invalid("id", "a one-shot task has no schedule to backfill")
+	}
+	if t.Backfill != nil {
+		return &Error{Code: CodeConflict, Message: fmt.Sprintf("a backfill is pending on this task (%d occurrences left, next %s); wait for it to finish",
+			t.Backfill.Left, time.Unix(0, t.Backfill.Next).UTC().Format(time.RFC3339Nano))}
+	}
+	anchor := t.NextDue
+	if anchor == 0 && t.LastFire != nil {
+		anchor = t.LastFire.DueAt
+	}
+	limit := schedule.MaxCatchup(&t.Spec)
+	first, last, n := schedule.Occurrences(&t.Spec, anchor, op.from, op.to, limit)
+	if n > uint64(limit) {
+		more := "more than " + strconv.Itoa(limit)
+		if first != 0 && last != 0 && n > uint64(limit)+1 {
+			more = strconv.FormatUint(n, 10)
+		}
+		return invalid("to", "the range holds %s occurrences, over the task's max_catchup (%d); split it or raise max_catchup", more, limit)
+	}
+	op.first, op.last, op.queued = first, last, n
+	if n == 0 {
+		return nil // nothing to fire: the answer says so, the record is unchanged
+	}
+	t.Backfill = &storage.Backfill{Next: first, To: last, Left: n, At: op.now}
+	return nil
 }
 
 // maxPendingTriggers bounds the extra fires queued on one task.

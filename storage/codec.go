@@ -13,12 +13,14 @@ import (
 //
 //	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
-//	           LastFire|nil, HistSeq, Version, Runs]
+//	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
+//	           SkippedFires, Backfill|nil]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
-//	           MaxRuns]
+//	           MaxRuns, MaxCatchup]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
+//	Backfill  [Next, To, Left, At]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
 //	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
@@ -58,10 +60,11 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 17
-	specFields      = 19
+	taskFields      = 20
+	specFields      = 20
 	inflightFields  = 7
 	lastFireFields  = 7
+	backfillFields  = 4
 	executionFields = 9
 )
 
@@ -84,6 +87,9 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendUint(b, t.HistSeq)
 	b = appendUint(b, t.Version)
 	b = appendUint(b, t.Runs)
+	b = appendInts(b, t.TriggerDues)
+	b = appendUint(b, t.SkippedFires)
+	b = appendBackfill(b, t.Backfill)
 	return b
 }
 
@@ -108,6 +114,19 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendUint(b, uint64(s.DSTOverlap))
 	b = appendInt(b, s.EndAt)
 	b = appendInt(b, s.MaxRuns)
+	b = appendInt(b, s.MaxCatchup)
+	return b
+}
+
+func appendBackfill(b []byte, f *Backfill) []byte {
+	if f == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, backfillFields)
+	b = appendInt(b, f.Next)
+	b = appendInt(b, f.To)
+	b = appendUint(b, f.Left)
+	b = appendInt(b, f.At)
 	return b
 }
 
@@ -239,6 +258,15 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.Runs = r.uint(math.MaxUint64)
 	}
+	if field(&n) {
+		t.TriggerDues = r.ints()
+	}
+	if field(&n) {
+		t.SkippedFires = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		t.Backfill = r.backfill()
+	}
 	r.skip(n, 0)
 }
 
@@ -304,7 +332,32 @@ func (r *reader) spec(s *Spec) {
 	if field(&n) {
 		s.MaxRuns = r.int64()
 	}
+	if field(&n) {
+		s.MaxCatchup = r.int64()
+	}
 	r.skip(n, 0)
+}
+
+func (r *reader) backfill() *Backfill {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	f := new(Backfill)
+	if field(&n) {
+		f.Next = r.int64()
+	}
+	if field(&n) {
+		f.To = r.int64()
+	}
+	if field(&n) {
+		f.Left = r.uint(math.MaxUint64)
+	}
+	if field(&n) {
+		f.At = r.int64()
+	}
+	r.skip(n, 0)
+	return f
 }
 
 func (r *reader) inflight() *Inflight {

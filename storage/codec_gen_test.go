@@ -149,6 +149,7 @@ func (g recordGen) spec() Spec {
 		DSTOverlap:  DSTOverlap(g.r.UintN(256)),
 		EndAt:       g.int64(),
 		MaxRuns:     g.int64(),
+		MaxCatchup:  g.int64(),
 	}
 }
 
@@ -200,7 +201,18 @@ func (g recordGen) task() *Task {
 		HistSeq:   g.uint64(),
 		Version:   g.uint64(),
 		Runs:      g.uint64(),
+
+		TriggerDues:  g.ints(),
+		SkippedFires: g.uint64(),
+		Backfill:     g.backfill(),
 	}
+}
+
+func (g recordGen) backfill() *Backfill {
+	if g.oneIn(2) {
+		return nil
+	}
+	return &Backfill{Next: g.int64(), To: g.int64(), Left: g.uint64(), At: g.int64()}
 }
 
 func (g recordGen) execution() *Execution {

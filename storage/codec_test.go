@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0011",             // array16 of 17
+			"dc0014",             // array16 of 20
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0013",             // Spec: array16 of 19
+			"dc0014",             // Spec: array16 of 20
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -189,6 +189,7 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 //   DSTOverlap default
 			"00",                 //   EndAt
 			"00",                 //   MaxRuns
+			"00",                 //   MaxCatchup
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -209,6 +210,9 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 // HistSeq
 			"cfffffffffffffffff", // Version MaxUint64
 			"00",                 // Runs
+			"c0",                 // TriggerDues nil
+			"00",                 // SkippedFires
+			"c0",                 // Backfill nil
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
 			"99",         // fixarray of 9
@@ -596,7 +600,7 @@ func TestStoreRoundTripRandom(t *testing.T) {
 	for i := range 50 {
 		tk := g.task()
 		tk.ID, tk.Slot, tk.HistSeq = fmt.Sprintf("rt-%d", i), uint16(i%7), 0
-		tk.Inflight, tk.Triggers, tk.Status = nil, nil, StatusDone // wake 0: no due key
+		tk.Inflight, tk.Triggers, tk.Backfill, tk.Status = nil, nil, nil, StatusDone // wake 0: no due key
 		var es []Execution
 		for range i % 4 {
 			e := g.execution()

@@ -149,6 +149,7 @@ type Spec struct {
 	DSTOverlap  DSTOverlap        `msgpack:"do,omitempty"` // KindCron: repeated local times; 0 = default (first)
 	EndAt       int64             `msgpack:"ea,omitempty"` // periodic: no fire due after it; 0 = none
 	MaxRuns     int64             `msgpack:"mn,omitempty"` // periodic: completed after this many scheduled fires; 0 = none
+	MaxCatchup  int64             `msgpack:"mc,omitempty"` // periodic: most missed occurrences fire_all fires, and the most a backfill fires; 0 = default (100)
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -162,6 +163,17 @@ type Inflight struct {
 	StartedAt     int64  `msgpack:"t"`  // when the current attempt started
 	Trigger       bool   `msgpack:"tr"` // an extra fire from the trigger endpoint
 	Misfired      bool   `msgpack:"m"`  // started late enough to count as missed (misfire policy applies on completion)
+}
+
+// Backfill is a pending backfill (POST /v1/tasks/{id}/backfill): the
+// occurrences of the task's schedule from Next to To (inclusive) fire one
+// after another as extra fires. Each fire's start moves Next on in the same
+// write as its intent (Inflight), so a restart neither repeats nor loses one.
+type Backfill struct {
+	Next int64  `msgpack:"n"` // the next occurrence to fire
+	To   int64  `msgpack:"t"` // the last instant of the range (inclusive)
+	Left uint64 `msgpack:"l"` // occurrences left to fire, Next included
+	At   int64  `msgpack:"a"` // when it was requested: its fires are due from then on
 }
 
 // LastFire summarizes the most recent finished fire.
@@ -196,6 +208,12 @@ type Task struct {
 	Version   uint64    `msgpack:"v"`  // bumped on every write
 	Runs      uint64    `msgpack:"rn"` // scheduled fires finished since the task was created or replaced (not triggers)
 
+	// TriggerDues is nil, or parallel to Triggers: the logical due time
+	// (X-Chime-Due-At) of each pending trigger, 0 = its request time.
+	TriggerDues  []int64   `msgpack:"td,omitempty"`
+	SkippedFires uint64    `msgpack:"sk"`           // missed occurrences dropped by max_catchup under misfire fire_all
+	Backfill     *Backfill `msgpack:"bf,omitempty"` // the pending backfill, if any
+
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
 	// and Replaces, kept by copies. It lets PutTask and DeleteTask keep
@@ -220,6 +238,9 @@ func (t *Task) Wake() int64 {
 	}
 	if t.Status == StatusScheduled && t.NextDue != 0 && (w == 0 || t.NextDue < w) {
 		w = t.NextDue
+	}
+	if t.Backfill != nil && (w == 0 || t.Backfill.At < w) {
+		w = t.Backfill.At
 	}
 	return w
 }

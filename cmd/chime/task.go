@@ -29,7 +29,10 @@ verbs:
   delete ID          delete a task
   pause ID           pause a task
   resume ID          resume a paused task
-  trigger ID         fire a task once now; its schedule is unchanged
+  trigger ID [--due-at TIME]
+                     fire a task once now; its schedule is unchanged (--due-at: its X-Chime-Due-At)
+  backfill ID --from TIME --to TIME
+                     fire each occurrence of a periodic task's schedule in the range once, in order
   executions ID      show a task's recent executions, newest first
   preview ID | --cron SPEC | --every D
                      show the next fires of a task or a schedule, with DST moves
@@ -75,6 +78,8 @@ func (tc *taskCmd) run(ctx context.Context, args []string) error {
 		return tc.create(ctx, rest)
 	case "get", "delete", "pause", "resume", "trigger":
 		return tc.oneTask(ctx, verb, rest)
+	case "backfill":
+		return tc.backfill(ctx, rest)
 	case "executions":
 		return tc.executions(ctx, rest)
 	case "preview":
@@ -250,6 +255,10 @@ func (tc *taskCmd) oneTask(ctx context.Context, verb string, args []string) erro
 	fs := tc.newFlagSet(verb, "ID [flags]")
 	var cf commonFlags
 	cf.register(fs)
+	var dueAt string
+	if verb == "trigger" {
+		fs.StringVar(&dueAt, "due-at", "", "the fire's logical RFC 3339 `time` (X-Chime-Due-At; default now)")
+	}
 	pos, help, err := parseArgs(fs, args)
 	if help || err != nil {
 		return err
@@ -257,6 +266,12 @@ func (tc *taskCmd) oneTask(ctx context.Context, verb string, args []string) erro
 	id, err := oneID(verb, pos)
 	if err != nil {
 		return err
+	}
+	var due time.Time
+	if dueAt != "" {
+		if due, err = time.Parse(time.RFC3339Nano, dueAt); err != nil {
+			return fmt.Errorf("task trigger: --due-at %q is not an RFC 3339 time (e.g. 2030-01-02T15:04:05Z)", dueAt)
+		}
 	}
 	c, err := tc.client(&cf)
 	if err != nil {
@@ -273,7 +288,11 @@ func (tc *taskCmd) oneTask(ctx context.Context, verb string, args []string) erro
 	case "resume":
 		t, err = c.Resume(ctx, id)
 	case "trigger":
-		t, err = c.Trigger(ctx, id)
+		if due.IsZero() {
+			t, err = c.Trigger(ctx, id)
+		} else {
+			t, err = c.TriggerAt(ctx, id, due)
+		}
 	}
 	if err != nil {
 		return c.fail(err)
@@ -286,6 +305,49 @@ func (tc *taskCmd) oneTask(ctx context.Context, verb string, args []string) erro
 	default:
 		return tc.printTask(&cf, t)
 	}
+}
+
+// backfill runs `backfill ID --from TIME --to TIME`.
+func (tc *taskCmd) backfill(ctx context.Context, args []string) error {
+	fs := tc.newFlagSet("backfill", "ID --from TIME --to TIME [flags]")
+	var cf commonFlags
+	cf.register(fs)
+	from := fs.String("from", "", "first RFC 3339 `time` of the range (required)")
+	to := fs.String("to", "", "last RFC 3339 `time` of the range, inclusive (required)")
+	pos, help, err := parseArgs(fs, args)
+	if help || err != nil {
+		return err
+	}
+	id, err := oneID("backfill", pos)
+	if err != nil {
+		return err
+	}
+	var at [2]time.Time
+	for i, v := range []struct{ name, value string }{{"from", *from}, {"to", *to}} {
+		if at[i], err = time.Parse(time.RFC3339Nano, v.value); err != nil {
+			return fmt.Errorf("task backfill: --%s %q is not an RFC 3339 time (e.g. 2030-01-02T15:04:05Z)", v.name, v.value)
+		}
+	}
+	c, err := tc.client(&cf)
+	if err != nil {
+		return err
+	}
+	res, err := c.Backfill(ctx, id, at[0], at[1])
+	if err != nil {
+		return c.fail(err)
+	}
+	if cf.json {
+		out, err := json.Marshal(map[string]any{"queued": res.Queued, "first": res.First, "last": res.Last})
+		if err != nil {
+			return err
+		}
+		return tc.write(append(out, '\n'))
+	}
+	if res.Queued == 0 {
+		return tc.write([]byte("backfill " + id + ": no occurrence in the range\n"))
+	}
+	return tc.write(fmt.Appendf(nil, "backfill %s: %d fires queued, %s to %s\n", id, res.Queued,
+		res.First.UTC().Format(time.RFC3339Nano), res.Last.UTC().Format(time.RFC3339Nano)))
 }
 
 // executions runs `executions ID [--limit N]`.
@@ -418,6 +480,7 @@ type createFlags struct {
 	delay, every              millisFlag
 	dueAt, startAt, endAt     string
 	maxRuns                   int
+	maxCatchup                int
 	misfire                   string
 	gap, overlap              string
 	payload                   string
@@ -446,6 +509,7 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.StringVar(&f.startAt, "start-at", "", "periodic or cron: no fire before this RFC 3339 `time`")
 	fs.StringVar(&f.endAt, "end-at", "", "periodic or cron: no fire due after this RFC 3339 `time` (one due exactly then fires); then the task is completed")
 	fs.IntVar(&f.maxRuns, "max-runs", 0, "periodic or cron: completed after this many scheduled fires (`n` ≥ 1; triggers not counted)")
+	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "periodic or cron: misfire fire_all fires at most the `n` most recent missed occurrences, and a backfill at most n (server default 100)")
 	fs.StringVar(&f.payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
 	fs.Var(&f.headers, "header", "extra callback header `k=v` (repeatable)")
 	fs.Var(&f.labels, "label", "label `k=v` for filtering (repeatable)")
@@ -579,6 +643,13 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 			return fmt.Errorf("task create: --max-runs must be at least 1, got %d", f.maxRuns)
 		}
 		t.MaxRuns = f.maxRuns
+	}
+	if set["max-catchup"] {
+		if f.maxCatchup < 1 {
+			// 0 would be sent as "the default".
+			return fmt.Errorf("task create: --max-catchup must be at least 1, got %d", f.maxCatchup)
+		}
+		t.MaxCatchup = f.maxCatchup
 	}
 	if set["gap"] || set["overlap"] {
 		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}

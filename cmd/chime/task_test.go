@@ -178,6 +178,8 @@ func TestCreateRequestBody(t *testing.T) {
 			"timeout_ms":2000,"max_retries":0,"misfire":"skip","max_fails":3}`},
 		{"end-at-max-runs", []string{"--url", cb, "--every", "1s", "--end-at", "2030-01-02T00:00:00+01:00", "--max-runs", "3"},
 			`{"callback_url":"` + cb + `","every_ms":1000,"end_at":"2030-01-01T23:00:00Z","max_runs":3}`},
+		{"max-catchup", []string{"--url", cb, "--every", "1s", "--misfire", "fire_all", "--max-catchup", "7"},
+			`{"callback_url":"` + cb + `","every_ms":1000,"misfire":"fire_all","max_catchup":7}`},
 		{"payload=scalar", []string{"--url", cb, "--delay", "1s", "--payload", `"hi"`},
 			`{"callback_url":"` + cb + `","delay_ms":1000,"payload":"hi"}`},
 	}
@@ -310,6 +312,7 @@ func TestCreateRejectedLocally(t *testing.T) {
 		{"empty-cron", []string{"--url", cb, "--cron", " "}, "--cron is empty"},
 		{"bad-end-at", []string{"--url", cb, "--every", "1s", "--end-at", "never"}, "--end-at \"never\" is not an RFC 3339 time"},
 		{"zero-max-runs", []string{"--url", cb, "--every", "1s", "--max-runs", "0"}, "--max-runs must be at least 1"},
+		{"zero-max-catchup", []string{"--url", cb, "--every", "1s", "--max-catchup", "0"}, "--max-catchup must be at least 1"},
 		{"payload-not-json", []string{"--url", cb, "--delay", "1s", "--payload", "{a:1}"}, "--payload is not valid JSON"},
 		{"payload-missing-file", []string{"--url", cb, "--delay", "1s", "--payload", "@/nonexistent/p.json"}, "--payload"},
 		{"header-not-kv", []string{"--url", cb, "--delay", "1s", "--header", "X-A"}, `"X-A" is not k=v`},
@@ -390,6 +393,54 @@ func TestVerbRequests(t *testing.T) {
 				t.Errorf("%v sent body %q, want none", tt.args, req.Body)
 			}
 		})
+	}
+}
+
+// TestTriggerDueAtAndBackfill: trigger --due-at and backfill send their
+// bodies; bad times are refused before any request.
+func TestTriggerDueAtAndBackfill(t *testing.T) {
+	bfAnswer := `{"queued":2,"first":"2026-01-01T00:00:00Z","last":"2026-01-01T01:00:00Z","task":` + taskJSON + `}`
+	tests := []struct {
+		name    string
+		args    []string
+		answer  reply
+		path    string
+		body    string
+		wantOut string
+	}{
+		{"trigger-due-at", []string{"trigger", "t1", "--due-at", "2026-01-01T00:00:00+01:00"}, reply{202, taskJSON, nil},
+			"/v1/tasks/t1/trigger", `{"due_at":"2025-12-31T23:00:00Z"}`, "triggered t1"},
+		{"backfill", []string{"backfill", "t1", "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T01:00:00Z"}, reply{202, bfAnswer, nil},
+			"/v1/tasks/t1/backfill", `{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z"}`, "2 fires queued"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFakeNode(t, func(recorded) reply { return tt.answer })
+			res := runCLI(t, f, "", nil, tt.args...)
+			if res.err != nil {
+				t.Fatalf("%v: %v", tt.args, res.err)
+			}
+			req := f.onlyRequest(t)
+			if req.Method != "POST" || req.Path != tt.path || string(req.Body) != tt.body {
+				t.Errorf("sent %s %s %s, want POST %s %s", req.Method, req.Path, req.Body, tt.path, tt.body)
+			}
+			if !strings.Contains(res.stdout, tt.wantOut) {
+				t.Errorf("output %q, want %q in it", res.stdout, tt.wantOut)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"trigger", "t1", "--due-at", "soon"},
+		{"backfill", "t1", "--from", "2026-01-01T00:00:00Z"},
+		{"backfill", "t1", "--from", "yesterday", "--to", "2026-01-01T00:00:00Z"},
+	} {
+		f := newFakeNode(t, func(recorded) reply { return reply{500, "", nil} })
+		if res := runCLI(t, f, "", nil, args...); res.err == nil {
+			t.Errorf("%v: no error", args)
+		}
+		if n := len(f.requests()); n != 0 {
+			t.Errorf("%v: %d requests sent, want none", args, n)
+		}
 	}
 }
 

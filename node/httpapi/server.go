@@ -59,7 +59,12 @@ type Backend interface {
 	// Pause, Resume and Trigger change task id and return it.
 	Pause(ctx context.Context, id string) (*storage.Task, error)
 	Resume(ctx context.Context, id string) (*storage.Task, error)
-	Trigger(ctx context.Context, id string) (*storage.Task, error)
+	// Trigger's dueAt (Unix ns, 0 = the request time) is the fire's
+	// X-Chime-Due-At.
+	Trigger(ctx context.Context, id string, dueAt int64) (*storage.Task, error)
+	// Backfill queues the fires of task id's occurrences in [from, to]
+	// (Unix ns; API.md "Backfill").
+	Backfill(ctx context.Context, id string, from, to int64) (*storage.Task, BackfillResult, error)
 	// Executions returns the last limit execution records of task id,
 	// newest first (ErrNotFound when there is no such task).
 	Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error)
@@ -193,7 +198,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("DELETE /v1/tasks/{id}", s.handleDelete)
 	mux.HandleFunc("POST /v1/tasks/{id}/pause", s.handleOne(Backend.Pause, http.StatusOK))
 	mux.HandleFunc("POST /v1/tasks/{id}/resume", s.handleOne(Backend.Resume, http.StatusOK))
-	mux.HandleFunc("POST /v1/tasks/{id}/trigger", s.handleOne(Backend.Trigger, http.StatusAccepted))
+	mux.HandleFunc("POST /v1/tasks/{id}/trigger", s.handleTrigger)
+	mux.HandleFunc("POST /v1/tasks/{id}/backfill", s.handleBackfill)
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", s.handleExecutions)
 	mux.HandleFunc("GET /v1/tasks/{id}/preview", s.handleTaskPreview)
 	mux.HandleFunc("GET /v1/schedule:preview", s.handleSchedulePreview)

@@ -139,7 +139,14 @@ func (f *fake) Pause(ctx context.Context, id string) (*storage.Task, error) {
 func (f *fake) Resume(ctx context.Context, id string) (*storage.Task, error) {
 	return f.setStatus(ctx, id, storage.StatusScheduled)
 }
-func (f *fake) Trigger(ctx context.Context, id string) (*storage.Task, error) { return f.Get(ctx, id) }
+func (f *fake) Trigger(ctx context.Context, id string, _ int64) (*storage.Task, error) {
+	return f.Get(ctx, id)
+}
+
+func (f *fake) Backfill(ctx context.Context, id string, _, _ int64) (*storage.Task, BackfillResult, error) {
+	t, err := f.Get(ctx, id)
+	return t, BackfillResult{}, err
+}
 
 func (f *fake) Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error) {
 	if _, err := f.Get(ctx, id); err != nil {
@@ -339,6 +346,17 @@ func TestServerForwardsToTheOwner(t *testing.T) {
 	f.forwards = nil
 	if w := serve(t, f, Config{}, "GET", "/v1/tasks/"+id+"?x=1", ""); w.Code != http.StatusCreated || len(f.forwards) != 1 || f.forwards[0] != "GET /v1/tasks/"+id+"?x=1 n2 1 " {
 		t.Errorf("forwarded get: %d %q", w.Code, f.forwards)
+	}
+
+	// Trigger and backfill bodies go along.
+	for _, tc := range []struct{ path, body string }{
+		{"/trigger", `{"due_at":"2026-01-01T00:00:00Z"}`},
+		{"/backfill", `{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z"}`},
+	} {
+		f.forwards = nil
+		if w := serve(t, f, Config{}, "POST", "/v1/tasks/"+id+tc.path, tc.body); len(f.forwards) != 1 || f.forwards[0] != "POST /v1/tasks/"+id+tc.path+" n2 1 "+tc.body {
+			t.Errorf("forwarded %s: %d %q", tc.path, w.Code, f.forwards)
+		}
 	}
 
 	f.hops = maxHops

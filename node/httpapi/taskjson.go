@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -44,17 +45,30 @@ type TaskResponse struct {
 	DST         *DSTResponse      `json:"dst,omitempty"`
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
+	MaxCatchup  int               `json:"max_catchup,omitempty"`
 
-	Slot      uint16            `json:"slot"`
-	Status    string            `json:"status"`
-	NextDueAt string            `json:"next_due_at,omitempty"`
-	CreatedAt string            `json:"created_at,omitempty"`
-	UpdatedAt string            `json:"updated_at,omitempty"`
-	FireCount uint64            `json:"fire_count"`
-	FailCount uint64            `json:"fail_count"`
-	Runs      *uint64           `json:"runs,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
-	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
+	Slot      uint16  `json:"slot"`
+	Status    string  `json:"status"`
+	NextDueAt string  `json:"next_due_at,omitempty"`
+	CreatedAt string  `json:"created_at,omitempty"`
+	UpdatedAt string  `json:"updated_at,omitempty"`
+	FireCount uint64  `json:"fire_count"`
+	FailCount uint64  `json:"fail_count"`
+	Runs      *uint64 `json:"runs,omitempty"`
+	// SkippedFires (periodic tasks): missed occurrences dropped by
+	// max_catchup under misfire fire_all.
+	SkippedFires *uint64           `json:"skipped_fires,omitempty"`
+	Backfill     *BackfillPending  `json:"backfill,omitempty"`
+	Owner        string            `json:"owner,omitempty"`
+	LastFire     *LastFireResponse `json:"last_fire,omitempty"`
+}
+
+// BackfillPending is a task's pending backfill: the next occurrence to
+// fire, the last one, and how many are left (the next included).
+type BackfillPending struct {
+	Next string `json:"next"`
+	To   string `json:"to"`
+	Left uint64 `json:"left"`
 }
 
 // DSTResponse is a cron task's daylight-saving policy.
@@ -142,6 +156,12 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 			runs := t.Runs
 			r.Runs = &runs
 		}
+		r.MaxCatchup = schedule.MaxCatchup(s)
+		skipped := t.SkippedFires
+		r.SkippedFires = &skipped
+	}
+	if bf := t.Backfill; bf != nil {
+		r.Backfill = &BackfillPending{Next: formatInstant(bf.Next), To: formatInstant(bf.To), Left: bf.Left}
 	}
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{

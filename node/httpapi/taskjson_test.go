@@ -148,7 +148,7 @@ func TestTaskResponseJSON(t *testing.T) {
 				tk.LastFire = &storage.LastFire{FireID: "t1:12", DueAt: 1772319600000000000, FinishedAt: 1772319600500000000,
 					Attempts: 1, Error: "connection refused"}
 			}),
-			want: `{"id":"t1","callback_url":"https://x/cb","cron":"@daily","timezone":"Europe/Berlin","start_at":"2026-03-01T12:00:00Z","payload":{"a":[1,2]},"headers":{"X-A":"1","X-B":"2"},"timeout_ms":100,"max_retries":0,"misfire":"skip","max_fails":5,"labels":{"team":"core"},"slot":9,"status":"paused","next_due_at":"2026-03-01T12:00:01Z","created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00.000000001Z","fire_count":12,"fail_count":0,"owner":"n1","last_fire":{"fire_id":"t1:12","due_at":"2026-02-28T23:00:00Z","finished_at":"2026-02-28T23:00:00.5Z","attempts":1,"status_code":0,"error":"connection refused"}}`,
+			want: `{"id":"t1","callback_url":"https://x/cb","cron":"@daily","timezone":"Europe/Berlin","start_at":"2026-03-01T12:00:00Z","payload":{"a":[1,2]},"headers":{"X-A":"1","X-B":"2"},"timeout_ms":100,"max_retries":0,"misfire":"skip","max_fails":5,"labels":{"team":"core"},"max_catchup":100,"slot":9,"status":"paused","next_due_at":"2026-03-01T12:00:01Z","created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00.000000001Z","fire_count":12,"fail_count":0,"skipped_fires":0,"owner":"n1","last_fire":{"fire_id":"t1:12","due_at":"2026-02-28T23:00:00Z","finished_at":"2026-02-28T23:00:00.5Z","attempts":1,"status_code":0,"error":"connection refused"}}`,
 		},
 		{
 			name: "inactive every with invalid UTF-8 result",
@@ -158,7 +158,7 @@ func TestTaskResponseJSON(t *testing.T) {
 					TimeoutMs: 5000, MaxRetries: 3, Misfire: storage.MisfireFireOnce, MaxFails: 3}
 				tk.LastFire = &storage.LastFire{FireID: "t1:3", Attempts: 1, StatusCode: 410, Result: []byte("gone \xff\xfe caf\xc3")}
 			}),
-			want: `{"id":"t1","callback_url":"http://x/cb","every_ms":60000,"timeout_ms":5000,"max_retries":3,"misfire":"fire_once","max_fails":3,"slot":9,"status":"inactive","created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00.000000001Z","fire_count":0,"fail_count":3,"owner":"n1","last_fire":{"fire_id":"t1:3","attempts":1,"status_code":410,"result":"gone ` + "\uFFFD" + ` caf` + "\uFFFD" + `"}}`, // runs of invalid bytes become one U+FFFD each
+			want: `{"id":"t1","callback_url":"http://x/cb","every_ms":60000,"timeout_ms":5000,"max_retries":3,"misfire":"fire_once","max_fails":3,"max_catchup":100,"slot":9,"status":"inactive","created_at":"2026-03-01T12:00:00Z","updated_at":"2026-03-01T12:00:00.000000001Z","fire_count":0,"fail_count":3,"skipped_fires":0,"owner":"n1","last_fire":{"fire_id":"t1:3","attempts":1,"status_code":410,"result":"gone ` + "\uFFFD" + ` caf` + "\uFFFD" + `"}}`, // runs of invalid bytes become one U+FFFD each
 		},
 	}
 	for _, tt := range tests {

@@ -267,7 +267,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleOne serves pause, resume and trigger.
+// handleOne serves pause and resume (trigger and backfill: backfill.go).
 func (s *Server) handleOne(act func(Backend, context.Context, string) (*storage.Task, error), status int) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, ok := s.taskID(w, r)

@@ -314,6 +314,15 @@ func (r *TaskRequest) validateEnd(now time.Time, spec *storage.Spec) *Error {
 		}
 		spec.MaxRuns = *r.MaxRuns
 	}
+	if r.MaxCatchup != nil {
+		if spec.Kind == storage.KindOnce {
+			return Invalid("max_catchup", "applies only to every_ms or cron tasks")
+		}
+		if *r.MaxCatchup < 1 || *r.MaxCatchup > schedule.MaxMaxCatchup {
+			return Invalid("max_catchup", "must be between 1 and %d, got %d", schedule.MaxMaxCatchup, *r.MaxCatchup)
+		}
+		spec.MaxCatchup = *r.MaxCatchup
+	}
 	return nil
 }
 
