@@ -13,11 +13,12 @@ import (
 //
 //	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
-//	           LastFire|nil, HistSeq, Version, Runs]
+//	           LastFire|nil, HistSeq, Version, Runs, FinishedAt,
+//	           ExpireAt]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
-//	           MaxRuns]
+//	           MaxRuns, RetentionMs, RetentionSet]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
@@ -58,8 +59,8 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 17
-	specFields      = 19
+	taskFields      = 19
+	specFields      = 21
 	inflightFields  = 7
 	lastFireFields  = 7
 	executionFields = 9
@@ -84,6 +85,8 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendUint(b, t.HistSeq)
 	b = appendUint(b, t.Version)
 	b = appendUint(b, t.Runs)
+	b = appendInt(b, t.FinishedAt)
+	b = appendInt(b, t.ExpireAt)
 	return b
 }
 
@@ -108,6 +111,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendUint(b, uint64(s.DSTOverlap))
 	b = appendInt(b, s.EndAt)
 	b = appendInt(b, s.MaxRuns)
+	b = appendInt(b, s.RetentionMs)
+	b = appendBool(b, s.RetentionSet)
 	return b
 }
 
@@ -239,6 +244,12 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.Runs = r.uint(math.MaxUint64)
 	}
+	if field(&n) {
+		t.FinishedAt = r.int64()
+	}
+	if field(&n) {
+		t.ExpireAt = r.int64()
+	}
 	r.skip(n, 0)
 }
 
@@ -303,6 +314,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.MaxRuns = r.int64()
+	}
+	if field(&n) {
+		s.RetentionMs = r.int64()
+	}
+	if field(&n) {
+		s.RetentionSet = r.bool()
 	}
 	r.skip(n, 0)
 }

@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0011",             // array16 of 17
+			"dc0013",             // array16 of 19
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0013",             // Spec: array16 of 19
+			"dc0015",             // Spec: array16 of 21
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -189,6 +189,8 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 //   DSTOverlap default
 			"00",                 //   EndAt
 			"00",                 //   MaxRuns
+			"00",                 //   RetentionMs
+			"c2",                 //   RetentionSet false
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -209,6 +211,8 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 // HistSeq
 			"cfffffffffffffffff", // Version MaxUint64
 			"00",                 // Runs
+			"00",                 // FinishedAt
+			"00",                 // ExpireAt
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
 			"99",         // fixarray of 9

@@ -38,6 +38,12 @@ func (s Status) String() string {
 	return "unknown"
 }
 
+// Final reports whether s is a final status: done, failed, inactive or
+// completed. A final task expires after its retention (Task.ExpireAt).
+func (s Status) Final() bool {
+	return s == StatusDone || s == StatusFailed || s == StatusInactive || s == StatusCompleted
+}
+
 // ParseStatus is the inverse of Status.String. It returns 0, false for an
 // unknown name.
 func ParseStatus(name string) (Status, bool) {
@@ -149,6 +155,11 @@ type Spec struct {
 	DSTOverlap  DSTOverlap        `msgpack:"do,omitempty"` // KindCron: repeated local times; 0 = default (first)
 	EndAt       int64             `msgpack:"ea,omitempty"` // periodic: no fire due after it; 0 = none
 	MaxRuns     int64             `msgpack:"mn,omitempty"` // periodic: completed after this many scheduled fires; 0 = none
+	// RetentionMs is how long the task is kept once final (Final), in ms;
+	// 0 = forever. It counts only with RetentionSet: without it (absent
+	// from the request, or an older record) the node's default applies.
+	RetentionMs  int64 `msgpack:"rt,omitempty"`
+	RetentionSet bool  `msgpack:"rs,omitempty"`
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -195,6 +206,13 @@ type Task struct {
 	HistSeq   uint64    `msgpack:"hs"` // sequence of the last execution record written
 	Version   uint64    `msgpack:"v"`  // bumped on every write
 	Runs      uint64    `msgpack:"rn"` // scheduled fires finished since the task was created or replaced (not triggers)
+	// FinishedAt is when the task reached a final status (Status.Final), 0
+	// while it is not final (and for records written before it existed).
+	// ExpireAt is when the task and its history are deleted (its
+	// retention after FinishedAt), 0 = never; while final and without a
+	// pending trigger it is the task's wake, so the due index holds it.
+	FinishedAt int64 `msgpack:"fa"`
+	ExpireAt   int64 `msgpack:"xa"`
 
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
@@ -220,6 +238,9 @@ func (t *Task) Wake() int64 {
 	}
 	if t.Status == StatusScheduled && t.NextDue != 0 && (w == 0 || t.NextDue < w) {
 		w = t.NextDue
+	}
+	if w == 0 && len(t.Triggers) == 0 && t.ExpireAt > 0 && t.Status.Final() {
+		w = t.ExpireAt
 	}
 	return w
 }
