@@ -24,7 +24,9 @@ import (
 // max_fails only for periodic tasks, where they always appear with their
 // effective value. dst appears when it was given, with both members. end_at
 // and max_runs appear when given; runs (scheduled fires finished since the
-// task was created or replaced) with max_runs.
+// task was created or replaced) with max_runs. retention_ms appears when
+// given; finished_at once the task is final, expires_at when it will be
+// deleted (not when it is kept forever).
 type TaskResponse struct {
 	ID          string            `json:"id"`
 	CallbackURL string            `json:"callback_url"`
@@ -44,17 +46,22 @@ type TaskResponse struct {
 	DST         *DSTResponse      `json:"dst,omitempty"`
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
+	RetentionMs *int64            `json:"retention_ms,omitempty"`
 
-	Slot      uint16            `json:"slot"`
-	Status    string            `json:"status"`
-	NextDueAt string            `json:"next_due_at,omitempty"`
-	CreatedAt string            `json:"created_at,omitempty"`
-	UpdatedAt string            `json:"updated_at,omitempty"`
-	FireCount uint64            `json:"fire_count"`
-	FailCount uint64            `json:"fail_count"`
-	Runs      *uint64           `json:"runs,omitempty"`
-	Owner     string            `json:"owner,omitempty"`
-	LastFire  *LastFireResponse `json:"last_fire,omitempty"`
+	Slot      uint16  `json:"slot"`
+	Status    string  `json:"status"`
+	NextDueAt string  `json:"next_due_at,omitempty"`
+	CreatedAt string  `json:"created_at,omitempty"`
+	UpdatedAt string  `json:"updated_at,omitempty"`
+	FireCount uint64  `json:"fire_count"`
+	FailCount uint64  `json:"fail_count"`
+	Runs      *uint64 `json:"runs,omitempty"`
+	// FinishedAt is when the task became final; ExpiresAt when it and its
+	// executions are deleted (API.md "Retention").
+	FinishedAt string            `json:"finished_at,omitempty"`
+	ExpiresAt  string            `json:"expires_at,omitempty"`
+	Owner      string            `json:"owner,omitempty"`
+	LastFire   *LastFireResponse `json:"last_fire,omitempty"`
 }
 
 // DSTResponse is a cron task's daylight-saving policy.
@@ -142,6 +149,14 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 			runs := t.Runs
 			r.Runs = &runs
 		}
+	}
+	if s.RetentionSet {
+		ret := s.RetentionMs
+		r.RetentionMs = &ret
+	}
+	if t.Status.Final() {
+		r.FinishedAt = formatInstant(t.FinishedAt)
+		r.ExpiresAt = formatInstant(t.ExpireAt)
 	}
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{
