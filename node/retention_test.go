@@ -23,14 +23,17 @@ import (
 func TestRetention(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rcv := newReceiver(t)
+		tn := startNode(t, func(c *Config) { c.Retention = 5 * time.Second })
+		t0 := time.Now()
+		// "inactive" (every 1 s from t0+1s) is gone (410) at its first
+		// fire, resumed at 1.5 s, fires fine at 2 and 3 s and is gone
+		// again at 4 s: inactive anew, it expires 2 s after that.
 		rcv.setRespond(func(h hit, _ int) int {
-			if h.TaskID == "inactive" {
+			if h.TaskID == "inactive" && (h.Due.Before(t0.Add(1500*time.Millisecond)) || h.Due.After(t0.Add(3500*time.Millisecond))) {
 				return 410
 			}
 			return 200
 		})
-		tn := startNode(t, func(c *Config) { c.Retention = 5 * time.Second })
-		t0 := time.Now()
 		at := func(d time.Duration) { time.Sleep(time.Until(t0.Add(d))) }
 		create := func(id, extra string) {
 			t.Helper()
@@ -93,7 +96,6 @@ func TestRetention(t *testing.T) {
 		if code := tn.do(t, "PUT", "/v1/tasks/revive", body, nil); code != 200 && code != 201 {
 			t.Fatalf("put revive: %d", code)
 		}
-		rcv.setRespond(func(hit, int) int { return 200 })
 		if code := tn.do(t, "POST", "/v1/tasks/inactive/resume", nil, nil); code != 200 {
 			t.Fatalf("resume inactive: %d", code)
 		}
@@ -111,6 +113,10 @@ func TestRetention(t *testing.T) {
 
 		at(5500 * time.Millisecond)
 		gone("default")
+		got := present("inactive", "inactive")
+		if fin, _ := time.Parse(time.RFC3339Nano, asString(got["finished_at"])); fin.Before(t0.Add(4 * time.Second)) {
+			t.Errorf("inactive again: finished_at %v, want its second stop (t0+4s), not its first", got["finished_at"])
+		}
 		present("revive", "scheduled") // fires at 6 s
 
 		at(7 * time.Second)
@@ -119,9 +125,9 @@ func TestRetention(t *testing.T) {
 		at(9 * time.Second)
 		gone("revive")
 		present("keep", "done")
-		present("inactive", "scheduled")
-		if m := tn.metricsText(t); !strings.Contains(m, "chime_tasks_expired_total 3\n") {
-			t.Errorf("metrics: want chime_tasks_expired_total 3 in:\n%s", grepLines(m, "expired"))
+		gone("inactive")
+		if m := tn.metricsText(t); !strings.Contains(m, "chime_tasks_expired_total 4\n") {
+			t.Errorf("metrics: want chime_tasks_expired_total 4 in:\n%s", grepLines(m, "expired"))
 		}
 	})
 }
