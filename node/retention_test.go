@@ -90,6 +90,12 @@ func TestRetention(t *testing.T) {
 				t.Errorf("%s: executions %d, want 200", id, code)
 			}
 		}
+		// retention_ms is echoed as given, 0 included, and absent when not.
+		for id, want := range map[string]any{"once": 2000.0, "keep": 0.0, "default": nil} {
+			if _, got := get(id); got["retention_ms"] != want {
+				t.Errorf("%s: retention_ms %v, want %v", id, got["retention_ms"], want)
+			}
+		}
 		present("inactive", "inactive") // 410 on its first fire
 		// Revived before their expiry: a new definition, and a resume.
 		body = `{"callback_url":"` + rcv.url("/cb") + `","delay_ms":4500,"retention_ms":2000}`
