@@ -109,6 +109,12 @@ type Task struct {
 	// that many. 0: the node's default (100); answered with its effective
 	// value.
 	MaxCatchup int
+	// Retention is how long the task is kept, with its executions, once
+	// it is final (done, failed, inactive, completed); then the node
+	// deletes it. nil: the node's default (chime serve --retention, 7 days
+	// unless changed); a pointer to 0: kept forever. Milliseconds on the
+	// wire (retention_ms).
+	Retention *time.Duration
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -124,6 +130,10 @@ type Task struct {
 	SkippedFires uint64
 	Owner        string    // the node that answered: the owner of the slot
 	LastFire     *LastFire // the last finished fire, if any
+	// FinishedAt is when the task became final; ExpiresAt when the node
+	// deletes it (zero: kept forever, or not final).
+	FinishedAt time.Time
+	ExpiresAt  time.Time
 }
 
 // LastFire summarizes a task's most recent finished fire.
@@ -170,6 +180,7 @@ type taskJSON struct {
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int               `json:"max_runs,omitempty"`
 	MaxCatchup  int               `json:"max_catchup,omitempty"`
+	RetentionMs *int64            `json:"retention_ms,omitempty"`
 	Status      string            `json:"status,omitempty"`
 
 	// The answer's state; never sent.
@@ -181,6 +192,8 @@ type taskJSON struct {
 	FailCount uint64        `json:"fail_count,omitempty"`
 	Runs      *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
 	Skipped   uint64        `json:"skipped_fires,omitempty"`
+	Finished  string        `json:"finished_at,omitempty"`
+	Expires   string        `json:"expires_at,omitempty"`
 	Owner     string        `json:"owner,omitempty"`
 	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
 }
@@ -223,6 +236,10 @@ func (t *Task) request() taskJSON {
 	if t.Status == StatusPaused {
 		w.Status = string(StatusPaused)
 	}
+	if t.Retention != nil {
+		r := t.Retention.Milliseconds()
+		w.RetentionMs = &r
+	}
 	return w
 }
 
@@ -242,6 +259,11 @@ func (w *taskJSON) task() Task {
 	if w.Runs != nil {
 		t.Runs = *w.Runs
 	}
+	if w.RetentionMs != nil {
+		r := ms(*w.RetentionMs)
+		t.Retention = &r
+	}
+	t.FinishedAt, t.ExpiresAt = parseInstant(w.Finished), parseInstant(w.Expires)
 	if w.DelayMs != nil {
 		t.Delay = ms(*w.DelayMs)
 	}

@@ -26,6 +26,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.Status = string(t.Status)
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
+	w.Finished, w.Expires = instant(t.FinishedAt), instant(t.ExpiresAt)
 	if t.MaxRuns > 0 || t.Runs > 0 {
 		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included
 	}
@@ -107,6 +108,8 @@ func ParseTask(body []byte) (Task, error) {
 		return invalid("every_ms: must be positive, got %d", w.EveryMs)
 	case sched[0] == "cron" && strings.TrimSpace(w.Cron) == "":
 		return invalid("cron: empty")
+	case w.RetentionMs != nil && *w.RetentionMs < 0:
+		return invalid("retention_ms: must be at least 0, got %d", *w.RetentionMs)
 	case given("max_runs") && w.MaxRuns < 1:
 		// 0 would be sent as "no limit".
 		return invalid("max_runs: must be at least 1, got %d", w.MaxRuns)

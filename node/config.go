@@ -56,6 +56,13 @@ type Config struct {
 	// missed and the task's misfire policy applies. 5 s tolerates a restart or
 	// a burst without skipping, yet catches real downtime.
 	MisfireGrace time.Duration
+	// Retention is how long a task that reached a final status (done,
+	// failed, inactive, completed) is kept, with its execution history,
+	// when the task has no retention_ms of its own; 0 keeps such tasks
+	// forever. It is read when the task becomes final (the expiry is
+	// stored then), so changing it does not move the expiry of tasks that
+	// are final already. 7 days leaves time to look at a result.
+	Retention time.Duration
 
 	// OverdueAfter is the safety net's threshold (GET /v1/stats, /readyz,
 	// the dashboard, chime_tasks_overdue and chime_slots_stalled): a task
@@ -168,6 +175,7 @@ func DefaultConfig() Config {
 		Window:        60 * time.Second,
 		LoadInterval:  5 * time.Second,
 		MisfireGrace:  5 * time.Second,
+		Retention:     7 * 24 * time.Hour,
 		OverdueAfter:  10 * time.Second,
 		Limits:        httpapi.DefaultLimits(),
 		Dispatch:      DefaultDispatchConfig(),
@@ -196,6 +204,7 @@ func (c *Config) Validate() error {
 	check(c.Window >= 2*c.LoadInterval, "node: Window %v must be at least twice LoadInterval %v", c.Window, c.LoadInterval)
 	check(c.LoadInterval >= c.Tick, "node: LoadInterval %v is below Tick %v", c.LoadInterval, c.Tick)
 	check(c.MisfireGrace >= 0, "node: MisfireGrace is negative")
+	check(c.Retention >= 0 && c.Retention <= httpapi.MaxRetention, "node: Retention %v is not between 0 and %v", c.Retention, httpapi.MaxRetention)
 	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")

@@ -3,6 +3,7 @@ package node
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigValidateName: a node needs a name its peers accept.
@@ -21,6 +22,21 @@ func TestConfigValidateName(t *testing.T) {
 		c.Name = tc.name
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("Name of %d bytes: Validate() = %v, want ok %v", len(tc.name), err, tc.ok)
+		}
+	}
+}
+
+// TestConfigValidateRetention: 0 (forever) up to 10 years.
+func TestConfigValidateRetention(t *testing.T) {
+	for _, tc := range []struct {
+		d  time.Duration
+		ok bool
+	}{{0, true}, {168 * time.Hour, true}, {87660 * time.Hour, true}, {-time.Second, false}, {87660*time.Hour + 1, false}} {
+		c := DefaultConfig()
+		c.InMemory = true
+		c.Retention = tc.d
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Retention %v: Validate() = %v, want ok %v", tc.d, err, tc.ok)
 		}
 	}
 }

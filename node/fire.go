@@ -22,6 +22,7 @@ const (
 	startNothing startDecision = 1 + iota // nothing is due: the caller re-files the task at t.Wake()
 	startFire                             // an attempt starts now: t.Inflight describes it
 	startSkipped                          // missed occurrences were skipped (misfire=skip); record changed, nothing fires
+	startExpire                           // a final task's retention has passed: the caller deletes it with its history
 )
 
 // beginFire decides, at now, whether the task fires. It is called when the
@@ -68,6 +69,13 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		// intent) and neither repeats nor loses an occurrence.
 		bf := t.Backfill
 		if bf == nil {
+			if t.Status.Final() && t.ExpireAt != 0 && t.ExpireAt <= now {
+				// Wake is the expiry: no fire in flight, no trigger
+				// pending, and the task is still final. A task revived
+				// (replaced, resumed) since its entry was filed is not
+				// final any more and has no ExpireAt.
+				return startExpire
+			}
 			return startNothing
 		}
 		t.FireSeq++
@@ -115,6 +123,33 @@ func NextBackfill(spec *storage.Spec, at int64) int64 {
 		return 0
 	}
 	return next
+}
+
+// settleFinal keeps FinishedAt and ExpireAt in step with t's status, on
+// every write of the record: a task that just became final is stamped
+// finished at now and expires after its retention (its own retention_ms,
+// else def; 0 = never), which makes its expiry its wake and so puts it in
+// the due index; a task that is not final (created, replaced, resumed) has
+// neither. A task final already keeps its stamps. A record written before
+// retention existed and final already is stamped at its next write: until
+// then it does not expire.
+func settleFinal(t *storage.Task, now int64, def time.Duration) {
+	if !t.Status.Final() {
+		t.FinishedAt, t.ExpireAt = 0, 0
+		return
+	}
+	if t.FinishedAt != 0 {
+		return
+	}
+	t.FinishedAt = now
+	ret := int64(def)
+	if t.Spec.RetentionSet {
+		ret = t.Spec.RetentionMs * int64(time.Millisecond)
+	}
+	t.ExpireAt = 0
+	if ret > 0 {
+		t.ExpireAt = now + ret
+	}
 }
 
 // fireID is the receiver's dedupe key of one fire: task id ":" sequence.

@@ -25,6 +25,7 @@ type metrics struct {
 	retries        prometheus.Counter
 	fireDeferred   prometheus.Counter
 	misfireSkipped prometheus.Counter
+	expired        prometheus.Counter
 	lateness       prometheus.Histogram
 	callback       prometheus.Histogram
 	wheelSize      prometheus.Gauge
@@ -87,6 +88,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_fires_deferred_total", Help: "Fire starts postponed because the dispatcher backlog was full."}),
 		misfireSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_tasks_expired_total", Help: "Final tasks deleted, with their executions, once their retention passed."}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "chime_fire_lateness_seconds",
 			Help:    "Time from a fire's due time to the start of its first attempt.",
@@ -154,7 +157,7 @@ func newMetrics(g gauges) *metrics {
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
-	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped,
+	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped, m.expired,
 		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.fsyncs, m.startLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),

@@ -75,6 +75,14 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		case startNothing:
 			g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
 			continue
+		case startExpire:
+			// Its retention has passed: deleted with its history through
+			// the same path as an API delete, so the follower deletes it
+			// too and a next owner of the slot does not bring it back.
+			w.del(b, g, t)
+			w.metrics.expired.Inc()
+			n++
+			continue
 		case startSkipped:
 			w.metrics.misfireSkipped.Inc()
 			w.put(b, g, t, prev, op.now)

@@ -94,6 +94,7 @@ func (w *writer) isRunning(t *storage.Task) bool {
 func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64, now int64) {
 	t.Version++
 	t.UpdatedAt = now
+	settleFinal(t, now, w.cfg.Retention)
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
 	delete(w.quarantined, t.ID) // a good record again
@@ -108,6 +109,20 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 		w.hot.drop(t.ID)
 	}
 	g.wakes = append(g.wakes, wakeChange{t.ID, wake})
+}
+
+// del deletes t (as stored) with its history: the API's delete and an
+// expiry. The batch's capture replicates it like any write.
+func (w *writer) del(b *storage.Batch, g *syncGroup, t *storage.Task) {
+	b.DeleteTask(t)
+	w.hot.drop(t.ID)
+	w.counted(-1)
+	w.pending[t.ID] = nil
+	if rf, ok := w.running[t.ID]; ok {
+		rf.rec = nil // its result finds the task gone
+		w.running[t.ID] = rf
+	}
+	g.wakes = append(g.wakes, wakeChange{t.ID, 0})
 }
 
 func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
@@ -185,15 +200,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 	prev := t.Wake()
 	switch op.kind {
 	case opDelete:
-		b.DeleteTask(t)
-		w.hot.drop(t.ID)
-		w.counted(-1)
-		w.pending[t.ID] = nil
-		if rf, ok := w.running[t.ID]; ok {
-			rf.rec = nil // its result finds the task gone
-			w.running[t.ID] = rf
-		}
-		g.wakes = append(g.wakes, wakeChange{t.ID, 0})
+		w.del(b, g, t)
 		op.out = t
 		return
 	case opPause:

@@ -14,11 +14,11 @@ import (
 //	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
 //	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
-//	           SkippedFires, Backfill|nil]
+//	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
-//	           MaxRuns, MaxCatchup]
+//	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	Backfill  [Next, To, Left, At]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
@@ -60,8 +60,8 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 20
-	specFields      = 20
+	taskFields      = 22
+	specFields      = 22
 	inflightFields  = 7
 	lastFireFields  = 7
 	backfillFields  = 4
@@ -90,6 +90,8 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendInts(b, t.TriggerDues)
 	b = appendUint(b, t.SkippedFires)
 	b = appendBackfill(b, t.Backfill)
+	b = appendInt(b, t.FinishedAt)
+	b = appendInt(b, t.ExpireAt)
 	return b
 }
 
@@ -115,6 +117,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendInt(b, s.EndAt)
 	b = appendInt(b, s.MaxRuns)
 	b = appendInt(b, s.MaxCatchup)
+	b = appendInt(b, s.RetentionMs)
+	b = appendBool(b, s.RetentionSet)
 	return b
 }
 
@@ -267,6 +271,12 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.Backfill = r.backfill()
 	}
+	if field(&n) {
+		t.FinishedAt = r.int64()
+	}
+	if field(&n) {
+		t.ExpireAt = r.int64()
+	}
 	r.skip(n, 0)
 }
 
@@ -334,6 +344,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.MaxCatchup = r.int64()
+	}
+	if field(&n) {
+		s.RetentionMs = r.int64()
+	}
+	if field(&n) {
+		s.RetentionSet = r.bool()
 	}
 	r.skip(n, 0)
 }

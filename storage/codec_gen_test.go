@@ -130,26 +130,28 @@ func (g recordGen) ints() []int64 {
 
 func (g recordGen) spec() Spec {
 	return Spec{
-		CallbackURL: g.str(),
-		Kind:        Kind(g.r.UintN(256)),
-		DelayMs:     g.int64(),
-		DueAt:       g.int64(),
-		EveryMs:     g.int64(),
-		Cron:        g.str(),
-		Timezone:    g.str(),
-		StartAt:     g.int64(),
-		Payload:     g.bytes(),
-		Headers:     g.strMap(),
-		TimeoutMs:   g.int64(),
-		MaxRetries:  g.int(),
-		Misfire:     Misfire(g.r.UintN(256)),
-		MaxFails:    g.int(),
-		Labels:      g.strMap(),
-		DSTGap:      DSTGap(g.r.UintN(256)),
-		DSTOverlap:  DSTOverlap(g.r.UintN(256)),
-		EndAt:       g.int64(),
-		MaxRuns:     g.int64(),
-		MaxCatchup:  g.int64(),
+		CallbackURL:  g.str(),
+		Kind:         Kind(g.r.UintN(256)),
+		DelayMs:      g.int64(),
+		DueAt:        g.int64(),
+		EveryMs:      g.int64(),
+		Cron:         g.str(),
+		Timezone:     g.str(),
+		StartAt:      g.int64(),
+		Payload:      g.bytes(),
+		Headers:      g.strMap(),
+		TimeoutMs:    g.int64(),
+		MaxRetries:   g.int(),
+		Misfire:      Misfire(g.r.UintN(256)),
+		MaxFails:     g.int(),
+		Labels:       g.strMap(),
+		DSTGap:       DSTGap(g.r.UintN(256)),
+		DSTOverlap:   DSTOverlap(g.r.UintN(256)),
+		EndAt:        g.int64(),
+		MaxRuns:      g.int64(),
+		MaxCatchup:   g.int64(),
+		RetentionMs:  g.int64(),
+		RetentionSet: g.r.UintN(2) == 1,
 	}
 }
 
@@ -205,6 +207,8 @@ func (g recordGen) task() *Task {
 		TriggerDues:  g.ints(),
 		SkippedFires: g.uint64(),
 		Backfill:     g.backfill(),
+		FinishedAt:   g.int64(),
+		ExpireAt:     g.int64(),
 	}
 }
 

@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0014",             // array16 of 20
+			"dc0016",             // array16 of 22
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0014",             // Spec: array16 of 20
+			"dc0016",             // Spec: array16 of 22
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -190,6 +190,8 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 //   EndAt
 			"00",                 //   MaxRuns
 			"00",                 //   MaxCatchup
+			"00",                 //   RetentionMs
+			"c2",                 //   RetentionSet false
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -213,6 +215,8 @@ func TestRecordGolden(t *testing.T) {
 			"c0",                 // TriggerDues nil
 			"00",                 // SkippedFires
 			"c0",                 // Backfill nil
+			"00",                 // FinishedAt
+			"00",                 // ExpireAt
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
 			"99",         // fixarray of 9

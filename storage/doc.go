@@ -41,7 +41,9 @@
 //   - A task with Wake() == w > 0 has exactly one due index entry, at w; a
 //     task with Wake() == 0 has none. Batch.PutTask keeps this given the
 //     wake of the record it replaces; wakes are never negative (PutTask
-//     panics otherwise).
+//     panics otherwise). A wake is a fire time (next due, trigger, retry)
+//     or, for a final task, its expiry (Task.ExpireAt): the owner deletes
+//     the task when it comes, so expiry needs no scan of the tasks.
 //   - History records of a task are numbered 1..Task.HistSeq; at most
 //     HistoryLimit of the newest exist (while HistoryLimit is not lowered). AppendExecution trims the record
 //     that falls out of the window in the same batch.

@@ -38,6 +38,12 @@ func (s Status) String() string {
 	return "unknown"
 }
 
+// Final reports whether s is a final status: done, failed, inactive or
+// completed. A final task expires after its retention (Task.ExpireAt).
+func (s Status) Final() bool {
+	return s == StatusDone || s == StatusFailed || s == StatusInactive || s == StatusCompleted
+}
+
 // ParseStatus is the inverse of Status.String. It returns 0, false for an
 // unknown name.
 func ParseStatus(name string) (Status, bool) {
@@ -150,6 +156,11 @@ type Spec struct {
 	EndAt       int64             `msgpack:"ea,omitempty"` // periodic: no fire due after it; 0 = none
 	MaxRuns     int64             `msgpack:"mn,omitempty"` // periodic: completed after this many scheduled fires; 0 = none
 	MaxCatchup  int64             `msgpack:"mc,omitempty"` // periodic: most missed occurrences fire_all fires, and the most a backfill fires; 0 = default (100)
+	// RetentionMs is how long the task is kept once final (Final), in ms;
+	// 0 = forever. It counts only with RetentionSet: without it (absent
+	// from the request, or an older record) the node's default applies.
+	RetentionMs  int64 `msgpack:"rt,omitempty"`
+	RetentionSet bool  `msgpack:"rs,omitempty"`
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -207,6 +218,13 @@ type Task struct {
 	HistSeq   uint64    `msgpack:"hs"` // sequence of the last execution record written
 	Version   uint64    `msgpack:"v"`  // bumped on every write
 	Runs      uint64    `msgpack:"rn"` // scheduled fires finished since the task was created or replaced (not triggers)
+	// FinishedAt is when the task reached a final status (Status.Final), 0
+	// while it is not final (and for records written before it existed).
+	// ExpireAt is when the task and its history are deleted (its
+	// retention after FinishedAt), 0 = never; while final and without a
+	// pending trigger it is the task's wake, so the due index holds it.
+	FinishedAt int64 `msgpack:"fa"`
+	ExpireAt   int64 `msgpack:"xa"`
 
 	// TriggerDues is nil, or parallel to Triggers: the logical due time
 	// (X-Chime-Due-At) of each pending trigger, 0 = its request time.
@@ -241,6 +259,9 @@ func (t *Task) Wake() int64 {
 	}
 	if t.Backfill != nil && (w == 0 || t.Backfill.At < w) {
 		w = t.Backfill.At
+	}
+	if w == 0 && len(t.Triggers) == 0 && t.ExpireAt > 0 && t.Status.Final() {
+		w = t.ExpireAt
 	}
 	return w
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -354,4 +355,26 @@ func (s *Store) Stats() Stats {
 		CacheMisses:   m.BlockCache.Misses,
 		L0Files:       m.Levels[0].TablesCount,
 	}
+}
+
+// Compact flushes the memtables and compacts every per-slot key, so that
+// the space of deleted keys (expired tasks, dropped slots) is reclaimed on
+// disk now rather than when background compactions reach it. It is slow
+// (it rewrites the data) and meant for tests, benchmarks and maintenance.
+func (s *Store) Compact(ctx context.Context) (err error) {
+	if err := s.Failed(); err != nil {
+		return err
+	}
+	if !s.enter() {
+		return ErrClosed
+	}
+	defer s.leave()
+	defer s.catch(&err)
+	if err := s.db.Flush(); err != nil {
+		return fmt.Errorf("storage: compact: %w", err)
+	}
+	if err := s.db.Compact(ctx, slotKeysLower, slotKeysUpper, true); err != nil {
+		return fmt.Errorf("storage: compact: %w", err)
+	}
+	return nil
 }

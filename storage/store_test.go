@@ -843,3 +843,29 @@ func TestPebbleLogger(t *testing.T) {
 	}()
 	l.Fatalf("corrupt")
 }
+
+// TestWakeExpiry: a final task without a pending trigger or a fire in
+// flight wakes at its ExpireAt; a trigger or an in-flight fire comes
+// first; a task that is not final never wakes for an ExpireAt.
+func TestWakeExpiry(t *testing.T) {
+	tests := []struct {
+		name string
+		t    Task
+		want int64
+	}{
+		{"done expires", Task{Status: StatusDone, ExpireAt: 50}, 50},
+		{"failed expires", Task{Status: StatusFailed, ExpireAt: 50}, 50},
+		{"inactive expires", Task{Status: StatusInactive, ExpireAt: 50}, 50},
+		{"completed expires", Task{Status: StatusCompleted, ExpireAt: 50}, 50},
+		{"done kept forever", Task{Status: StatusDone}, 0},
+		{"done with a trigger", Task{Status: StatusDone, ExpireAt: 50, Triggers: []int64{70}}, 70},
+		{"done with a fire in flight", Task{Status: StatusDone, ExpireAt: 50, Inflight: &Inflight{Due: 40, NextAttemptAt: 60}}, 60},
+		{"scheduled ignores a stale expiry", Task{Status: StatusScheduled, NextDue: 90, ExpireAt: 50}, 90},
+		{"paused ignores a stale expiry", Task{Status: StatusPaused, NextDue: 90, ExpireAt: 50}, 0},
+	}
+	for _, tt := range tests {
+		if got := tt.t.Wake(); got != tt.want {
+			t.Errorf("%s: Wake() = %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}

@@ -42,6 +42,7 @@ type exportRecord struct {
 	DST         json.RawMessage   `json:"dst,omitempty"`
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
+	RetentionMs *int64            `json:"retention_ms,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -204,6 +205,7 @@ type importRequest struct {
 	DST         json.RawMessage   `json:"dst,omitempty"`
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
+	RetentionMs *int64            `json:"retention_ms,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -236,7 +238,7 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	}
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
-		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt}
+		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs}
 	if r.MaxRuns > 0 {
 		// A re-created task counts its runs from 0: it gets the runs left.
 		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)

@@ -49,6 +49,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.DurationVar(&cfg.Tick, "tick", cfg.Tick, "timing wheel resolution")
 	fs.DurationVar(&cfg.Window, "window", cfg.Window, "how far ahead due tasks are loaded into memory")
 	fs.DurationVar(&cfg.MisfireGrace, "misfire-grace", cfg.MisfireGrace, "how late a periodic fire may start before its misfire policy applies")
+	fs.DurationVar(&cfg.Retention, "retention", cfg.Retention, "keep a done, failed, inactive or completed task (and its executions) this long, unless the task sets retention_ms; 0 = forever")
 	fs.DurationVar(&cfg.OverdueAfter, "overdue-after", cfg.OverdueAfter, "safety net: a task due this long ago and not fired is overdue, an owned slot not firing this long is stalled")
 	fs.IntVar(&cfg.Limits.MaxPayloadBytes, "max-payload", cfg.Limits.MaxPayloadBytes, "largest task payload in bytes")
 	fs.IntVar(&cfg.Dispatch.Concurrency, "concurrency", cfg.Dispatch.Concurrency, "callbacks in flight overall")

@@ -481,6 +481,7 @@ type createFlags struct {
 	dueAt, startAt, endAt     string
 	maxRuns                   int
 	maxCatchup                int
+	retention                 time.Duration
 	misfire                   string
 	gap, overlap              string
 	payload                   string
@@ -510,6 +511,7 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.StringVar(&f.endAt, "end-at", "", "periodic or cron: no fire due after this RFC 3339 `time` (one due exactly then fires); then the task is completed")
 	fs.IntVar(&f.maxRuns, "max-runs", 0, "periodic or cron: completed after this many scheduled fires (`n` ≥ 1; triggers not counted)")
 	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "periodic or cron: misfire fire_all fires at most the `n` most recent missed occurrences, and a backfill at most n (server default 100)")
+	fs.DurationVar(&f.retention, "retention", 0, "keep the task this `duration` (e.g. 72h) once done, failed, inactive or completed, then delete it with its executions; 0 = forever (server default: its --retention, 7 days)")
 	fs.StringVar(&f.payload, "payload", "", "callback body: JSON `text`, @file, or @- for stdin")
 	fs.Var(&f.headers, "header", "extra callback header `k=v` (repeatable)")
 	fs.Var(&f.labels, "label", "label `k=v` for filtering (repeatable)")
@@ -650,6 +652,12 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 			return fmt.Errorf("task create: --max-catchup must be at least 1, got %d", f.maxCatchup)
 		}
 		t.MaxCatchup = f.maxCatchup
+	}
+	if set["retention"] {
+		if f.retention < 0 || f.retention%time.Millisecond != 0 {
+			return fmt.Errorf("task create: --retention must be a whole number of milliseconds, 0 or more, got %v", f.retention)
+		}
+		t.Retention = &f.retention
 	}
 	if set["gap"] || set["overlap"] {
 		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}

@@ -180,6 +180,10 @@ func TestCreateRequestBody(t *testing.T) {
 			`{"callback_url":"` + cb + `","every_ms":1000,"end_at":"2030-01-01T23:00:00Z","max_runs":3}`},
 		{"max-catchup", []string{"--url", cb, "--every", "1s", "--misfire", "fire_all", "--max-catchup", "7"},
 			`{"callback_url":"` + cb + `","every_ms":1000,"misfire":"fire_all","max_catchup":7}`},
+		{"retention", []string{"--url", cb, "--delay", "1s", "--retention", "72h"},
+			`{"callback_url":"` + cb + `","delay_ms":1000,"retention_ms":259200000}`},
+		{"retention-forever", []string{"--url", cb, "--delay", "1s", "--retention", "0"},
+			`{"callback_url":"` + cb + `","delay_ms":1000,"retention_ms":0}`},
 		{"payload=scalar", []string{"--url", cb, "--delay", "1s", "--payload", `"hi"`},
 			`{"callback_url":"` + cb + `","delay_ms":1000,"payload":"hi"}`},
 	}
@@ -313,6 +317,7 @@ func TestCreateRejectedLocally(t *testing.T) {
 		{"bad-end-at", []string{"--url", cb, "--every", "1s", "--end-at", "never"}, "--end-at \"never\" is not an RFC 3339 time"},
 		{"zero-max-runs", []string{"--url", cb, "--every", "1s", "--max-runs", "0"}, "--max-runs must be at least 1"},
 		{"zero-max-catchup", []string{"--url", cb, "--every", "1s", "--max-catchup", "0"}, "--max-catchup must be at least 1"},
+		{"negative-retention", []string{"--url", cb, "--delay", "1s", "--retention", "-1h"}, "--retention must be a whole number of milliseconds, 0 or more"},
 		{"payload-not-json", []string{"--url", cb, "--delay", "1s", "--payload", "{a:1}"}, "--payload is not valid JSON"},
 		{"payload-missing-file", []string{"--url", cb, "--delay", "1s", "--payload", "@/nonexistent/p.json"}, "--payload"},
 		{"header-not-kv", []string{"--url", cb, "--delay", "1s", "--header", "X-A"}, `"X-A" is not k=v`},

@@ -39,6 +39,9 @@ type TaskRequest struct {
 	// "Catch-up and backfill"); nil = the default.
 	MaxCatchup *int64            `json:"max_catchup,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// RetentionMs is how long the task is kept once final (API.md
+	// "Retention"); 0 = forever, nil = the node's default.
+	RetentionMs *int64 `json:"retention_ms,omitempty"`
 	// DST is the daylight-saving policy of a cron task (API.md "Daylight
 	// saving"); nil = the default, gap shift and overlap first.
 	DST *DSTRequest `json:"dst,omitempty"`
@@ -135,7 +138,7 @@ var requestFieldTypes = map[string]string{
 	fieldEveryMs: "an integer", fieldCron: "a string", "timezone": "a string", "start_at": "an RFC 3339 string",
 	"payload": "any JSON value", "headers": "an object of strings", "timeout_ms": "an integer",
 	"max_retries": "an integer", "misfire": "a string", "max_fails": "an integer", "labels": "an object of strings",
-	"end_at": "an RFC 3339 string", "max_runs": "an integer", "max_catchup": "an integer",
+	"end_at": "an RFC 3339 string", "max_runs": "an integer", "max_catchup": "an integer", "retention_ms": "an integer",
 	"status": "a string", "dst": "an object", "dst.gap": "a string", "dst.overlap": "a string",
 }
 
@@ -221,7 +224,7 @@ type requestField struct {
 // requestFields indexes the request fields by JSON name.
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
-		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup"}
+		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup", "retention_ms"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}

@@ -25,7 +25,9 @@ import (
 // max_fails only for periodic tasks, where they always appear with their
 // effective value. dst appears when it was given, with both members. end_at
 // and max_runs appear when given; runs (scheduled fires finished since the
-// task was created or replaced) with max_runs.
+// task was created or replaced) with max_runs. retention_ms appears when
+// given; finished_at once the task is final, expires_at when it will be
+// deleted (not when it is kept forever).
 type TaskResponse struct {
 	ID          string            `json:"id"`
 	CallbackURL string            `json:"callback_url"`
@@ -46,6 +48,7 @@ type TaskResponse struct {
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
 	MaxCatchup  int               `json:"max_catchup,omitempty"`
+	RetentionMs *int64            `json:"retention_ms,omitempty"`
 
 	Slot      uint16  `json:"slot"`
 	Status    string  `json:"status"`
@@ -57,10 +60,14 @@ type TaskResponse struct {
 	Runs      *uint64 `json:"runs,omitempty"`
 	// SkippedFires (periodic tasks): missed occurrences dropped by
 	// max_catchup under misfire fire_all.
-	SkippedFires *uint64           `json:"skipped_fires,omitempty"`
-	Backfill     *BackfillPending  `json:"backfill,omitempty"`
-	Owner        string            `json:"owner,omitempty"`
-	LastFire     *LastFireResponse `json:"last_fire,omitempty"`
+	SkippedFires *uint64          `json:"skipped_fires,omitempty"`
+	Backfill     *BackfillPending `json:"backfill,omitempty"`
+	// FinishedAt is when the task became final; ExpiresAt when it and its
+	// executions are deleted (API.md "Retention").
+	FinishedAt string            `json:"finished_at,omitempty"`
+	ExpiresAt  string            `json:"expires_at,omitempty"`
+	Owner      string            `json:"owner,omitempty"`
+	LastFire   *LastFireResponse `json:"last_fire,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
@@ -162,6 +169,14 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 	}
 	if bf := t.Backfill; bf != nil {
 		r.Backfill = &BackfillPending{Next: formatInstant(bf.Next), To: formatInstant(bf.To), Left: bf.Left}
+	}
+	if s.RetentionSet {
+		ret := s.RetentionMs
+		r.RetentionMs = &ret
+	}
+	if t.Status.Final() {
+		r.FinishedAt = formatInstant(t.FinishedAt)
+		r.ExpiresAt = formatInstant(t.ExpireAt)
 	}
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{

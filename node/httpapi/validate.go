@@ -79,12 +79,17 @@ const (
 	defaultMaxRetries = 3
 	maxMaxFails       = 1000000
 	maxMaxRuns        = 1 << 53 // exact in a JavaScript number
+	maxRetentionMs    = schedule.MaxSpanMs
 
 	// maxSpan bounds how far ahead anything may be scheduled (delay_ms,
 	// due_at, start_at, every_ms, @every).
 	maxSpan   = schedule.MaxSpan
 	maxSpanMs = schedule.MaxSpanMs
 )
+
+// MaxRetention is the longest retention a task (retention_ms) or a node
+// (Config.Retention) may ask for: 10 years, like every other span.
+const MaxRetention = schedule.MaxSpan
 
 // validate checks every field and returns the task id (a new ULID when the
 // request has none) and the normalized storage.Spec. now is the request time:
@@ -175,6 +180,12 @@ func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec,
 		return "", storage.Spec{}, e
 	}
 	spec.Labels = nonEmpty(r.Labels)
+	if r.RetentionMs != nil {
+		if *r.RetentionMs < 0 || *r.RetentionMs > maxRetentionMs {
+			return "", storage.Spec{}, Invalid("retention_ms", "must be between 0 (keep forever) and %d (10 years), got %d", maxRetentionMs, *r.RetentionMs)
+		}
+		spec.RetentionMs, spec.RetentionSet = *r.RetentionMs, true
+	}
 	if _, e := r.initialStatus(); e != nil {
 		return "", storage.Spec{}, e
 	}

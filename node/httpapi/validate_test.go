@@ -279,6 +279,10 @@ func TestValidateErrors(t *testing.T) {
 		{name: "end_at before cron start_at", body: specBody(`"cron":"@daily","start_at":"2026-04-01T00:00:00Z","end_at":"2026-03-02T00:00:00Z"`), wantField: "end_at"},
 		{name: "end_at over 10 years", body: specBody(`"every_ms":1000,"end_at":"2036-03-02T00:00:00Z"`), wantField: "end_at"},
 		{name: "end_at before 1970", body: specBody(`"every_ms":1000,"end_at":"1969-12-31T00:00:00Z"`), wantField: "end_at"},
+		{name: "retention_ms negative", body: specBody(`"delay_ms":1,"retention_ms":-1`), wantField: "retention_ms"},
+		{name: "retention_ms over 10 years", body: specBody(`"every_ms":1000,"retention_ms":315576000001`), wantField: "retention_ms"},
+		{name: "retention_ms a string", body: specBody(`"delay_ms":1,"retention_ms":"1d"`), wantField: "retention_ms"},
+		{name: "retention_ms a fraction", body: specBody(`"delay_ms":1,"retention_ms":1.5`), wantField: "retention_ms"},
 
 		{name: "17 labels", body: specBody(`"delay_ms":1,"labels":{` + manyMembers(17, `"k%d":"v"`) + `}`), wantField: "labels"},
 		{name: "label key with colon", body: specBody(`"delay_ms":1,"labels":{"a:b":"v"}`), wantField: "labels.a:b"},
@@ -598,5 +602,30 @@ func TestNewTaskEndAt(t *testing.T) {
 				t.Errorf("newTask(%s) = %v; want a 400 on %q", tt.body, e, tt.wantField)
 			}
 		})
+	}
+}
+
+// TestValidateRetention: retention_ms is kept as given, 0 included (keep
+// forever), and absent leaves the node's default (RetentionSet false).
+func TestValidateRetention(t *testing.T) {
+	tests := []struct {
+		body    string
+		wantMs  int64
+		wantSet bool
+	}{
+		{specBody(`"delay_ms":1`), 0, false},
+		{specBody(`"delay_ms":1,"retention_ms":null`), 0, false},
+		{specBody(`"delay_ms":1,"retention_ms":0`), 0, true},
+		{specBody(`"cron":"@daily","retention_ms":86400000`), 86400000, true},
+		{specBody(`"every_ms":1000,"retention_ms":315576000000`), 315576000000, true},
+	}
+	for _, tt := range tests {
+		_, spec, e := decodeValid(tt.body, Limits{})
+		if e != nil {
+			t.Fatalf("validate(%s): %v", tt.body, e)
+		}
+		if spec.RetentionMs != tt.wantMs || spec.RetentionSet != tt.wantSet {
+			t.Errorf("validate(%s): retention %d set %v, want %d %v", tt.body, spec.RetentionMs, spec.RetentionSet, tt.wantMs, tt.wantSet)
+		}
 	}
 }
