@@ -18,6 +18,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -73,6 +74,11 @@ type ExecQuery struct {
 	Until             int64 // FinishedAt < Until (0: no bound)
 	After             ExecPos
 	Limit             int
+	// ID, when set, lists only that task's executions: its history (at
+	// most HistoryLimit records) is read instead of the index. IDSlot is
+	// its slot.
+	ID     string
+	IDSlot uint16
 }
 
 // LoggedExecution is one execution of the log, with where it is stored.
@@ -117,6 +123,12 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 	defer s.leave()
 	if q.Limit <= 0 {
 		return nil, false, nil
+	}
+	if q.ID != "" {
+		if owned != nil && !owned(q.IDSlot) {
+			return nil, false, nil
+		}
+		return s.taskExecutions(q)
 	}
 	snap := s.db.NewSnapshot()
 	defer func() { _ = snap.Close() }()
@@ -223,6 +235,49 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		} else {
 			heap.Pop(&h)
 		}
+	}
+	return out, false, nil
+}
+
+// taskExecutions is RecentExecutions of one task, from its history.
+func (s *Store) taskExecutions(q ExecQuery) (out []LoggedExecution, more bool, err error) {
+	c := getCodec()
+	defer putCodec(c)
+	c.key = appendHistPrefix(c.key[:0], q.IDSlot, q.ID)
+	c.end = appendHistEnd(c.end[:0], q.IDSlot, q.ID)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: c.key, UpperBound: c.end})
+	if err != nil {
+		return nil, false, fmt.Errorf("storage: new iterator: %w", err)
+	}
+	defer closeIter(it, &err)
+	for valid := it.First(); valid; valid = it.Next() {
+		_, _, seq, ok := decodeHistKey(it.Key())
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			return nil, false, fmt.Errorf("storage: executions of %q: %w", q.ID, verr)
+		}
+		var e Execution
+		if !ok || DecodeExecution(v, &e) != nil {
+			continue
+		}
+		p := ExecPos{Set: true, FinishedAt: e.FinishedAt, Slot: q.IDSlot, ID: q.ID, Seq: seq}
+		f := e.Failed()
+		if (q.Failed && !q.Succeeded && !f) || (q.Succeeded && !q.Failed && f) ||
+			p.FinishedAt < q.Since || (q.Until > 0 && p.FinishedAt >= q.Until) ||
+			(q.After.Set && !p.Less(q.After)) {
+			continue
+		}
+		e.Result = append([]byte(nil), e.Result...)
+		out = append(out, LoggedExecution{Pos: p, Execution: e})
+	}
+	slices.SortFunc(out, func(a, b LoggedExecution) int {
+		if b.Pos.Less(a.Pos) {
+			return -1
+		}
+		return 1
+	})
+	if len(out) > q.Limit {
+		return out[:q.Limit], true, nil
 	}
 	return out, false, nil
 }

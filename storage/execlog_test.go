@@ -89,10 +89,14 @@ func TestRecentExecutions(t *testing.T) {
 		{"succeeded", false, true, 0, 0},
 		{"window", false, false, 121, 151},
 		{"failed window", true, false, 131, 171},
+		{"one task", false, false, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var exp []ExecPos
 			for _, w := range all {
+				if tc.name == "one task" && w.pos.ID != "t5" {
+					continue
+				}
 				if (tc.failed && !w.failed) || (tc.succ && w.failed) ||
 					w.pos.FinishedAt < tc.since || (tc.until != 0 && w.pos.FinishedAt >= tc.until) {
 					continue
@@ -102,6 +106,9 @@ func TestRecentExecutions(t *testing.T) {
 			for _, limit := range []int{1, 3, 7, 1000} {
 				var got []ExecPos
 				q := ExecQuery{Failed: tc.failed, Succeeded: tc.succ, Since: tc.since, Until: tc.until, Limit: limit}
+				if tc.name == "one task" {
+					q.ID, q.IDSlot = "t5", tasks[5].Slot
+				}
 				for page := 0; ; page++ {
 					out, more, err := s.RecentExecutions(nil, q)
 					if err != nil {
