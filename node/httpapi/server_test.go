@@ -32,8 +32,8 @@ type fake struct {
 	answer   func(method, uri string, body []byte) Answer
 	forwards []string // method uri hop body, in order
 	batch    []*storage.Task
-	version  uint64            // the table version
-	epochs   map[uint16]uint64 // SlotEpoch's answers
+	version  uint64                    // the table version
+	epochs   map[uint16]uint64         // SlotEpoch's answers
 	execQ    []storage.ExecQuery       // RecentExecutions' queries
 	execs    []storage.LoggedExecution // RecentExecutions' answer
 	execMore bool
