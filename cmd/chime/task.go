@@ -30,6 +30,8 @@ verbs:
   pause ID           pause a task
   resume ID          resume a paused task
   trigger ID         fire a task once now; its schedule is unchanged
+  retry ID [ID…] | --failed
+                     fire failed tasks again now (by ID, or every failed one)
   executions ID      show a task's recent executions, newest first
   preview ID | --cron SPEC | --every D
                      show the next fires of a task or a schedule, with DST moves
@@ -77,6 +79,8 @@ func (tc *taskCmd) run(ctx context.Context, args []string) error {
 		return tc.oneTask(ctx, verb, rest)
 	case "executions":
 		return tc.executions(ctx, rest)
+	case "retry":
+		return tc.retry(ctx, rest)
 	case "preview":
 		return tc.preview(ctx, rest)
 	case "list":
