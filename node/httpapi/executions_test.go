@@ -129,8 +129,11 @@ func TestRetryValidation(t *testing.T) {
 		{`{"status":"failed","since":"x"}`, "since"},
 		{`{"status":"failed","since":"2026-01-02T00:00:00Z","until":"2026-01-01T00:00:00Z"}`, "until"},
 		{`{"status":"failed","cursor":"??"}`, "cursor"},
-		{`{"status":"failed","other":1}`, ""},
+		{`{"status":"failed","other":1}`, "other"},
+		{`{"status":"failed","limit":"ten"}`, "limit"},
+		{`{"ids":"a"}`, "ids"},
 		{`[1]`, ""},
+		{`{"status":"failed"} {}`, ""},
 	} {
 		t.Run(tc.body[:min(len(tc.body), 40)], func(t *testing.T) {
 			f := newFake()

@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,7 +63,15 @@ func (s *Server) parseRetry(body []byte) (ids []string, f *retryFilter, e *Error
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return nil, nil, Invalid("", "body must be {\"ids\":[…]} or a filter {\"status\":\"failed\",…}: %v", err)
+		field := ""
+		if name, ok := strings.CutPrefix(err.Error(), `json: unknown field "`); ok {
+			field = strings.TrimSuffix(name, `"`)
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			field = te.Field
+		}
+		return nil, nil, Invalid(clip(field), "body must be {\"ids\":[…]} or a filter {\"status\":\"failed\",…}: %v", err)
 	}
 	if dec.More() {
 		return nil, nil, Invalid("", "the body holds more than one JSON value")
