@@ -20,17 +20,17 @@ type Batch struct {
 	// sums tracks the data keys written per slot, for the slot checksums
 	// Commit writes (checksum.go).
 	sums sumTracker
-	// appended lists the execution log index keys AppendExecution added,
-	// so a trim or DeleteTask in the same batch finds them.
-	appended []appendedExec
+	// appended maps the executions AppendExecution added to their
+	// execution log index keys, so a trim or DeleteTask in the same batch
+	// finds them (one map lookup: a group's batch holds thousands).
+	appended map[appendedExec][]byte
 }
 
-// appendedExec is one execution AppendExecution added to a batch.
+// appendedExec names one execution AppendExecution added to a batch.
 type appendedExec struct {
 	slot uint16
 	id   string
 	seq  uint64
-	key  []byte // its execution log index key
 }
 
 // NewBatch returns an empty batch. Release it with Commit or Close.
@@ -143,12 +143,7 @@ func (b *Batch) DeleteTask(t *Task) {
 // appendedKey returns the index key of execution (slot, id, seq) appended
 // in this batch, nil if none.
 func (b *Batch) appendedKey(slot uint16, id string, seq uint64) []byte {
-	for i := range b.appended {
-		if a := &b.appended[i]; a.seq == seq && a.slot == slot && a.id == id {
-			return a.key
-		}
-	}
-	return nil
+	return b.appended[appendedExec{slot, id, seq}]
 }
 
 // deleteStoredHistory adds a point deletion for every stored history key of
@@ -206,7 +201,10 @@ func (b *Batch) AppendExecution(t *Task, e *Execution) {
 	// Its execution log index entry, in the same batch (keys.go).
 	ik := appendExecLogKey(nil, t.Slot, execOutcome(e), e.FinishedAt, t.ID, t.HistSeq)
 	b.setOver(ik, nil, next)
-	b.appended = append(b.appended, appendedExec{slot: t.Slot, id: t.ID, seq: t.HistSeq, key: ik})
+	if b.appended == nil {
+		b.appended = make(map[appendedExec][]byte)
+	}
+	b.appended[appendedExec{t.Slot, t.ID, t.HistSeq}] = ik
 	if limit := b.s.historyLimit; t.HistSeq > limit {
 		old := t.HistSeq - limit
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, old)
