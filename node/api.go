@@ -205,6 +205,17 @@ func (a api) Backfill(ctx context.Context, id string, from, to int64) (*storage.
 	return t, httpapi.BackfillResult{Queued: op.queued, First: op.first, Last: op.last}, nil
 }
 
+// Retry fires the failed task id again now (409 for any other status).
+func (a api) Retry(ctx context.Context, id string) (*storage.Task, error) {
+	return a.one(ctx, opRetry, id)
+}
+
+// RecentExecutions is this node's part of GET /v1/executions: the newest
+// executions in the slots it owns (storage.Store.RecentExecutions).
+func (a api) RecentExecutions(q storage.ExecQuery) ([]storage.LoggedExecution, bool, error) {
+	return a.n.store.RecentExecutions(a.n.view.Load().Owns, q)
+}
+
 // one applies a single-task op to task id and returns the task after it
 // (nil for a delete). set, if any, fills the op's own fields.
 func (a api) one(ctx context.Context, kind opKind, id string, set ...func(*oneOp)) (*storage.Task, error) {

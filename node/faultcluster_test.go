@@ -876,6 +876,12 @@ func (r *fireRecorder) serve(w http.ResponseWriter, req *http.Request) {
 	d := time.Duration(r.rnd.Int64N(int64(faultAnswerDelay)))
 	r.mu.Unlock()
 	time.Sleep(d)
+	if strings.HasPrefix(f.TaskID, "fail-") {
+		// Tasks named fail-… fail (the execution log tests).
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, "broken "+f.FireID)
+		return
+	}
 	w.WriteHeader(http.StatusOK)
 }
 

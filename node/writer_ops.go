@@ -32,6 +32,7 @@ const (
 	opBarrier                     // nothing: answered once everything queued before it is committed (internal, acked)
 	opSums                        // read slots' positions and checksums, after the group's commit (internal, answered at once)
 	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
+	opRetry                       // fire one failed task again now
 )
 
 // writeOp is what every request to the writer shares, whatever its kind.
@@ -63,7 +64,7 @@ type tasksOp struct {
 	created []bool
 }
 
-// oneOp is opDelete, opPause, opResume and opTrigger of one task
+// oneOp is opDelete, opPause, opResume, opTrigger and opRetry of one task
 // (writer_tasks.go).
 type oneOp struct {
 	writeOp

@@ -239,6 +239,16 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " one-shot task cannot be resumed"}
 			return
 		}
+	case opRetry:
+		// A failed one-shot task fires again now: a new fire (the next
+		// fire sequence, so a new fire id) whose attempts start at 1.
+		if t.Status != storage.StatusFailed {
+			op.refused = &Error{Code: CodeConflict, Message: "a " + t.Status.String() + " task cannot be retried; only a failed one can"}
+			return
+		}
+		t.Status = storage.StatusScheduled
+		t.FailCount = 0
+		t.NextDue = op.now
 	case opTrigger:
 		if len(t.Triggers) >= maxPendingTriggers {
 			op.refused = &Error{Code: CodeOverloaded, Message: "too many triggers pending for this task"}

@@ -20,6 +20,17 @@ type Batch struct {
 	// sums tracks the data keys written per slot, for the slot checksums
 	// Commit writes (checksum.go).
 	sums sumTracker
+	// appended maps the executions AppendExecution added to their
+	// execution log index keys, so a trim or DeleteTask in the same batch
+	// finds them (one map lookup: a group's batch holds thousands).
+	appended map[appendedExec][]byte
+}
+
+// appendedExec names one execution AppendExecution added to a batch.
+type appendedExec struct {
+	slot uint16
+	id   string
+	seq  uint64
 }
 
 // NewBatch returns an empty batch. Release it with Commit or Close.
@@ -123,7 +134,16 @@ func (b *Batch) DeleteTask(t *Task) {
 	for seq := from; seq <= t.HistSeq; seq++ {
 		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, seq)
 		b.del(c.key)
+		if k := b.appendedKey(t.Slot, t.ID, seq); k != nil {
+			b.del(k)
+		}
 	}
+}
+
+// appendedKey returns the index key of execution (slot, id, seq) appended
+// in this batch, nil if none.
+func (b *Batch) appendedKey(slot uint16, id string, seq uint64) []byte {
+	return b.appended[appendedExec{slot, id, seq}]
 }
 
 // deleteStoredHistory adds a point deletion for every stored history key of
@@ -141,10 +161,20 @@ func (b *Batch) deleteStoredHistory(slot uint16, id string) (maxSeq uint64, err 
 		return 0, fmt.Errorf("storage: delete history of %q: %w", id, err)
 	}
 	defer closeIter(it, &err)
+	var e Execution
+	var ik []byte
 	for valid := it.First(); valid; valid = it.Next() {
 		b.del(it.Key()) // the batch copies the key
-		if _, _, seq, ok := decodeHistKey(it.Key()); ok {
+		_, _, seq, ok := decodeHistKey(it.Key())
+		if ok {
 			maxSeq = max(maxSeq, seq)
+		}
+		// Its execution log index entry goes with it. A record that does
+		// not decode has none this batch can name (pre-index records
+		// have none at all).
+		if v, verr := it.ValueAndErr(); ok && verr == nil && DecodeExecution(v, &e) == nil {
+			ik = appendExecLogKey(ik[:0], slot, execOutcome(&e), e.FinishedAt, id, seq)
+			b.del(ik)
 		}
 	}
 	return maxSeq, it.Error()
@@ -168,8 +198,22 @@ func (b *Batch) AppendExecution(t *Task, e *Execution) {
 	c.val = appendExecution(c.val[:0], e)
 	c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq)
 	b.setOver(c.key, c.val, next)
+	// Its execution log index entry, in the same batch (keys.go).
+	ik := appendExecLogKey(nil, t.Slot, execOutcome(e), e.FinishedAt, t.ID, t.HistSeq)
+	b.setOver(ik, nil, next)
+	if b.appended == nil {
+		b.appended = make(map[appendedExec][]byte)
+	}
+	b.appended[appendedExec{t.Slot, t.ID, t.HistSeq}] = ik
 	if limit := b.s.historyLimit; t.HistSeq > limit {
-		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, t.HistSeq-limit)
+		old := t.HistSeq - limit
+		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, old)
+		if k := b.appendedKey(t.Slot, t.ID, old); k != nil {
+			b.del(k)
+		} else if k := b.s.execLogKeyOf(c.key); k != nil {
+			b.del(k)
+		}
+		c.key = appendHistKey(c.key[:0], t.Slot, t.ID, old) // execLogKeyOf may not keep it
 		b.del(c.key)
 	}
 }

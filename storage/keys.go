@@ -13,13 +13,20 @@ const (
 	sectionMeta     byte = 'M' // slot meta: SlotMeta (replica.go)
 	sectionTask     byte = 'T' // task: id -> Task
 	sectionChecksum byte = 'C' // the slot's checksum: nothing after the section byte
+	sectionExecLog  byte = 'E' // execution log index: outcome finished(u64 BE) id 0x00 seq(u64 BE) -> empty
+)
+
+// Outcome bytes of an execution log index key (sectionExecLog).
+const (
+	outcomeFailed    byte = 'f'
+	outcomeSucceeded byte = 's'
 )
 
 // isDataSection reports whether keys of section are the slot's data: what
 // is replicated (captured, snapshotted) and what the slot checksum covers.
 // The meta and checksum keys are each node's own bookkeeping.
 func isDataSection(section byte) bool {
-	return section == sectionTask || section == sectionDue || section == sectionHistory
+	return section == sectionTask || section == sectionDue || section == sectionHistory || section == sectionExecLog
 }
 
 // Node-local keys ('n' name). Written to disk: never change a name.
@@ -160,4 +167,50 @@ func decodeHistKey(k []byte) (slot uint16, id string, seq uint64, ok bool) {
 		}
 	}
 	return slot, string(idb), binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+}
+
+// appendExecLogPrefix appends 's' slot 'E' outcome.
+func appendExecLogPrefix(dst []byte, slot uint16, outcome byte) []byte {
+	return append(appendSection(dst, slot, sectionExecLog), outcome)
+}
+
+// appendExecLogTime appends 's' slot 'E' outcome finished(u64 BE): a seek
+// key before every entry of that instant.
+func appendExecLogTime(dst []byte, slot uint16, outcome byte, finished int64) []byte {
+	return binary.BigEndian.AppendUint64(appendExecLogPrefix(dst, slot, outcome), uint64(max(finished, 0)))
+}
+
+// appendExecLogKey appends 's' slot 'E' outcome finished(u64 BE) id 0x00
+// seq(u64 BE), the index entry of history record (slot, id, seq).
+func appendExecLogKey(dst []byte, slot uint16, outcome byte, finished int64, id string, seq uint64) []byte {
+	dst = append(append(appendExecLogTime(dst, slot, outcome, finished), id...), histSep)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// decodeExecLogKey is the inverse of appendExecLogKey.
+func decodeExecLogKey(k []byte) (slot uint16, outcome byte, finished int64, id string, seq uint64, ok bool) {
+	slot, section, rest, ok := decodeSlotKey(k)
+	// rest = outcome finished(8) id 0x00 seq(8), with a non-empty id.
+	if !ok || section != sectionExecLog || len(rest) < 1+8+1+1+8 || rest[len(rest)-9] != histSep {
+		return 0, 0, 0, "", 0, false
+	}
+	f := binary.BigEndian.Uint64(rest[1:])
+	if f > 1<<63-1 {
+		return 0, 0, 0, "", 0, false
+	}
+	idb := rest[9 : len(rest)-9]
+	for _, c := range idb {
+		if c == histSep {
+			return 0, 0, 0, "", 0, false
+		}
+	}
+	return slot, rest[0], int64(f), string(idb), binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+}
+
+// execOutcome is the outcome byte of e's index entry.
+func execOutcome(e *Execution) byte {
+	if e.Failed() {
+		return outcomeFailed
+	}
+	return outcomeSucceeded
 }

@@ -81,14 +81,16 @@ func TestKnownPriorsSkipReads(t *testing.T) {
 				}
 			}
 		}, 0},
-		{"results past the history limit: the trimmed record is read", func(b *Batch) {
+		{"results past the history limit: the trimmed record and its execution log key are read", func(b *Batch) {
+			// The log key may be missing (a record written before the
+			// index existed), so it is not claimed known.
 			for i := range n {
 				tk := get(i)
 				prev := tk.Wake()
 				b.AppendExecution(tk, &Execution{FireID: tk.ID, Attempt: 1})
 				b.PutTask(tk, prev)
 			}
-		}, n},
+		}, 2 * n},
 		{"a replace declared with Replaces(old)", func(b *Batch) {
 			for i := range n {
 				old := get(i)
@@ -107,11 +109,11 @@ func TestKnownPriorsSkipReads(t *testing.T) {
 				b.PutTask(tk, prev) // task key, old and new due key
 			}
 		}, 3 * n},
-		{"deletes of records read with Get: their history is read", func(b *Batch) {
+		{"deletes of records read with Get: their history and its execution log keys are read", func(b *Batch) {
 			for i := range n / 2 {
-				b.DeleteTask(get(i)) // HistoryLimit (2) history keys each
+				b.DeleteTask(get(i)) // HistoryLimit (2) history keys and their log keys each
 			}
-		}, 2 * n / 2},
+		}, 4 * n / 2},
 		{"delete and create of one id in a batch", func(b *Batch) {
 			for i := range n / 2 {
 				tk := newTask(slot(i), ids[i], 7)

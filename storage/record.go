@@ -277,3 +277,9 @@ type Execution struct {
 	Error      string `msgpack:"x,omitempty"`
 	Result     []byte `msgpack:"r,omitempty"`
 }
+
+// Failed reports whether the attempt failed: an error (no answer, timeout,
+// refused address) or an answer outside 2xx.
+func (e *Execution) Failed() bool {
+	return e.Error != "" || e.StatusCode < 200 || e.StatusCode > 299
+}

@@ -532,9 +532,9 @@ func TestDropSlot(t *testing.T) {
 					if !errors.Is(err, ErrNotFound) || n != 0 {
 						t.Errorf("dropped slot %d: Get error = %v, %d keys; want ErrNotFound, 0", slot, err, n)
 					}
-				} else if err != nil || n != 4 {
-					// task, due index, history, checksum
-					t.Errorf("slot %d: Get error = %v, %d keys; want nil, 4", slot, err, n)
+				} else if err != nil || n != 5 {
+					// task, due index, history, execution log, checksum
+					t.Errorf("slot %d: Get error = %v, %d keys; want nil, 5", slot, err, n)
 				}
 			}
 		})
@@ -630,8 +630,8 @@ func TestBatchLifecycle(t *testing.T) {
 	tk := newTask(1, "a", 10)
 	b.AppendExecution(tk, &Execution{})
 	b.PutTask(tk, 0)
-	if got := b.Count(); got != 3 { // H, T, D
-		t.Errorf("Count() = %d, want 3", got)
+	if got := b.Count(); got != 4 { // H, E, T, D
+		t.Errorf("Count() = %d, want 4", got)
 	}
 	if b.Size() == 0 {
 		t.Errorf("Size() = 0, want > 0")

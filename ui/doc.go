@@ -10,8 +10,11 @@
 //
 // The page shows the cluster (node table, totals, fires/s and lateness
 // charts kept client-side from the pushes, the 128×128 slot map, the event
-// timeline, the wheel heatmap, callback latency per host) and a tasks view
-// that calls the node's REST API (API.md) directly with fetch. Members
+// timeline, the wheel heatmap, callback latency per host), a tasks view
+// and a failures view (the cluster's latest failed executions from GET
+// /v1/executions?status=failed, each with a button that calls POST
+// /v1/tasks/{id}/retry), both calling the node's REST API (API.md)
+// directly with fetch. Members
 // whose status is dead or left stay in the node table, greyed, and out of
 // the totals; a live member whose row is stale is flagged unreachable.
 //

@@ -1,7 +1,7 @@
 // Command chime runs a Chime node and talks to one.
 //
 //	chime serve [flags]          run a node (flags also from CHIME_* variables)
-//	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, executions
+//	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, retry, executions
 //	chime cluster status         members, states and slots as one node sees them
 //	chime cluster forget NAME    declare a dead member gone for good
 //	chime cluster keys <op>      list, install, use, remove gossip keys (rotation)
@@ -44,7 +44,8 @@ const usage = `usage: chime <command> [flags]
 
 commands:
   serve       run a node (chime serve -h for flags)
-  task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|executions
+  task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|retry|executions
+  executions  the cluster's execution log, newest first: list (chime executions list -h)
   cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
   export      write every task of the cluster as NDJSON to stdout (chime export -h)
@@ -65,6 +66,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runServe(ctx, args[1:], stdout, stderr, env)
 	case "task", "tasks":
 		return runTask(ctx, args[1:], stdout, stderr, env)
+	case "executions":
+		return runExecutions(ctx, args[1:], stdout, stderr, env)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr, env)
 	case "bench":

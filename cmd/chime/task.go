@@ -33,6 +33,8 @@ verbs:
                      fire a task once now; its schedule is unchanged (--due-at: its X-Chime-Due-At)
   backfill ID --from TIME --to TIME
                      fire each occurrence of a periodic task's schedule in the range once, in order
+  retry ID [ID…] | --failed
+                     fire failed tasks again now (by ID, or every failed one)
   executions ID      show a task's recent executions, newest first
   preview ID | --cron SPEC | --every D
                      show the next fires of a task or a schedule, with DST moves
@@ -82,6 +84,8 @@ func (tc *taskCmd) run(ctx context.Context, args []string) error {
 		return tc.backfill(ctx, rest)
 	case "executions":
 		return tc.executions(ctx, rest)
+	case "retry":
+		return tc.retry(ctx, rest)
 	case "preview":
 		return tc.preview(ctx, rest)
 	case "list":

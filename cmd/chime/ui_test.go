@@ -188,6 +188,75 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Run("real node", func(t *testing.T) { testRealNode(t, browser) })
 	t.Run("three-node cluster", func(t *testing.T) { testCluster(t, browser) })
 	t.Run("five members with token", func(t *testing.T) { testFiveMembers(t, browser) })
+	t.Run("failures", func(t *testing.T) { testFailures(t, browser) })
+}
+
+// testFailures: a task whose callback fails shows in the Failures view
+// (task, status, the answer's first bytes), and its Retry button fires it
+// again as a new fire, which the view shows after a refresh.
+func testFailures(t *testing.T, browser context.Context) {
+	d := startDashNode(t, "chime-fail", "")
+	tb := newTab(t, browser)
+	failing := d.srv.URL + "/v1/test/callback?status=500"
+	if code := postJSON(t, d.srv.URL+"/v1/tasks", map[string]any{
+		"id": "ui-fail", "delay_ms": 1, "max_retries": 0, "callback_url": failing}, nil); code != http.StatusCreated {
+		t.Fatalf("create = %d, want 201", code)
+	}
+	// Executions of the task, newest first, as the API lists them.
+	failed := func() []string {
+		var page struct {
+			Executions []struct {
+				FireID string `json:"fire_id"`
+			} `json:"executions"`
+		}
+		getJSON(t, d.srv.URL+"/v1/executions?status=failed&task_id=ui-fail", &page)
+		var out []string
+		for _, e := range page.Executions {
+			out = append(out, e.FireID)
+		}
+		return out
+	}
+	status := func() string {
+		var tk struct {
+			Status string `json:"status"`
+		}
+		getJSON(t, d.srv.URL+"/v1/tasks/ui-fail", &tk)
+		return tk.Status
+	}
+	for deadline := time.Now().Add(10 * time.Second); status() != "failed"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the task did not fail")
+		}
+	}
+	first := failed()
+	if len(first) != 1 {
+		t.Fatalf("failed executions %v, want one", first)
+	}
+	tb.do(t, "open the failures view", chromedp.Navigate(d.srv.URL+"/ui/#failures"))
+	row := `document.querySelector('#failures tbody tr[data-id="ui-fail"]')`
+	waitJS(t, tb, "the failed execution", row+` !== null`)
+	cells := eval[[]string](t, tb, `[...`+row+`.cells].map((c) => c.textContent)`)
+	if len(cells) < 6 || cells[1] != first[0] || cells[4] != "500" || !strings.Contains(cells[5], `"fire_id":"`+first[0]+`"`) {
+		t.Errorf("row %q", cells)
+	}
+	tb.do(t, "retry", chromedp.Click(chromedp.CSS(`#failures tbody tr[data-id="ui-fail"] button[data-retry]`)))
+	waitJS(t, tb, "the retry's message", `document.getElementById('fail-msg').textContent.startsWith('Retried ui-fail')`)
+	var again []string
+	for deadline := time.Now().Add(10 * time.Second); len(again) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no second failed execution after the retry: %v", again)
+		}
+		again = failed()
+	}
+	if again[0] == first[0] || again[1] != first[0] {
+		t.Fatalf("executions after the retry %v, want a new fire before %s", again, first[0])
+	}
+	tb.do(t, "refresh", chromedp.Click(chromedp.CSS(`#fail-refresh`)))
+	waitJS(t, tb, "the new fire in the view",
+		`document.querySelector('#failures tbody tr[data-id="ui-fail"]').dataset.fire === '`+again[0]+`' && document.querySelectorAll('#failures tbody tr').length === 2`)
+	if p := tb.problems(nil); len(p) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(p, "\n"))
+	}
 }
 
 // testRealNode loads the page from a running node, checks the cluster view,

@@ -65,6 +65,12 @@ type Backend interface {
 	// Backfill queues the fires of task id's occurrences in [from, to]
 	// (Unix ns; API.md "Backfill").
 	Backfill(ctx context.Context, id string, from, to int64) (*storage.Task, BackfillResult, error)
+	// Retry fires the failed task id again now, as a new fire (a conflict
+	// for any other status).
+	Retry(ctx context.Context, id string) (*storage.Task, error)
+	// RecentExecutions returns the node's newest executions matching q in
+	// the slots it owns, newest first, and whether more match.
+	RecentExecutions(q storage.ExecQuery) ([]storage.LoggedExecution, bool, error)
 	// Executions returns the last limit execution records of task id,
 	// newest first (ErrNotFound when there is no such task).
 	Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error)
@@ -201,6 +207,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/trigger", s.handleTrigger)
 	mux.HandleFunc("POST /v1/tasks/{id}/backfill", s.handleBackfill)
 	mux.HandleFunc("GET /v1/tasks/{id}/executions", s.handleExecutions)
+	mux.HandleFunc("POST /v1/tasks/{id}/retry", s.handleOne(Backend.Retry, http.StatusOK))
+	mux.HandleFunc("POST /v1/tasks:retry", s.handleRetryMany)
+	mux.HandleFunc("GET /v1/executions", s.handleExecLog)
 	mux.HandleFunc("GET /v1/tasks/{id}/preview", s.handleTaskPreview)
 	mux.HandleFunc("GET /v1/schedule:preview", s.handleSchedulePreview)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
@@ -217,6 +226,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /readyz", s.handleReady)
 	mux.HandleFunc("GET /metrics", orNotFound(h.Metrics))
 	mux.HandleFunc("GET /internal/v1/tasks", s.handleInternalList)
+	mux.HandleFunc("GET /internal/v1/executions", s.handleInternalExecLog)
 	mux.HandleFunc("POST /internal/v1/replicate", orNotFound(h.Replicate))
 	mux.HandleFunc("POST /internal/v1/ctl", orNotFound(h.Ctl))
 	mux.HandleFunc("POST /internal/v1/antientropy", orNotFound(h.AntiEntropy))
@@ -225,7 +235,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /internal/v1/keys", orNotFound(h.InternalKeys))
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
-	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
+	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks:retry", "/v1/executions", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
 		mux.HandleFunc(p, handleNoRoute)
 	}
 	return mux

@@ -32,8 +32,11 @@ type fake struct {
 	answer   func(method, uri string, body []byte) Answer
 	forwards []string // method uri hop body, in order
 	batch    []*storage.Task
-	version  uint64            // the table version
-	epochs   map[uint16]uint64 // SlotEpoch's answers
+	version  uint64                    // the table version
+	epochs   map[uint16]uint64         // SlotEpoch's answers
+	execQ    []storage.ExecQuery       // RecentExecutions' queries
+	execs    []storage.LoggedExecution // RecentExecutions' answer
+	execMore bool
 }
 
 func newFake() *fake {
@@ -146,6 +149,24 @@ func (f *fake) Trigger(ctx context.Context, id string, _ int64) (*storage.Task, 
 func (f *fake) Backfill(ctx context.Context, id string, _, _ int64) (*storage.Task, BackfillResult, error) {
 	t, err := f.Get(ctx, id)
 	return t, BackfillResult{}, err
+}
+
+func (f *fake) Retry(ctx context.Context, id string) (*storage.Task, error) {
+	t, err := f.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Status != storage.StatusFailed {
+		return nil, &Error{Code: CodeConflict, Message: "not failed"}
+	}
+	return f.setStatus(ctx, id, storage.StatusScheduled)
+}
+
+func (f *fake) RecentExecutions(q storage.ExecQuery) ([]storage.LoggedExecution, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execQ = append(f.execQ, q)
+	return f.execs, f.execMore, nil
 }
 
 func (f *fake) Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error) {

@@ -49,6 +49,7 @@
     list: { cursors: [''], page: 0, next: '', selected: '' },
     detail: { id: '', key: '', task: null },
     view: 'cluster',
+    failNext: '',
     started: false,
   };
 
@@ -1280,17 +1281,85 @@
     }
   }
 
+  // ---------- failures ----------
+
+  // loadFailures shows the latest failed executions of the cluster
+  // (GET /v1/executions?status=failed), newest first; more appends the
+  // next page.
+  async function loadFailures(more) {
+    const q = new URLSearchParams({ status: 'failed', limit: '50' });
+    if (more === true && state.failNext) q.set('cursor', state.failNext);
+    let r;
+    try {
+      r = await api('GET', '/v1/executions?' + q.toString());
+    } catch (e) {
+      $('fail-hint').textContent = 'node unreachable';
+      return;
+    }
+    if (!r.ok) {
+      $('fail-hint').textContent = apiError(r);
+      return;
+    }
+    const exs = (r.data && r.data.executions) || [];
+    state.failNext = (r.data && r.data.next_cursor) || '';
+    const rows = exs.map((e) => {
+      const answer = e.error || e.result || '';
+      return el('tr', { dataset: { id: e.task_id, fire: e.fire_id } },
+        el('td', { class: 'mono', title: e.task_id, text: e.task_id.length > 36 ? e.task_id.slice(0, 35) + '…' : e.task_id }),
+        el('td', { class: 'mono', text: e.fire_id }),
+        el('td', { class: 'num', text: String(e.attempt) }),
+        el('td', { title: e.finished_at || '', text: e.finished_at ? fmtWhen(e.finished_at) : '–' }),
+        el('td', { class: 'num bad', text: e.status_code ? String(e.status_code) : '–' }),
+        el('td', { class: 'mono answer', title: answer, text: answer.length > 80 ? answer.slice(0, 79) + '…' : answer }),
+        el('td', null, el('button', { type: 'button', class: 'btn small', dataset: { retry: e.task_id }, text: 'Retry' })));
+    });
+    const body = $('failures').tBodies[0];
+    if (more === true) body.append(...rows);
+    else body.replaceChildren(...rows);
+    $('fail-empty').hidden = body.rows.length > 0;
+    $('fail-more').disabled = !state.failNext;
+    $('fail-hint').textContent = body.rows.length + ' failed execution' + (body.rows.length === 1 ? '' : 's') + ' shown, newest first';
+  }
+
+  function failMsg(text, kind) {
+    const m = $('fail-msg');
+    m.hidden = !text;
+    m.textContent = text || '';
+    m.className = 'msg' + (kind ? ' ' + kind : '');
+  }
+
+  // retryTask fires a failed task again (POST /v1/tasks/{id}/retry).
+  async function retryTask(id, btn) {
+    btn.disabled = true;
+    try {
+      const r = await api('POST', taskPath(id, '/retry'));
+      if (r.ok) {
+        failMsg('Retried ' + id + ': it fires again now.', 'ok');
+        btn.textContent = 'Retried';
+      } else {
+        failMsg(id + ': ' + apiError(r), 'err');
+        btn.disabled = false;
+      }
+    } catch (e) {
+      failMsg('Node unreachable.', 'err');
+      btn.disabled = false;
+    }
+  }
+
   // ---------- views and wiring ----------
 
   function showView() {
-    const v = location.hash === '#tasks' ? 'tasks' : 'cluster';
+    const v = { '#tasks': 'tasks', '#failures': 'failures' }[location.hash] || 'cluster';
     const first = state.view !== v;
     state.view = v;
     $('view-cluster').hidden = v !== 'cluster';
     $('view-tasks').hidden = v !== 'tasks';
+    $('view-failures').hidden = v !== 'failures';
     for (const a of document.querySelectorAll('.tab')) a.classList.toggle('on', a.dataset.view === v);
     if (v === 'cluster') {
       renderCluster();
+    } else if (v === 'failures') {
+      if (first) loadFailures();
     } else if (first || !$('task-list').tBodies[0].rows.length) {
       loadList();
     }
@@ -1343,6 +1412,12 @@
       if (tr && tr.dataset.id) openTask(tr.dataset.id);
     });
     for (const b of $('d-actions').querySelectorAll('button')) b.addEventListener('click', () => act(b.dataset.act, b));
+    $('fail-refresh').addEventListener('click', () => { failMsg(''); loadFailures(); });
+    $('fail-more').addEventListener('click', () => loadFailures(true));
+    $('failures').tBodies[0].addEventListener('click', (ev) => {
+      const b = ev.target.closest('button[data-retry]');
+      if (b) retryTask(b.dataset.retry, b);
+    });
 
     const form = $('create-form');
     form.elements.callback_url.value = location.origin + '/v1/test/callback';
