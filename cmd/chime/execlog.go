@@ -77,19 +77,8 @@ func (tc *taskCmd) execLog(ctx context.Context, args []string) error {
 		return fmt.Errorf("executions list: --status must be failed, succeeded or all, got %q", *status)
 	}
 	f.TaskID = *task
-	for _, p := range []struct {
-		name, v string
-		dst     *time.Time
-	}{{"since", *since, &f.Since}, {"until", *until, &f.Until}} {
-		if p.v == "" {
-			continue
-		}
-		if *p.dst, err = time.Parse(time.RFC3339Nano, p.v); err != nil {
-			return fmt.Errorf("executions list: --%s must be an RFC 3339 time, got %q", p.name, p.v)
-		}
-	}
-	if *limit < 0 || *limit > 1000 {
-		return fmt.Errorf("executions list: --limit must be in 0..1000, got %d", *limit)
+	if err := sinceUntilLimit("executions list", *since, *until, *limit, &f.Since, &f.Until); err != nil {
+		return err
 	}
 	f.PageSize = *limit
 	c, err := tc.client(&cf)
@@ -198,19 +187,8 @@ func (tc *taskCmd) retry(ctx context.Context, args []string) error {
 		}
 		f.LabelKey, f.LabelValue = k, v
 	}
-	for _, p := range []struct {
-		name, v string
-		dst     *time.Time
-	}{{"since", *since, &f.Since}, {"until", *until, &f.Until}} {
-		if p.v == "" {
-			continue
-		}
-		if *p.dst, err = time.Parse(time.RFC3339Nano, p.v); err != nil {
-			return fmt.Errorf("task retry: --%s must be an RFC 3339 time, got %q", p.name, p.v)
-		}
-	}
-	if *limit < 0 || *limit > 1000 {
-		return fmt.Errorf("task retry: --limit must be in 0..1000, got %d", *limit)
+	if err := sinceUntilLimit("task retry", *since, *until, *limit, &f.Since, &f.Until); err != nil {
+		return err
 	}
 	f.Limit = *limit
 	c, err := tc.client(&cf)
@@ -261,4 +239,26 @@ func (tc *taskCmd) retry(ctx context.Context, args []string) error {
 		fmt.Fprintf(&buf, "more: continue with --cursor %s\n", total.NextCursor)
 	}
 	return tc.write(buf.Bytes())
+}
+
+// sinceUntilLimit parses the --since and --until flags of cmd (RFC 3339,
+// empty: unset) into since and until, and checks --limit (0..1000).
+func sinceUntilLimit(cmd, sinceFlag, untilFlag string, limit int, since, until *time.Time) error {
+	for _, p := range []struct {
+		name, v string
+		dst     *time.Time
+	}{{"since", sinceFlag, since}, {"until", untilFlag, until}} {
+		if p.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, p.v)
+		if err != nil {
+			return fmt.Errorf("%s: --%s must be an RFC 3339 time, got %q", cmd, p.name, p.v)
+		}
+		*p.dst = t
+	}
+	if limit < 0 || limit > 1000 {
+		return fmt.Errorf("%s: --limit must be in 0..1000, got %d", cmd, limit)
+	}
+	return nil
 }
