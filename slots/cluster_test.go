@@ -80,6 +80,10 @@ type cluster struct {
 	deadAfter time.Duration
 	unreach   map[[2]string]time.Time
 	redetect  map[string]time.Time
+	// flap[{a, b}]: a's failure detector declared b dead, wrongly (a
+	// loaded machine missed its probes), until then, when b's refutation
+	// reaches it; messages between them flow on meanwhile.
+	flap map[[2]string]time.Time
 	// voters, if set, counts each node's majority as node does (Voters,
 	// kept across restarts) instead of against stable.
 	voters map[string]*Voters
@@ -92,7 +96,7 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 		t: t, numSlots: numSlots, m: map[string]*Machine{}, alive: map[string]bool{},
 		group: map[string]int{}, draining: map[string]bool{}, disk: map[string]map[Slot]SlotState{},
 		paused: map[string]time.Time{}, busy: map[string]time.Time{},
-		unreach: map[[2]string]time.Time{}, redetect: map[string]time.Time{},
+		unreach: map[[2]string]time.Time{}, redetect: map[string]time.Time{}, flap: map[[2]string]time.Time{},
 		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
 		boot: map[string]int{}, known: map[string]map[string]int{},
 		owners: make([]map[Epoch]string, numSlots), ownerBoot: make([]map[Epoch]int, numSlots),
@@ -190,11 +194,17 @@ func (c *cluster) reaches(a, b string) bool {
 func (c *cluster) view(name string) []string {
 	var v []string
 	for _, n := range c.names {
-		if c.reaches(name, n) || c.undetected(name, n) {
+		if (c.reaches(name, n) || c.undetected(name, n)) && !c.flapped(name, n) {
 			v = append(v, n)
 		}
 	}
 	return v
+}
+
+// flapped reports whether a's failure detector wrongly holds b dead now.
+func (c *cluster) flapped(a, b string) bool {
+	until, ok := c.flap[[2]string{a, b}]
+	return ok && c.now.Before(until)
 }
 
 // undetected reports whether, with deadAfter set, a has not reached b for
@@ -433,7 +443,7 @@ func (c *cluster) deathsOf(n string) {
 			if r, ok := c.redetect[n]; !ok || at.Before(r) {
 				c.redetect[n] = at
 			}
-		case !c.reaches(n, o):
+		case !c.reaches(n, o) || c.flapped(n, o):
 			c.step(n, MemberDead{Name: o})
 		case c.draining[o]:
 			c.step(n, MemberAlive{Name: o}) // not in any table

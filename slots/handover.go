@@ -355,7 +355,7 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	// the table's position for the slot, or a crash of the importer before
 	// it granted its new follower would leave nobody to promote or hand
 	// over (the slot would stay unavailable with two full copies alive).
-	si.grantor = copy && m.majority
+	si.grantor = copy && m.backed()
 	if si.grantor {
 		si.grantedUntil = m.now.Add(m.cfg.Lease)
 	}

@@ -58,10 +58,11 @@ func (m *Machine) advance(s Slot) {
 		if m.tryTake(s); si.role == RoleOwner {
 			break
 		}
-		if !m.majority {
+		if !m.backed() {
 			// Cut off from the majority this node gives up its grant: the
 			// owner, if it still sees a majority, continues without it
-			// (DESIGN §4 Lease).
+			// (DESIGN §4 Lease). A lapse shorter than DeadAfter does not
+			// count (see checkViewLapse).
 			si.grantor, si.releasedTo = false, ""
 		}
 		if si.handedTo != "" && si.leader == si.handedTo && !si.leaderOwns && si.epoch == si.handedEpoch+1 &&
