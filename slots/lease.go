@@ -19,8 +19,10 @@ import (
 // only once the owner is declared dead or restarted, Lease+Margin has
 // passed since the last grant it accepted (its own clock), and its view is
 // quorate (Config.Settle). It gives the grant up on a heartbeat without
-// Grant (acking Grant=false), on losing its replica, on losing the
-// majority and after a pause.
+// Grant (acking Grant=false), on losing its replica, on a lost majority
+// (a silence or a pause of DeadAfter; a view that lost its majority for
+// less keeps it, see backed) and after a pause. A snapshot grants but
+// never revokes.
 //
 // Suspects. The owner lists every node it sent a grant to at this epoch
 // that may still hold it, with leaseUntil: the time (owner's clock) before
@@ -66,8 +68,9 @@ import (
 // the suspect could only have promoted with a settled majority view after
 // its lease, which would have overlapped ours, and cut off it gives the
 // grant up. While it has dropped suspects the owner fires only with
-// evidence of a majority; any lapse of that majority, or a pause, makes
-// them suspects again until they answer. It seals for an importer only
+// evidence of a majority; a lost majority (a silence or a pause of
+// DeadAfter or more, see backed) makes them suspects again until they
+// answer. It seals for an importer only
 // with that evidence, and the handover carries them
 // (SendHandover.Dropped): the importer keeps them as dropped suspects of
 // its own, under the same rules (inherit).
