@@ -85,12 +85,23 @@ func TestClusterSnapshotMerge(t *testing.T) {
 		dead := serveTest(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { deadCalls.Add(1) }))
 
 		// The start-up count may count a task created while it runs twice
-		// (it is an estimate): let it finish first.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if _, ok := b.taskCount(); ok || time.Now().After(deadline) {
-				break
+		// (it is an estimate): let it finish first, on b and on a, whose
+		// row must show 0 tasks, not -1 (unknown).
+		for _, n := range []*testNode{a, b} {
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if _, ok := n.taskCount(); ok {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: start-up task count not done after 10s", n.cfg.Name)
+				}
 			}
 		}
+		// Whether the waits above sleep at all depends on how fast the
+		// nodes start in real time; in the bubble, b's uptime is 0 unless
+		// the fake clock moves. Move it by a known amount.
+		const upFor = 2 * time.Second
+		time.Sleep(upFor)
 		// Two tasks on b, due in ten minutes, for its row and the wheel.
 		for _, id := range []string{"t1", "t2"} {
 			if code := b.do(t, "POST", "/v1/tasks", map[string]any{"id": id, "delay_ms": 600_000, "callback_url": "http://127.0.0.1:1/"}, nil); code != http.StatusCreated {
@@ -187,7 +198,7 @@ func TestClusterSnapshotMerge(t *testing.T) {
 				t.Errorf("row %s state = %q, want active", tt.name, m.State)
 			}
 		}
-		if rows["b"].HTTPAddr != b.cfg.HTTPAddr || rows["b"].UptimeSeconds <= 0 || rows["b"].Goroutines == 0 {
+		if rows["b"].HTTPAddr != b.cfg.HTTPAddr || rows["b"].UptimeSeconds < upFor.Seconds() || rows["b"].Goroutines == 0 {
 			t.Errorf("b's row %+v lacks its own stats", rows["b"])
 		}
 		if got := deadCalls.Load(); got != 0 {

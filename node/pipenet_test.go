@@ -311,8 +311,16 @@ func (l *pipeListener) Addr() net.Addr { return l.addr }
 
 // pipeServer is an HTTP server on a pipeNet listener.
 type pipeServer struct {
-	srv       *http.Server
-	served    chan struct{}  // closed when Serve returned
+	srv    *http.Server
+	served chan struct{} // closed when Serve returned
+	// mu orders each handler's start (active.Add) before close's
+	// active.Wait, as a WaitGroup requires of an Add from zero; a handler
+	// that starts after close began (http.Server.Close does not stop a
+	// connection that has read its request) aborts instead.
+	mu struct {
+		sync.Mutex
+		closed bool
+	}
 	active    sync.WaitGroup // running handlers
 	closeOnce sync.Once
 }
@@ -322,7 +330,13 @@ type pipeServer struct {
 func servePipe(ln *pipeListener, h http.Handler) *pipeServer {
 	s := &pipeServer{served: make(chan struct{})}
 	s.srv = &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.mu.closed {
+			s.mu.Unlock()
+			panic(http.ErrAbortHandler) // the client sees its connection close
+		}
 		s.active.Add(1)
+		s.mu.Unlock()
 		defer s.active.Done()
 		h.ServeHTTP(w, r)
 	})}
@@ -338,6 +352,9 @@ func servePipe(ln *pipeListener, h http.Handler) *pipeServer {
 // end. Idempotent.
 func (s *pipeServer) close() {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.mu.closed = true
+		s.mu.Unlock()
 		s.srv.Close()
 		<-s.served
 		s.active.Wait()
