@@ -304,7 +304,7 @@ func (m *Machine) canSeal(s Slot, x string) bool {
 
 func (m *Machine) seal(s Slot) {
 	si := &m.slots[s]
-	si.role, si.sealFor, si.offerFrom = RoleSealing, si.offerFrom, ""
+	si.role, si.sealFor, si.offerFrom, si.sealVoid = RoleSealing, si.offerFrom, "", false
 	m.reconcile(s)
 	m.setUnderReplicated(s, false)
 	m.emit(Seal{Slot: s})
@@ -338,6 +338,7 @@ func (m *Machine) repeatHandover(s Slot) {
 func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	si := &m.slots[s]
 	e := si.epoch
+	void := si.role == RoleSealing && si.sealVoid
 	var dropped []string // a sealed owner's (canSeal)
 	if si.role == RoleSealing {
 		for _, x := range si.dropped {
@@ -355,7 +356,11 @@ func (m *Machine) handOver(s Slot, to string, seq uint64, copy bool) {
 	// the table's position for the slot, or a crash of the importer before
 	// it granted its new follower would leave nobody to promote or hand
 	// over (the slot would stay unavailable with two full copies alive).
-	si.grantor = copy && m.backed()
+	// A seal that outlived a lost majority of ours (a long pause) keeps
+	// no grant: the importer, our grantee, may have promoted to epoch+1
+	// meanwhile and then lists nobody (sim seed 14850: two owners fired
+	// once the importer kept its grant through a flap of its view).
+	si.grantor = copy && m.majority && !void
 	if si.grantor {
 		si.grantedUntil = m.now.Add(m.cfg.Lease)
 	}

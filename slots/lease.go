@@ -386,12 +386,15 @@ func (m *Machine) fixPairLeases(name string, p *peer) {
 }
 
 // grantee is the node the owner grants the lease to: its follower, provided
-// it sees a majority, no other node may still hold a grant and no importer
-// waits for the grants to be revoked. "" means grant nobody.
+// it sees a majority (or lost it without a lost majority since: see
+// backed; revoking its follower's grant on a flap of its view left nobody
+// able to act on the epoch when it died right after), no other node may
+// still hold a grant and no importer waits for the grants to be revoked.
+// "" means grant nobody.
 func (m *Machine) grantee(s Slot) string {
 	si := &m.slots[s]
 	f := si.follower
-	if si.role != RoleOwner || f == "" || !m.majority || (si.offerFrom != "" && si.offerFrom != f) {
+	if si.role != RoleOwner || f == "" || !m.backed() || (si.offerFrom != "" && si.offerFrom != f) {
 		return ""
 	}
 	for _, x := range si.suspects {
@@ -405,10 +408,10 @@ func (m *Machine) grantee(s Slot) string {
 // releaseTarget is the node the owner releases its other suspects' grants
 // to: its follower (the importer while the table names another owner), the
 // next grantee; "" for none. Once that node acked its grant, beat revokes
-// the others outright.
+// the others outright. A flap of the view (see backed) revokes nothing.
 func (m *Machine) releaseTarget(s Slot) string {
 	si := &m.slots[s]
-	if si.role != RoleOwner || !m.majority || si.follower == "" || !m.alive(si.follower) {
+	if si.role != RoleOwner || !m.backed() || si.follower == "" || !m.alive(si.follower) {
 		return ""
 	}
 	return si.follower
@@ -510,7 +513,10 @@ func (m *Machine) beat(s Slot) {
 			continue
 		}
 		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc}
-		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
+		if !hb.Grant && rel != "" && to != rel && (m.suspectIndex(s, to) >= 0 || m.droppedIndex(s, to) >= 0) {
+			// A dropped suspect that answers may still hold our grant
+			// too: it is released like the others, never revoked
+			// outright before the next grantee took its grant.
 			hb.Release = rel
 		}
 		m.emit(hb)
@@ -619,12 +625,13 @@ func (m *Machine) onAck(ev ReplAck) {
 		}
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].releasedTo, si.suspects[i].acked, si.suspects[i].gen = ev.Released, false, 0
-	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
+	case (ev.Grant || ev.Released != "") && i < 0 && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from
 		// non-suspects are older than the ack that revoked the grant.)
 		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
-		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease)})
+		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease),
+			releasedTo: ev.Released})
 		m.persistGrantee(s)
 	case m.droppedIndex(s, ev.From) >= 0 && !ev.Sent.Before(si.dropped[m.droppedIndex(s, ev.From)].grantSent):
 		// It came back without our grant: it never can promote now.

@@ -96,6 +96,10 @@ type slotInfo struct {
 	snapAt        time.Time // last SendSnapshot to follower
 	offerFrom     string    // importer waiting for the grants to be revoked
 	sealFor       string    // importer the seal is for
+	// sealVoid: this node lost its majority (lostMajority) while sealing:
+	// the importer may have promoted from our grant meanwhile, and would
+	// not list us as a grantee of the epoch it took (see handOver).
+	sealVoid bool
 
 	// Follower side.
 	leaderOwns bool // leader heartbeated us: it owns epoch
@@ -275,6 +279,9 @@ func (m *Machine) Step(ev Event) []Effect {
 			// a long gap of this loop alone while the process ran on
 			// (Tick.Stalled).
 			m.lostMajority()
+		}
+		if !paused {
+			m.checkViewLapse()
 		}
 		if paused {
 			// The signs of life that arrived during the pause are still
@@ -558,25 +565,31 @@ func (m *Machine) setMajority(ok bool) {
 	m.majority = ok
 }
 
-// backed reports whether this node may hold (and take) grants as far as
-// its view goes: it shows a majority, or lost it without a lost majority
-// (lostMajority: a silence or a pause of DeadAfter or more) since.
-//
-// A view loses its majority as soon as this node's failure detector
-// declares enough members dead, and under load it does so wrongly, for a
-// moment, while their messages flow on (the refutation follows within a
-// second or so; while the run loop is stuck, later). Everything that acts
-// on the majority stops at once (firing, promotions, seals, grants sent),
-// but the lapse is not a lost majority by itself: only a silence of
-// DeadAfter (updateEvidence) or a pause that long can have let the others
-// declare this node dead, and in a real partition the silence comes first
-// (memberlist needs that long to declare anyone dead). So its grants stand
-// and so do its dropped suspects. Before, every such flap restored each
-// dropped dead follower as a suspect only its own answer could clear, and
-// made every grantor give its grant up: after a SIGKILL under load the
-// slots the dead node owned or followed stalled for good
-// (TestFollowerCrashWithFlaps; the process test lost 167 of 11,145
-// acknowledged tasks that way).
+// checkViewLapse counts a view without a majority as a lost majority
+// (lostMajority) once the lapse reaches DeadAfter, as updateEvidence does a
+// silence. A view loses its majority as soon as this node's failure
+// detector declares enough members dead, and under load it does so wrongly,
+// for a moment, while their messages flow on (the refutation follows within
+// a second or so). Everything that acts on the majority stops at once
+// (firing, promotions, seals, new grantees), but a lapse shorter than
+// DeadAfter cannot have let the others declare this node dead (see
+// Config.DeadAfter): until then it keeps the grants it holds (backed) and
+// its dropped suspects. Before, every flap restored each dropped dead
+// follower as a suspect only its own answer could clear, and made every
+// grantor give its grant up: after a SIGKILL under load the slots the dead
+// node owned or followed stalled for good (TestFollowerCrashWithFlaps; the
+// process test lost 167 of 11,145 acknowledged tasks that way). Not judged
+// on a Tick after a stall: the view node re-reads next may show the lapse
+// over (a stall of the process itself is judged apart, Tick.Stalled).
+func (m *Machine) checkViewLapse() {
+	if !m.majority && !m.viewLost.IsZero() && !m.cutOff && m.now.Sub(m.viewLost) >= m.cfg.deadAfter() {
+		m.lostMajority()
+	}
+}
+
+// backed reports whether this node may keep (and take) grants as far as
+// its view goes: it shows a majority, or lost it less than DeadAfter ago
+// with no lost majority since (see checkViewLapse).
 func (m *Machine) backed() bool {
 	return m.majority || !m.viewLost.IsZero() && !m.cutOff
 }
@@ -592,6 +605,7 @@ func (m *Machine) lostMajority() {
 	for s := range m.slots {
 		si := &m.slots[s]
 		si.grantor, si.releasedTo = false, ""
+		si.sealVoid = si.role == RoleSealing
 		m.noteGrant(Slot(s))
 		if len(si.dropped) == 0 {
 			continue
