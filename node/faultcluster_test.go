@@ -540,6 +540,17 @@ func (c *faultCluster) roles(i int) map[slots.Role]int {
 	return out
 }
 
+// owns reports whether node i's ownership machine last published any slot
+// as owned (roles(i)[slots.RoleOwner] > 0, without counting them all).
+func (c *faultCluster) owns(i int) bool {
+	for s := range uint16(slots.Count) {
+		if r, _, _ := c.nodes[i].n.ctl.State(s); r == slots.RoleOwner {
+			return true
+		}
+	}
+	return false
+}
+
 // table returns the slot table as node i sees it.
 func (c *faultCluster) table(i int) ring.Table { return c.nodes[i].n.view.Load().Table }
 

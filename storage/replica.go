@@ -205,13 +205,11 @@ func appendMetaKey(dst []byte, slot uint16) []byte { return appendSection(dst, s
 // PutSlotMeta sets slot's meta in b. It is never captured.
 func (b *Batch) PutSlotMeta(slot uint16, m SlotMeta) {
 	b.mustOpen()
-	val, err := msgpack.Marshal(&m)
-	if err != nil {
-		b.setErr(fmt.Errorf("storage: encode slot meta: %w", err))
-		return
-	}
+	// Encoded by hand as msgpack encodes it (slotmeta_enc.go): no
+	// reflection for a write that every slot state change makes.
+	var buf [96]byte
 	var key [slotPrefixLen + 1]byte
-	_ = b.pb.Set(appendMetaKey(key[:0], slot), val, nil)
+	_ = b.pb.Set(appendMetaKey(key[:0], slot), appendSlotMeta(buf[:0], &m), nil)
 }
 
 // DecodeSlotMeta decodes a stored slot meta (the value PutSlotMeta wrote).
