@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -14,6 +15,9 @@ import (
 // byte for byte what msgpack.Marshal writes, for empty, boundary and
 // random values, and decodes back to the meta.
 func TestAppendSlotMetaIsMsgpack(t *testing.T) {
+	if n := reflect.TypeFor[SlotMeta]().NumField(); n != 9 {
+		t.Fatalf("SlotMeta has %d fields, appendSlotMeta encodes 9: teach it the new ones (and this test)", n)
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	u64s := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxUint64}
 	strs := []string{"", "n", "n2", strings.Repeat("a", 31), strings.Repeat("b", 32), strings.Repeat("c", 255),
