@@ -29,7 +29,7 @@ func TestPipeServerCloseWhileHandling(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Second) // the handler runs, blocked
-		s.close() // nothing before orders the handler's start before it
+		s.close()               // nothing before orders the handler's start before it
 		if !started.Load() {
 			t.Fatal("the handler did not start")
 		}
