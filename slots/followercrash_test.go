@@ -66,7 +66,15 @@ func TestFollowerCrashUnderLoad(t *testing.T) {
 // grant before the owner died. They are skipped here, named, until
 // fixed; -crashseeds 300 shows them all.
 func TestFollowerCrashWithFlaps(t *testing.T) {
+	// Seeds beyond the default range kept as regressions: 73, 166, 296 (a
+	// snapshot without Grant revoked its receiver's grant), 139, 238
+	// (a flapping owner revoked its follower's grant: grantee), 202, 217
+	// (it revoked instead of releasing: releaseTarget).
+	seeds := []int{73, 139, 166, 202, 217, 238, 296}
 	for seed := range *crashSeeds {
+		seeds = append(seeds, seed)
+	}
+	for _, seed := range slices.Compact(slices.Sorted(slices.Values(seeds))) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			if flapStalls[seed] {
 				t.Skipf("seed %d: an open liveness bug (see TestFollowerCrashWithFlaps)", seed)

@@ -513,10 +513,7 @@ func (m *Machine) beat(s Slot) {
 			continue
 		}
 		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc}
-		if !hb.Grant && rel != "" && to != rel && (m.suspectIndex(s, to) >= 0 || m.droppedIndex(s, to) >= 0) {
-			// A dropped suspect that answers may still hold our grant
-			// too: it is released like the others, never revoked
-			// outright before the next grantee took its grant.
+		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
 			hb.Release = rel
 		}
 		m.emit(hb)
@@ -625,13 +622,12 @@ func (m *Machine) onAck(ev ReplAck) {
 		}
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].releasedTo, si.suspects[i].acked, si.suspects[i].gen = ev.Released, false, 0
-	case (ev.Grant || ev.Released != "") && i < 0 && m.droppedIndex(s, ev.From) >= 0:
+	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from
 		// non-suspects are older than the ack that revoked the grant.)
 		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
-		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease),
-			releasedTo: ev.Released})
+		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease)})
 		m.persistGrantee(s)
 	case m.droppedIndex(s, ev.From) >= 0 && !ev.Sent.Before(si.dropped[m.droppedIndex(s, ev.From)].grantSent):
 		// It came back without our grant: it never can promote now.

@@ -61,8 +61,13 @@ func TestSimulation(t *testing.T) {
 	// grantee had just handed back to it, which overtook the handover).
 	// 2332 (two owners: a holder repeating its handover to a restarted
 	// importer kept the grant clock of the first handover, while the
-	// importer covered it from its new offer).
-	all := []uint64{2332, 2776, 4448, 5667, 9825, 22062, 25134, 25389}
+	// importer covered it from its new offer). 14850 (two nodes firing:
+	// an owner that sealed, paused past DeadAfter while its grantee
+	// promoted, then kept a grant at the epoch the grantee had taken by
+	// promotion; see sealVoid) and 32400 (two owners of one epoch when a
+	// view lapse counted for nothing: the evidence held on a non-voter's
+	// signs of life; see checkViewLapse).
+	all := []uint64{2332, 2776, 4448, 5667, 9825, 14850, 22062, 25134, 25389, 32400}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}
