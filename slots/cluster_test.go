@@ -339,6 +339,8 @@ func (c *cluster) route(from string, e Effect) {
 		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case OfferHandover:
 		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee})
+	case AskOffer:
+		send(e.To, OfferAsked{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case Seal:
 		// With sealBump, writes kept arriving until the seal: the final seq
 		// moves past what the importer has.

@@ -139,6 +139,16 @@ type OfferHandover struct {
 	Grantee  string
 }
 
+// AskOffer: ask To, the node a release this node holds names, to offer
+// for the slot at Epoch; received as OfferAsked. The holder of a release
+// acts on it only at its target's offer, and the target may not import
+// the slot (its table gives the slot to another node, or to the holder).
+type AskOffer struct {
+	Slot  Slot
+	Epoch Epoch
+	To    string
+}
+
 // Seal: stop firing (already done by a preceding StopFiring), wait for
 // in-flight fires, hold writes; then deliver Sealed with the slot's final
 // seq. If instead the machine later says the node fires the slot again or
@@ -210,6 +220,7 @@ func (SendSnapshot) isEffect()        {}
 func (RequestSnapshot) isEffect()     {}
 func (SendNoReplica) isEffect()       {}
 func (OfferHandover) isEffect()       {}
+func (AskOffer) isEffect()            {}
 func (Seal) isEffect()                {}
 func (SendHandover) isEffect()        {}
 func (Announce) isEffect()            {}
@@ -246,6 +257,9 @@ func (e SendNoReplica) String() string {
 }
 func (e OfferHandover) String() string {
 	return fmt.Sprintf("OfferHandover s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.WasOwner, " was-owner>"+e.Grantee))
+}
+func (e AskOffer) String() string {
+	return fmt.Sprintf("AskOffer s=%d e=%d to=%s", e.Slot, e.Epoch, e.To)
 }
 func (e Seal) String() string { return fmt.Sprintf("Seal s=%d", e.Slot) }
 func (e SendHandover) String() string {

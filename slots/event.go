@@ -175,6 +175,15 @@ type HandoverOffer struct {
 	Grantee  string
 }
 
+// OfferAsked comes from a node (From) that holds a release to this node
+// at (Slot, Epoch) from an owner it saw die (AskOffer): this node may take
+// the epoch by offering to From.
+type OfferAsked struct {
+	Slot  Slot
+	Epoch Epoch
+	From  string
+}
+
 // Sealed reports that node finished a Seal effect: no fire is in flight and
 // writes are held. Seq is the slot's final sequence number.
 type Sealed struct {
@@ -232,6 +241,7 @@ func (SnapshotRequest) isEvent()  {}
 func (SnapshotComplete) isEvent() {}
 func (NoReplica) isEvent()        {}
 func (HandoverOffer) isEvent()    {}
+func (OfferAsked) isEvent()       {}
 func (Sealed) isEvent()           {}
 func (HandoverDone) isEvent()     {}
 func (EpochSeen) isEvent()        {}

@@ -12,8 +12,9 @@ import (
 )
 
 var (
-	crashSeeds = flag.Int("crashseeds", 60, "number of TestFollowerCrashUnderLoad seeds")
-	crashTrace = flag.Int("crashtrace", -1, "trace every effect of this TestFollowerCrashUnderLoad seed")
+	crashSeeds  = flag.Int("crashseeds", 60, "number of TestFollowerCrashUnderLoad seeds")
+	crashStalls = flag.Bool("crashstalls", false, "run TestFollowerCrashWithFlaps's seeds of open liveness bugs too")
+	crashTrace  = flag.Int("crashtrace", -1, "trace every effect of this TestFollowerCrashUnderLoad seed")
 )
 
 // TestFollowerCrashUnderLoad is issue 18's scenario, deterministic: a
@@ -55,28 +56,37 @@ func TestFollowerCrashUnderLoad(t *testing.T) {
 // after the crash (the process test lost 167 of 11,145 acknowledged tasks
 // that way, 2,796 slots unavailable on one node).
 //
-// Still open (19 of the first 300 seeds; 222 before the fix): the seeds
-// in flapStalls stall slots whose owner was SIGKILLed while its table
-// flapped. Mostly its old grantee holds a release to a node that is not
-// the table owner and never asks for the epoch (a release is acted on
-// only at its target's offer; handing the epoch over unasked fixed 15 of
-// them but made two owners of one epoch in TestSimulation, seeds 1227,
-// 7875, 15331 and others); in the rest the owner, its view flapping,
-// dropped its follower as dead and granted a node that never took the
-// grant before the owner died. They are skipped here, named, until
-// fixed; -crashseeds 300 shows them all.
+// Fixed since (15 of those 19): the table owner held the dead owner's
+// release to another node and waited for an offer that never came (a
+// release is acted on only at its target's offer, and the target offers
+// only for a slot its table gives it; handing the epoch over unasked made
+// two owners of one epoch in TestSimulation, seeds 1227, 7875, 15331 and
+// others). Now the table owner asks its target to offer (AskOffer; a
+// target without a copy fetches one from the holder first).
+//
+// Still open (4 of the first 300 seeds): the seeds in flapStalls. In 145,
+// 246 and 288 the owner, its view flapping, moved its grant to a new
+// follower that had no copy yet (so could not accept it) and died before
+// that follower answered: nobody holds a grant or release, so nobody may
+// act on the epoch. In 256 an owner whose run loop stalled past DeadAfter
+// right after its follower died keeps that follower as a suspect (it
+// cannot rule out a promotion during the stall) until the follower comes
+// back or is forgotten (POST /v1/cluster/members/{name}/forget). They are
+// skipped here, named, until fixed; -crashstalls runs them.
 func TestFollowerCrashWithFlaps(t *testing.T) {
 	// Seeds beyond the default range kept as regressions: 73, 166, 296 (a
 	// snapshot without Grant revoked its receiver's grant), 139, 238
 	// (a flapping owner revoked its follower's grant: grantee), 202, 217
 	// (it revoked instead of releasing: releaseTarget).
 	seeds := []int{73, 139, 166, 202, 217, 238, 296}
+	// And of a release holder's target that never offered (AskOffer):
+	seeds = append(seeds, 63, 72, 108, 161, 165, 179, 189, 194, 204, 211, 240, 247, 286)
 	for seed := range *crashSeeds {
 		seeds = append(seeds, seed)
 	}
 	for _, seed := range slices.Compact(slices.Sorted(slices.Values(seeds))) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			if flapStalls[seed] {
+			if flapStalls[seed] && !*crashStalls {
 				t.Skipf("seed %d: an open liveness bug (see TestFollowerCrashWithFlaps)", seed)
 			}
 			t.Parallel()
@@ -87,9 +97,7 @@ func TestFollowerCrashWithFlaps(t *testing.T) {
 
 // flapStalls are TestFollowerCrashWithFlaps's seeds below 300 that stall
 // a slot for good: an open bug.
-var flapStalls = map[int]bool{1: true, 48: true, 63: true, 72: true, 108: true, 145: true, 161: true, 165: true,
-	179: true, 189: true, 194: true, 204: true, 211: true, 240: true, 246: true, 247: true, 256: true, 286: true,
-	288: true}
+var flapStalls = map[int]bool{145: true, 246: true, 256: true, 288: true}
 
 func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.Duration, busyIsPause, flaps bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x18))

@@ -226,6 +226,12 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		return
 	}
 	if owner != ev.From {
+		if owner == m.cfg.Self && !ev.WasOwner && m.releaseDue(s, ev.From) {
+			// The node we hold a dead owner's release to offers (we, the
+			// table owner, asked it: AskOffer): the epoch is its to take
+			// (we import the slot from it afterwards).
+			m.handOverRelease(s, ev.From)
+		}
 		return // our table disagrees; the importer retries
 	}
 	switch {
@@ -252,17 +258,8 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// We owned the epoch, restarted, and gave no grant: nobody else can
 		// act on it and our copy is complete. Hand it to the table owner.
 		m.handOver(s, ev.From, si.seq, true)
-	case si.releasedTo == ev.From && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
-		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)):
-		// Our owner is dead, its lease ran out and we hold its release
-		// to this importer: hand the epoch over. Without our copy (we
-		// dropped it once the importer had caught up) we hand over no
-		// position: the importer's copy holds every acknowledged write.
-		seq := si.seq
-		if !si.synced {
-			seq = 0
-		}
-		m.handOver(s, ev.From, seq, si.synced)
+	case m.releaseDue(s, ev.From):
+		m.handOverRelease(s, ev.From)
 	case !si.synced:
 		if si.takeFrom == "" { // else we are about to take it
 			m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
@@ -278,6 +275,52 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// importer owner.
 		m.handOver(s, ev.From, si.seq, true)
 	}
+}
+
+// releaseDue reports whether this node, holding a release of slot s to
+// x, must hand the epoch to x now: its owner is dead and the lease it
+// fired under ran out.
+func (m *Machine) releaseDue(s Slot, x string) bool {
+	si := &m.slots[s]
+	return x != "" && si.releasedTo == x && si.role != RoleOwner && si.role != RoleSealing && m.quorate() &&
+		(!m.alive(si.leader) || si.leaderGone) && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin))
+}
+
+// handOverRelease hands the epoch of s to x, the node we hold our dead
+// owner's release to, at x's offer. Without our copy (we dropped it once
+// x had caught up) we hand over no position: x's copy holds every
+// acknowledged write.
+func (m *Machine) handOverRelease(s Slot, x string) {
+	si := &m.slots[s]
+	seq := si.seq
+	if !si.synced {
+		seq = 0
+	}
+	m.handOver(s, x, seq, si.synced)
+}
+
+// onOfferAsked answers a release holder's AskOffer: we offer for the
+// epoch if we hold a copy of it and have not taken or been handed it.
+// The holder decides (onOffer, releaseDue), as at any offer.
+func (m *Machine) onOfferAsked(ev OfferAsked) {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if ev.Epoch != si.epoch || si.role == RoleOwner || si.role == RoleSealing || si.wasOwner ||
+		si.takeFrom != "" || si.grantor || si.releasedTo != "" || !m.alive(ev.From) {
+		// A node that holds a grant or a release of its own acts on it
+		// (promotes, or hands over at its target's offer): two holders
+		// offering to each other would hand the epoch over twice (sim
+		// seed 1227: each held a release to the other, from owner
+		// heartbeats that named a different follower each time).
+		return
+	}
+	if !si.synced {
+		// Our owner released to us before we caught up, then died: the
+		// asker may hold a copy (it serves one, its owner being dead).
+		// Fetch it; the next ask finds us synced.
+		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
+		return
+	}
+	m.offer(s, ev.From)
 }
 
 // canSeal reports whether owner s may seal for importer x: it sees a

@@ -135,6 +135,7 @@ type slotInfo struct {
 	pending    bool // request or offer outstanding until retryAt
 	retryAt    time.Time
 	offerFirst time.Time // first OfferHandover sent at epoch
+	askedAt    time.Time // last AskOffer sent (release holder)
 	tried      []string  // nodes asked this round that could not help
 	// A handover to us (HandoverDone) not taken yet: take takeEpoch+1 once
 	// we see a majority and hold the final copy (fetched at takeEpoch+1 from
@@ -334,6 +335,10 @@ func (m *Machine) Step(ev Event) []Effect {
 	case HandoverOffer:
 		if m.valid(ev.Slot) {
 			m.onOffer(ev)
+		}
+	case OfferAsked:
+		if m.valid(ev.Slot) {
+			m.onOfferAsked(ev)
 		}
 	case Sealed:
 		if m.valid(ev.Slot) {
@@ -675,6 +680,8 @@ func sender(ev Event) string {
 		return ev.From
 	case HandoverOffer:
 		return ev.From
+	case OfferAsked:
+		return ev.From
 	case HandoverDone:
 		return ev.From
 	case EpochSeen:
@@ -700,6 +707,8 @@ func SlotOf(ev Event) (Slot, bool) {
 	case NoReplica:
 		return ev.Slot, true
 	case HandoverOffer:
+		return ev.Slot, true
+	case OfferAsked:
 		return ev.Slot, true
 	case Sealed:
 		return ev.Slot, true

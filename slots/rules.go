@@ -79,6 +79,17 @@ func (m *Machine) advance(s Slot) {
 			// epoch, so that it promotes or hands the slot to its new owner.
 			m.offer(s, si.grantee)
 		}
+		if x := si.releasedTo; m.ticking && owner == self && m.releaseDue(s, x) && m.alive(x) && !m.now.Before(si.askedAt.Add(m.cfg.Lease)) {
+			// Our owner died while we held its release to x, and our
+			// table gives us the slot: x takes the epoch at its offer (we
+			// import it from x afterwards), but it offers only for a slot
+			// its table gives it. Ask it to (repeated every Lease). Only
+			// the table owner asks: any release holder asking made two
+			// holders hand the epoch to each other (sim seed 1227), or a
+			// holder hand it over beside its live owner (seed 2305).
+			si.askedAt = m.now
+			m.emit(AskOffer{Slot: s, Epoch: si.epoch, To: x})
+		}
 		switch {
 		case !m.hasTable:
 		case owner == self:

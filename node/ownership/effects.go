@@ -55,6 +55,8 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			e.send(ef.To, &NoReplica{Slot: ef.Slot, Epoch: ef.Epoch})
 		case slots.OfferHandover:
 			e.send(ef.To, offerOf(ef))
+		case slots.AskOffer:
+			e.send(ef.To, &AskOffer{Slot: ef.Slot, Epoch: ef.Epoch})
 		case slots.SendHandover:
 			touched[uint16(ef.Slot)] = true
 			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant, Dropped: ef.Dropped})

@@ -57,6 +57,30 @@ func (m Offer) event(from string) slots.Event {
 	return slots.HandoverOffer{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, WasOwner: m.WasOwner, Grantee: m.Grantee}
 }
 
+// AskOffer asks the node a release names to offer for a slot whose owner
+// died (slots.AskOffer; at the receiver slots.OfferAsked).
+//
+//	kind slot epoch
+type AskOffer struct {
+	Slot  slots.Slot
+	Epoch slots.Epoch // of the release the sender holds
+}
+
+func (AskOffer) kind() uint8 { return kindAskOffer }
+func (AskOffer) size() int   { return msgFixed }
+
+func (m AskOffer) appendTo(b []byte) []byte { return appendSlotEpoch(b, m.Slot, m.Epoch) }
+
+func decodeAskOffer(r *decoder) Msg {
+	m := r.askOffers.next(r.left)
+	m.Slot, m.Epoch = r.slotEpoch()
+	return m
+}
+
+func (m AskOffer) event(from string) slots.Event {
+	return slots.OfferAsked{Slot: m.Slot, Epoch: m.Epoch, From: from}
+}
+
 // Handover hands a sealed slot over to the importer that offered
 // (slots.SendHandover; at the receiver slots.HandoverDone).
 //

@@ -29,11 +29,12 @@ import (
 // Version 2 replaced version 1, one generic message of seven fields for
 // every kind. Version 3 added the incarnation to heartbeats,
 // the incarnation and pair generation to acks, and the pair messages
-// (PairBeat, PairAck). Version 4 (this one) adds the dropped nodes a
-// handover carries (Handover.Dropped). No two versions interoperate.
+// (PairBeat, PairAck). Version 4 added the dropped nodes a handover
+// carries (Handover.Dropped). Version 5 (this one) adds AskOffer. No two
+// versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 4
+const wireVersion = 5
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).
@@ -62,6 +63,7 @@ const (
 	kindReject
 	kindPairBeat
 	kindPairAck
+	kindAskOffer
 )
 
 // Msg is one machine message (msg_*.go).
@@ -98,6 +100,8 @@ func decodeMsg(k uint8, r *decoder) Msg {
 		return decodePairBeat(r)
 	case kindPairAck:
 		return decodePairAck(r)
+	case kindAskOffer:
+		return decodeAskOffer(r)
 	}
 	r.fail("unknown message kind %d", k)
 	return nil
@@ -192,6 +196,7 @@ type decoder struct {
 	rejects    arena[Reject]
 	pairBeats  arena[PairBeat]
 	pairAcks   arena[PairAck]
+	askOffers  arena[AskOffer]
 }
 
 // arena hands out zeroed values from chunks of up to 256, so that a batch

@@ -26,6 +26,7 @@ func everyKind() []Msg {
 		&Reject{Slot: 301, Epoch: 3},
 		&PairBeat{Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
 		&PairAck{Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
+		&AskOffer{Slot: 9, Epoch: 11},
 	}
 }
 
@@ -64,6 +65,8 @@ func TestCtlEncoding(t *testing.T) {
 		"unknown flag":    {wireVersion, 1, 'a', 1, kindAnnounce, 0, 1, 2, 1},
 		"count too large": {wireVersion, 1, 'a', 2, kindReject, 0, 1, 1},
 		"version 2":       {2, 1, 'a', 1, kindReject, 0, 1, 1},
+		"version 4":       {4, 1, 'a', 1, kindReject, 0, 1, 1},
+		"ask offer slot":  {wireVersion, 1, 'a', 1, kindAskOffer, 0x40, 0, 1},
 		// The smallest message: one more than fits.
 		"pair count too large": {wireVersion, 1, 'a', 2, kindPairBeat, 0, 0},
 		"pair beat truncated":  {wireVersion, 1, 'a', 1, kindPairBeat, 0x80, 0x01},
@@ -103,6 +106,7 @@ func TestCtlEvents(t *testing.T) {
 		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
 		slots.PairReplicated{From: "x", Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
 		slots.PairReplAck{From: "x", Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
+		slots.OfferAsked{Slot: 9, Epoch: 11, From: "x"},
 	}
 	for i, m := range everyKind() {
 		if got := m.event("x"); !reflect.DeepEqual(got, want[i]) {
