@@ -109,7 +109,7 @@ func BenchmarkCountDue(b *testing.B) {
 	for i := 0; i < n; {
 		bt := s.NewBatch()
 		for j := 0; j < 1000 && i < n; j, i = j+1, i+1 {
-			tk := newTask(uint16(i%16384), fmt.Sprintf("task-%d", i), from+int64(i)*int64(24*time.Hour)/n)
+			tk := newTask(uint16(i%16384), fmt.Sprintf("task-%d", i), from+int64(i)*(int64(24*time.Hour)/n))
 			bt.PutTask(tk, 0)
 		}
 		if err := bt.Commit(false); err != nil {
