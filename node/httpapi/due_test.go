@@ -106,7 +106,9 @@ func TestDueCluster(t *testing.T) {
 	for _, breakIt := range []func(){
 		func() { f.fwdErr = errors.New("connection refused") },
 		func() { f.fwdErr = nil; remote.Minutes = nil },
-		func() { f.answer = func(string, string, []byte) Answer { return Answer{Status: 503, Body: []byte("{}")} } },
+		func() {
+			f.answer = func(string, string, []byte) Answer { return Answer{Status: 503, Body: []byte("{}")} }
+		},
 	} {
 		breakIt()
 		f.dueQ, got = nil, DueLoad{}
