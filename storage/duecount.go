@@ -57,7 +57,7 @@ type DueCounts struct {
 // never visited twice, and a budget that runs out mid-pass drops that pass
 // and answers the instant the previous one ended as CompleteUntil.
 func (s *Store) CountDue(owned func(slot uint16) bool, q DueCountQuery) (out DueCounts, err error) {
-	if q.Hours < 1 || q.MaxKeys < 1 || q.From < 0 {
+	if q.Hours < 1 || q.MaxKeys < 1 || q.From < 0 || q.From > 1<<63-1-int64(q.Hours+1)*int64(time.Hour) {
 		return out, fmt.Errorf("storage: count due: bad query %+v", q)
 	}
 	if !s.enter() {

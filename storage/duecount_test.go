@@ -95,7 +95,7 @@ func TestCountDueBuckets(t *testing.T) {
 			}
 		})
 	}
-	for _, q := range []DueCountQuery{{From: from, Hours: 0, MaxKeys: 1}, {From: from, Hours: 1}, {From: -1, Hours: 1, MaxKeys: 1}} {
+	for _, q := range []DueCountQuery{{From: from, Hours: 0, MaxKeys: 1}, {From: from, Hours: 1}, {From: -1, Hours: 1, MaxKeys: 1}, {From: 1<<63 - 1, Hours: 1, MaxKeys: 1}} {
 		if _, err := s.CountDue(nil, q); err == nil {
 			t.Errorf("CountDue(%+v): no error", q)
 		}

@@ -94,7 +94,7 @@ func (s *Server) parseDueQuery(r *http.Request, internal bool) (dueQuery, *Error
 	}
 	if q.Has("at") {
 		n, err := strconv.ParseInt(q.Get("at"), 10, 64)
-		if err != nil || n < 0 {
+		if err != nil || n < 0 || n > 1<<62 {
 			return dq, Invalid("at", "at must be Unix nanoseconds")
 		}
 		dq.at = n

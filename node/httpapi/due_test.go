@@ -134,7 +134,7 @@ func TestDueInternal(t *testing.T) {
 	if len(f.dueQ) != 1 || f.dueQ[0].From != 5 {
 		t.Errorf("counted %+v", f.dueQ)
 	}
-	for _, q := range []string{"hours=2", "at=5&hour=1&by=slot", "at=-5", "at=5&node=n1"} {
+	for _, q := range []string{"hours=2", "at=5&hour=1&by=slot", "at=-5", "at=5&node=n1", "at=9223372036854775807"} {
 		if w := serve(t, f, Config{Clustered: true}, "GET", "/internal/v1/stats/due?"+q, ""); w.Code != 400 {
 			t.Errorf("%s: %d %s", q, w.Code, w.Body)
 		}
