@@ -4,7 +4,7 @@ package httpapi
 // the due index holds per hour over the next hours (and per minute over
 // the next hour), per node or for the busiest slots. Each node counts the
 // slots it owns (a follower's replica is its owner's to count) with a
-// bounded scan (storage.Store.CountDue); the node asked gathers every
+// bounded scan (the store's CountDue); the node asked gathers every
 // member's row from GET /internal/v1/stats/due, and lists a member that
 // does not answer as unavailable.
 

@@ -75,7 +75,7 @@ type Backend interface {
 	// newest first (ErrNotFound when there is no such task).
 	Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error)
 	// CountDue counts the due index of the slots the node owns
-	// (storage.Store.CountDue): GET /v1/stats/due.
+	// (the store's CountDue): GET /v1/stats/due.
 	CountDue(q storage.DueCountQuery) (storage.DueCounts, error)
 	// ScanTasks calls f with the stored tasks from position from on, in
 	// key order (slot, then id), until f returns false.
