@@ -246,6 +246,12 @@ func (a api) Executions(_ context.Context, id string, limit int) ([]storage.Exec
 	return a.n.store.Executions(slots.Of(id), id, limit)
 }
 
+// CountDue is this node's part of GET /v1/stats/due: the slots it owns in
+// the current view only (a follower's replica is its owner's to count).
+func (a api) CountDue(q storage.DueCountQuery) (storage.DueCounts, error) {
+	return a.n.store.CountDue(a.n.view.Load().Owns, q)
+}
+
 func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error {
 	return a.n.store.ScanTasks(from, f)
 }

@@ -46,6 +46,7 @@ commands:
   serve       run a node (chime serve -h for flags)
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|retry|executions
   executions  the cluster's execution log, newest first: list (chime executions list -h)
+  stats       the fires due ahead, per node and hour: due (chime stats due -h)
   cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
   export      write every task of the cluster as NDJSON to stdout (chime export -h)
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runTask(ctx, args[1:], stdout, stderr, env)
 	case "executions":
 		return runExecutions(ctx, args[1:], stdout, stderr, env)
+	case "stats":
+		return runStats(ctx, args[1:], stdout, stderr, env)
 	case "cluster":
 		return runCluster(ctx, args[1:], stdout, stderr, env)
 	case "bench":

@@ -384,6 +384,26 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"self":"chime-1","members":[],"table_version":1}`)
 	})
+	// The due load: five rows, chime-5 unavailable.
+	mux.HandleFunc("/v1/stats/due", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error":{"code":"unauthenticated","message":"missing or wrong bearer token"}}`)
+			return
+		}
+		var rows []string
+		for i := 1; i <= 4; i++ {
+			hours := make([]string, 24)
+			for h := range hours {
+				hours[h] = fmt.Sprint((h * i) % 7)
+			}
+			rows = append(rows, fmt.Sprintf(`{"node":"chime-%d","available":true,"hours":[%s],"minutes":[],"total":1,"overdue":0,"overdue_complete":true,"truncated":false,"keys_scanned":1}`, i, strings.Join(hours, ",")))
+		}
+		rows = append(rows, `{"node":"chime-5","available":false,"error":"timed out","hours":[],"minutes":[],"total":0,"overdue":0,"overdue_complete":false,"truncated":false,"keys_scanned":0}`)
+		fmt.Fprintf(w, `{"from":%q,"hours":24,"by":"node","total":4,"overdue":0,"truncated":false,"unavailable":true,"nodes":[%s]}`,
+			time.Now().UTC().Format(time.RFC3339Nano), strings.Join(rows, ","))
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		dash.Close()
@@ -457,6 +477,15 @@ func testFiveMembers(t *testing.T, browser context.Context) {
 		if got != want {
 			t.Errorf("hover over slot %d reads %q, want %q", slot, got, want)
 		}
+	}
+
+	// The due heatmap: a row per member, the unavailable one says so.
+	waitJS(t, tb, "five heatmap rows", `document.querySelectorAll('#due-heat tbody tr').length === 5`)
+	if got := eval[string](t, tb, `document.querySelector('#due-heat tr[data-node="chime-5"] td').textContent`); got != "unavailable: timed out" {
+		t.Errorf("chime-5's heatmap row says %q", got)
+	}
+	if got := eval[string](t, tb, `document.querySelector('#due-heat td[data-node="chime-3"][data-hour="2"]').dataset.count`); got != "6" {
+		t.Errorf("chime-3's hour 2 = %q, want 6", got)
 	}
 
 	// The probe's 401 before the token was given is expected; nothing else.

@@ -455,9 +455,9 @@ func TestOpenAPIChecksCanFail(t *testing.T) {
 	if missing, _ := compareRoutes(served, without); !slices.Equal(missing, []string{"POST /v1/tasks:batch"}) {
 		t.Errorf("a document without POST /v1/tasks:batch: missing %q, want just that route", missing)
 	}
-	extraDoc := append(slices.Clone(documented), "GET /v1/stats/due")
-	if _, extra := compareRoutes(served, extraDoc); !slices.Equal(extra, []string{"GET /v1/stats/due"}) {
-		t.Errorf("a document with GET /v1/stats/due: extra %q, want just that route", extra)
+	extraDoc := append(slices.Clone(documented), "GET /v1/stats/upcoming")
+	if _, extra := compareRoutes(served, extraDoc); !slices.Equal(extra, []string{"GET /v1/stats/upcoming"}) {
+		t.Errorf("a document with GET /v1/stats/upcoming: extra %q, want just that route", extra)
 	}
 	if got := openAPIRoute("GET /internal/v1/slots/{slot}"); got != "GET /internal/v1/slots/{slot}" {
 		t.Errorf("openAPIRoute kept a wildcard as %q", got)

@@ -74,6 +74,9 @@ type Backend interface {
 	// Executions returns the last limit execution records of task id,
 	// newest first (ErrNotFound when there is no such task).
 	Executions(ctx context.Context, id string, limit int) ([]storage.Execution, error)
+	// CountDue counts the due index of the slots the node owns
+	// (the store's CountDue): GET /v1/stats/due.
+	CountDue(q storage.DueCountQuery) (storage.DueCounts, error)
 	// ScanTasks calls f with the stored tasks from position from on, in
 	// key order (slot, then id), until f returns false.
 	ScanTasks(from storage.Position, f func(*storage.Task) bool) error
@@ -141,6 +144,9 @@ type Config struct {
 	HistoryLimit int
 	// Clustered makes GET /v1/tasks list over every member.
 	Clustered bool
+	// DueScanKeys is the key budget of this node's part of
+	// GET /v1/stats/due (0: DefaultDueScanKeys).
+	DueScanKeys int
 	// SigningKeys are the callback signing keys, current first, that
 	// POST /v1/test/callback checks signatures with.
 	SigningKeys [][]byte
@@ -218,6 +224,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/cluster/keys", orNotFound(h.Keys))
 	mux.HandleFunc("POST /v1/cluster/keys", orNotFound(h.Keys))
 	mux.HandleFunc("GET /v1/stats", orNotFound(h.Stats))
+	mux.HandleFunc("GET /v1/stats/due", s.handleDue)
 	mux.HandleFunc("GET /v1/snapshot", orNotFound(h.Snapshot))
 	mux.HandleFunc("GET /v1/admin/backup", orNotFound(h.Backup))
 	mux.HandleFunc("POST /v1/test/callback", s.handleTestCallback)
@@ -227,6 +234,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /metrics", orNotFound(h.Metrics))
 	mux.HandleFunc("GET /internal/v1/tasks", s.handleInternalList)
 	mux.HandleFunc("GET /internal/v1/executions", s.handleInternalExecLog)
+	mux.HandleFunc("GET /internal/v1/stats/due", s.handleInternalDue)
 	mux.HandleFunc("POST /internal/v1/replicate", orNotFound(h.Replicate))
 	mux.HandleFunc("POST /internal/v1/ctl", orNotFound(h.Ctl))
 	mux.HandleFunc("POST /internal/v1/antientropy", orNotFound(h.AntiEntropy))

@@ -37,6 +37,8 @@ type fake struct {
 	execQ    []storage.ExecQuery       // RecentExecutions' queries
 	execs    []storage.LoggedExecution // RecentExecutions' answer
 	execMore bool
+	dueQ     []storage.DueCountQuery // CountDue's queries
+	due      storage.DueCounts       // CountDue's answer
 }
 
 func newFake() *fake {
@@ -174,6 +176,19 @@ func (f *fake) Executions(ctx context.Context, id string, limit int) ([]storage.
 		return nil, err
 	}
 	return []storage.Execution{{FireID: "f1", Attempt: 1, StatusCode: 200}}[:min(limit, 1)], nil
+}
+
+func (f *fake) CountDue(q storage.DueCountQuery) (storage.DueCounts, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.dueQ = append(f.dueQ, q)
+	c := f.due
+	c.Hours = make([]int64, q.Hours)
+	copy(c.Hours, f.due.Hours)
+	if c.Minutes == nil {
+		c.Minutes = make([]int64, 60)
+	}
+	return c, nil
 }
 
 func (f *fake) ScanTasks(from storage.Position, fn func(*storage.Task) bool) error {

@@ -882,6 +882,75 @@
     $('heat-readout').textContent = fmtHM(from) + '–' + fmtHM(to) + ' · ' + fmtInt(counts[i]) + ' pending fires';
   }
 
+  // ---------- due ahead: a 24-hour heatmap (GET /v1/stats/due) ----------
+
+  // Rows are the members, columns the next 24 hours, each cell coloured by
+  // its share of the busiest cell. A click asks for that member's busiest
+  // slots in that hour. It refreshes every 30 s.
+  const DUE_HOURS = 24, DUE_REFRESH_MS = 30000;
+  let dueTimer = null;
+
+  async function loadDue() {
+    clearTimeout(dueTimer);
+    dueTimer = setTimeout(loadDue, DUE_REFRESH_MS);
+    const r = await api('GET', '/v1/stats/due?hours=' + DUE_HOURS);
+    if (!r.ok || !r.data || !Array.isArray(r.data.nodes)) {
+      $('due-hint').textContent = 'due load: ' + apiError(r);
+      return;
+    }
+    renderDue(r.data);
+  }
+
+  function renderDue(d) {
+    const from = Date.parse(d.from);
+    const max = Math.max(1, ...d.nodes.flatMap((n) => n.hours || []));
+    const head = [el('th', { text: 'Node' })];
+    for (let i = 0; i < d.hours; i++) {
+      head.push(el('th', { class: 'num', text: fmtHM(new Date(from + i * 3600000)), title: '+' + i + ' h' }));
+    }
+    $('due-heat').tHead.replaceChildren(el('tr', null, ...head));
+    const rows = d.nodes.map((n) => {
+      const cells = [el('th', { text: n.node })];
+      if (!n.available) {
+        cells.push(el('td', { class: 'due-unavailable', colSpan: d.hours, text: 'unavailable: ' + (n.error || 'no answer') }));
+      } else {
+        (n.hours || []).forEach((v, i) => {
+          const td = el('td', {
+            class: 'due-cell', text: v ? fmtInt(v) : '',
+            dataset: { node: n.node, hour: String(i), count: String(v) },
+            title: n.node + ' · ' + fmtHM(new Date(from + i * 3600000)) + ': ' + fmtInt(v) + ' due',
+          });
+          td.style.background = v > 0 ? heatColor(v / max) : '#161e29';
+          cells.push(td);
+        });
+      }
+      return el('tr', { dataset: { node: n.node } }, ...cells);
+    });
+    $('due-heat').tBodies[0].replaceChildren(...rows);
+    $('due-hint').textContent = fmtInt(d.total) + ' due in the next ' + d.hours + ' h · ' + fmtInt(d.overdue) + ' overdue' +
+      (d.truncated ? ' · lower bound (scan cut short)' : '') + (d.unavailable ? ' · some members unavailable' : '');
+  }
+
+  async function showDueSlots(node, hour) {
+    const q = '/v1/stats/due?hours=' + DUE_HOURS + '&by=slot&hour=' + hour + '&node=' + encodeURIComponent(node);
+    const r = await api('GET', q);
+    const table = $('due-slots');
+    if (!r.ok || !r.data) {
+      $('due-readout').textContent = apiError(r);
+      table.hidden = true;
+      return;
+    }
+    const from = Date.parse(r.data.from);
+    const slots = r.data.slots || [];
+    $('due-readout').textContent = node + ' · ' + fmtHM(new Date(from)) + '–' + fmtHM(new Date(from + 3600000)) + ': ' +
+      fmtInt(r.data.total) + ' due' + (slots.length ? ', busiest slots:' : '');
+    table.dataset.node = node;
+    table.dataset.hour = String(hour);
+    table.tBodies[0].replaceChildren(...slots.map((s) => el('tr', { dataset: { slot: String(s.slot), count: String(s.count) } },
+      el('td', { text: String(s.slot) }), el('td', { text: s.node }), el('td', { class: 'num', text: fmtInt(s.count) }))));
+    table.hidden = slots.length === 0;
+  }
+
   // ---------- hosts ----------
 
   function renderHosts(hosts) {
@@ -1389,6 +1458,10 @@
     $('chart-lateness').addEventListener('mouseleave', hideTip);
     $('slotmap').addEventListener('mousemove', onSlotHover);
     $('heatmap').addEventListener('mousemove', onHeatHover);
+    $('due-heat').tBodies[0].addEventListener('click', (ev) => {
+      const td = ev.target.closest('td[data-hour]');
+      if (td) showDueSlots(td.dataset.node, Number(td.dataset.hour));
+    });
 
     $('filter-form').addEventListener('submit', (ev) => { ev.preventDefault(); resetList(); });
     $('f-status').addEventListener('change', resetList);
@@ -1457,6 +1530,7 @@
     await probe();
     state.started = true;
     reconnect();
+    loadDue();
   }
 
   start();
