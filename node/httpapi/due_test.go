@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +138,33 @@ func TestDueInternal(t *testing.T) {
 	for _, q := range []string{"hours=2", "at=5&hour=1&by=slot", "at=-5", "at=5&node=n1", "at=9223372036854775807"} {
 		if w := serve(t, f, Config{Clustered: true}, "GET", "/internal/v1/stats/due?"+q, ""); w.Code != 400 {
 			t.Errorf("%s: %d %s", q, w.Code, w.Body)
+		}
+	}
+}
+
+// TestDueCountsShared: one count answers the requests of the same shape
+// whose windows start within dueCacheSlack of it (every open dashboard
+// asks every 30 s); a later window, or another shape, counts again.
+func TestDueCountsShared(t *testing.T) {
+	f := newFake()
+	s := New(Config{Name: "n1", Clustered: true}, f)
+	sec := int64(time.Second)
+	for i, c := range []struct {
+		q     string
+		count int // CountDue calls so far
+	}{
+		{"at=5&hours=2", 1},
+		{"at=5&hours=2", 1},
+		{fmt.Sprintf("at=%d&hours=2", 5+9*sec), 1},
+		{"at=5&hours=3", 2},
+		{"at=5&hours=2&by=slot", 3},
+		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4},
+		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4},
+	} {
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("GET", "http://localhost:7070/internal/v1/stats/due?"+c.q, nil))
+		if w.Code != 200 || len(f.dueQ) != c.count {
+			t.Errorf("%d: %s: %d, %d counts, want %d", i, c.q, w.Code, len(f.dueQ), c.count)
 		}
 	}
 }

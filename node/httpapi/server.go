@@ -183,6 +183,7 @@ type Server struct {
 	tokens  apiTokens // the bearer tokens (edge.go)
 	guard   hostGuard // the Host check (edge.go)
 	handler http.Handler
+	due     dueCache // GET /v1/stats/due's recent counts (due.go)
 }
 
 // New builds the API of the node b with cfg.
