@@ -24,6 +24,9 @@ type Batch struct {
 	// execution log index keys, so a trim or DeleteTask in the same batch
 	// finds them (one map lookup: a group's batch holds thousands).
 	appended map[appendedExec][]byte
+	// dueSlots are the slots whose due keys the batch sets, marked after
+	// the commit (dueMarks).
+	dueSlots []uint16
 }
 
 // appendedExec names one execution AppendExecution added to a batch.
@@ -259,6 +262,7 @@ func (b *Batch) Size() int {
 func (b *Batch) Commit(sync bool) (err error) {
 	b.mustOpen()
 	defer b.Close()
+	defer b.bumpDue() // after the commit, before Close
 	if b.err != nil {
 		return b.err
 	}
@@ -321,6 +325,15 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 // Close releases the batch without committing it. It is idempotent and a
 // no-op after Commit. Tasks written to a batch that was not applied forget
 // what they learnt of their stored record (prior.go).
+// bumpDue marks the slots whose due keys b set as possibly holding due
+// keys, after the commit (dueMarks). A failed commit marks them too.
+func (b *Batch) bumpDue() {
+	for _, s := range b.dueSlots {
+		b.s.due.bump(s)
+	}
+	b.dueSlots = b.dueSlots[:0]
+}
+
 func (b *Batch) Close() {
 	if b.pb == nil {
 		return

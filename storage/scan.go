@@ -31,9 +31,13 @@ func closeIter(it *pebble.Iterator, err *error) {
 // slots for which owned returns true (nil owned means every slot): slot by
 // slot in ascending order, within a slot in (wake, id) order. fn returns
 // false to stop. It reads a consistent snapshot through one iterator, one
-// SeekGE per owned slot that has keys; slots without any key are skipped
-// without a seek, and no key beyond a slot's [from, to) window is read
-// except the one that ends it. A from below 0 counts as 0. fn may call other
+// SeekGE per owned slot that may hold due keys: the store keeps in memory a
+// superset of those (duemarks.go), and the others are skipped without a
+// seek, as are slots found to hold no key at all; no key beyond a slot's
+// [from, to) window is read except the one that ends it. It sees every
+// commit that returned before it was called; one that returns meanwhile
+// may or may not be seen. A scan from 0 that finds no due key in a slot
+// marks it as holding none. A from below 0 counts as 0. fn may call other
 // Store methods but not Close.
 func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(slot uint16, id string, wake int64) bool) (err error) {
 	if !s.enter() {
@@ -44,29 +48,62 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 	if to <= from {
 		return nil
 	}
+	// The slots to seek, with their marks' generations read before the
+	// snapshot (dueMarks): a slot is marked empty only with those.
+	type cand struct {
+		slot uint16
+		gen  uint64
+	}
+	var cands []cand
+	for slot := range 1 << 16 {
+		sl := uint16(slot)
+		if !s.due.mayHold(sl) || (owned != nil && !owned(sl)) {
+			continue
+		}
+		cands = append(cands, cand{sl, s.due.gen[sl].Load()})
+	}
+	if len(cands) == 0 {
+		return nil
+	}
 	it, err := s.newSlotIter()
 	if err != nil {
 		return err
 	}
 	defer closeIter(it, &err)
+	if testHookScanDueIter != nil {
+		testHookScanDueIter()
+	}
 	var key [slotPrefixLen + 1 + 8]byte
-	for slot := 0; slot <= int(^uint16(0)); {
-		if owned != nil && !owned(uint16(slot)) {
-			slot++
+	valid, past := true, -1 // the iterator's position: the slot of its key, when valid
+	for _, c := range cands {
+		if !valid || past > int(c.slot) {
+			// The last seek, in an earlier slot, found no key before a
+			// later slot: this one holds no key at all.
+			s.due.empty[c.slot].Store(c.gen + 1)
 			continue
 		}
-		if !it.SeekGE(appendDueKey(key[:0], uint16(slot), from, "")) {
-			break // no key at or after this position in any slot
+		valid = it.SeekGE(appendDueKey(key[:0], c.slot, from, ""))
+		if !valid {
+			if err := it.Error(); err != nil {
+				return err
+			}
+			if from == 0 {
+				s.due.empty[c.slot].Store(c.gen + 1)
+			}
+			continue
 		}
 		ks, section, _, ok := decodeSlotKey(it.Key())
 		if !ok {
 			return fmt.Errorf("storage: malformed key %q", it.Key())
 		}
-		if int(ks) > slot {
-			slot = int(ks) // slots in between hold no key at all
+		past = int(ks)
+		if ks != c.slot || section != sectionDue {
+			if from == 0 {
+				s.due.empty[c.slot].Store(c.gen + 1)
+			}
 			continue
 		}
-		for ok && ks == uint16(slot) && section == sectionDue {
+		for ok && ks == c.slot && section == sectionDue {
 			k := it.Key()
 			// Check the wake before decoding the id: the key that ends the
 			// window costs no allocation.
@@ -77,7 +114,7 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 			if !dok {
 				return fmt.Errorf("storage: malformed due key %q", k)
 			}
-			if !fn(uint16(slot), id, wake) {
+			if !fn(c.slot, id, wake) {
 				return nil
 			}
 			if !it.Next() {
@@ -85,7 +122,6 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 			}
 			ks, section, _, ok = decodeSlotKey(it.Key())
 		}
-		slot++
 	}
 	return it.Error()
 }

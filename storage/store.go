@@ -89,7 +89,9 @@ type Store struct {
 	// closedBit once Close has begun. Operations enter with Add(1) and back
 	// out if closedBit is set, so Close can wait for the count to drain
 	// without a lock on the hot path.
-	state     atomic.Int64
+	state atomic.Int64
+	// due is the superset of the slots that may hold due keys (duemarks.go).
+	due       *dueMarks
 	drained   chan struct{} // closed when closing and no operation is in flight
 	drainOnce sync.Once
 	closeOnce sync.Once
@@ -176,6 +178,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 		log:          log,
 	}
 	s.sums.m = map[uint16]Checksum{}
+	s.due = new(dueMarks)
 	return s, nil
 }
 

@@ -317,7 +317,8 @@ func TestScanDue(t *testing.T) {
 }
 
 func TestScanDueOwnedCalls(t *testing.T) {
-	// owned is asked about every slot in ascending order, even empty ones.
+	// On a fresh store, owned is asked about every slot in ascending order,
+	// even empty ones (TestScanDueMarks: later, only the marked ones).
 	s := openMem(t, Options{})
 	put(t, s, newTask(2, "a", 5))
 	var asked []uint16

@@ -4,12 +4,12 @@
 //   - Stalled slots: slots the table names this node owner that have not
 //     been firing for Config.OverdueAfter or longer (no lease, not taken
 //     over, unavailable). The ownership executor checks every slot each
-//     few ticks (node/ownership, stalls.go).
+//     second (node/ownership, stalls.go).
 //   - Overdue tasks: tasks in the slots this node owns that were due more
 //     than OverdueAfter ago and have not fired: a due index scan of the
 //     overdue part only, every ScanEvery (Monitor.Scan). Normally
-//     it finds nothing and costs one index seek per owned slot that holds
-//     keys.
+//     it finds nothing and costs one index seek per owned slot that may
+//     hold due keys (the store's in-memory marks; none on an idle node).
 //
 // Both are metrics (chime_slots_stalled, chime_tasks_overdue), fields of
 // GET /v1/stats, a red figure and red slots on the dashboard, and reasons

@@ -133,6 +133,8 @@ type Executor struct {
 	notFiring    []time.Time // per slot: since when an owned slot is not firing (stalls.go)
 	watch        stallWatch  // how long the process itself stalled (slots.Tick.Stalled)
 	lastStalls   *StallReport
+	// lastStallCheck is when checkStalls last ran (every stallCheckEvery).
+	lastStallCheck time.Time
 }
 
 type slotNode struct {
@@ -266,8 +268,9 @@ func (e *Executor) step(tick bool) {
 	if tick && e.d.Clock.Now().Sub(e.lastStuckLog) > 3*time.Second {
 		e.logStuck()
 	}
-	if tick && e.ticks%4 == 0 {
-		e.checkStalls(e.d.Clock.Now())
+	if now := e.d.Clock.Now(); tick && now.Sub(e.lastStallCheck) >= stallCheckEvery {
+		e.lastStallCheck = now
+		e.checkStalls(now)
 	}
 	if tick && len(e.sealing) > 0 {
 		effs = append(effs, e.checkSeals()...)

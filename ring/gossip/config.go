@@ -306,5 +306,11 @@ func (c *Config) memberlistConfig(d *delegate, keys *memberlist.Keyring, logger 
 	mc.RetransmitMult = c.RetransmitMult
 	mc.PushPullInterval = c.PushPullInterval
 	mc.TCPTimeout = c.TCPTimeout
+	// No LZW on outgoing messages: pings, acks and the few broadcasts
+	// are tens of bytes, and memberlist's compression allocated a fresh
+	// LZW writer (tens of KiB) per message: most of an idle node's probe
+	// cost (issue 17). Compressed messages from other versions are still
+	// read: memberlist decompresses what arrives whatever this says.
+	mc.EnableCompression = false
 	return mc
 }

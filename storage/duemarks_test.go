@@ -1,0 +1,172 @@
+package storage
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// scanAsked runs ScanDue from 0 over every slot and returns the slots it
+// asked owned about (the ones its marks say may hold due keys) and the
+// entries it found.
+func scanAsked(t *testing.T, s *Store) (asked []uint16, found []dueEntry) {
+	t.Helper()
+	err := s.ScanDue(func(slot uint16) bool {
+		asked = append(asked, slot)
+		return true
+	}, 0, 1<<62, func(slot uint16, id string, wake int64) bool {
+		found = append(found, dueEntry{slot, id, wake})
+		return true
+	})
+	if err != nil {
+		t.Fatalf("ScanDue: %v", err)
+	}
+	return asked, found
+}
+
+func TestScanDueMarks(t *testing.T) {
+	s := openMem(t, Options{})
+	// Slot meta and checksum keys, but no due key: what an idle node holds.
+	b := s.NewBatch()
+	for slot := range uint16(100) {
+		b.PutSlotMeta(slot, SlotMeta{Epoch: 1})
+	}
+	b.PutTask(newTask(7, "nowake", 0), 0)
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if asked, _ := scanAsked(t, s); len(asked) != 1<<16 {
+		t.Fatalf("first scan asked about %d slots, want all 65536 (a fresh store knows nothing)", len(asked))
+	}
+	if asked, _ := scanAsked(t, s); len(asked) != 0 {
+		t.Fatalf("second scan asked about %v, want none: no slot holds a due key", asked)
+	}
+
+	put(t, s, newTask(42, "a", 10), newTask(42, "b", 20), newTask(9000, "c", 5))
+	asked, found := scanAsked(t, s)
+	if want := []uint16{42, 9000}; !slices.Equal(asked, want) {
+		t.Fatalf("after puts the scan asked about %v, want %v", asked, want)
+	}
+	if want := []dueEntry{{42, "a", 10}, {42, "b", 20}, {9000, "c", 5}}; !slices.Equal(found, want) {
+		t.Fatalf("found %v, want %v", found, want)
+	}
+
+	// A scan that does not start at 0 cannot tell that a slot is empty.
+	b = s.NewBatch()
+	b.DeleteTask(newTask(9000, "c", 5))
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ScanDue(nil, 6, 100, func(uint16, string, int64) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if asked, _ := scanAsked(t, s); !slices.Equal(asked, []uint16{42, 9000}) {
+		t.Fatalf("after the delete the scan asked about %v, want [42 9000]", asked)
+	}
+	if asked, _ := scanAsked(t, s); !slices.Equal(asked, []uint16{42}) {
+		t.Fatalf("then about %v, want [42]", asked)
+	}
+
+	// Keys that arrive as replicated ops mark their slot too.
+	src := openMem(t, Options{})
+	put(t, src, newTask(3, "r", 7))
+	ops, err := src.SnapshotSlot(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	if err := b.ApplySlotOps(ops); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if _, found := scanAsked(t, s); !slices.Contains(found, dueEntry{3, "r", 7}) {
+		t.Fatalf("a replicated due key was not found: %v", found)
+	}
+}
+
+// A batch built (its slot marked) before a scan's snapshot and committed
+// after it: the scan finds the slot empty in its snapshot, and must not
+// leave it marked empty.
+func TestScanDueMarksCommitAfterSnapshot(t *testing.T) {
+	s := openMem(t, Options{})
+	scanAsked(t, s) // every slot marked empty
+	// Slot 5 marked as possibly holding due keys: it held one.
+	put(t, s, newTask(5, "gone", 1))
+	b := s.NewBatch()
+	b.DeleteTask(newTask(5, "gone", 1))
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	b.PutTask(newTask(5, "late", 3), 0)
+	testHookScanDueIter = func() {
+		testHookScanDueIter = nil
+		if err := b.Commit(false); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookScanDueIter = nil }()
+	if _, found := scanAsked(t, s); len(found) != 0 {
+		t.Fatalf("the scan saw %v committed after its snapshot", found)
+	}
+	if _, found := scanAsked(t, s); !slices.Equal(found, []dueEntry{{5, "late", 3}}) {
+		t.Fatalf("the next scan found %v, want the task committed during the last one", found)
+	}
+}
+
+// Writers and scans from 0 at once: once the writers are done, a scan finds
+// every due key (run under -race).
+func TestScanDueMarksConcurrent(t *testing.T) {
+	s := openMem(t, Options{DisableChecksums: true})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := s.ScanDue(nil, 0, 1<<62, func(uint16, string, int64) bool { return true }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var want []dueEntry
+	for i := range 300 {
+		slot := uint16(rand.IntN(64))
+		id := fmt.Sprintf("t%d", i)
+		put(t, s, newTask(slot, id, int64(i+1)))
+		want = append(want, dueEntry{slot, id, int64(i + 1)})
+		if i%3 == 0 {
+			// Delete an earlier one: its slot may become empty.
+			d := want[len(want)/2]
+			b := s.NewBatch()
+			b.DeleteTask(newTask(d.Slot, d.ID, d.Wake))
+			if err := b.Commit(false); err != nil {
+				t.Fatal(err)
+			}
+			want = slices.Delete(want, len(want)/2, len(want)/2+1)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	_, found := scanAsked(t, s)
+	cmp := func(a, b dueEntry) int {
+		if a.Slot != b.Slot {
+			return int(a.Slot) - int(b.Slot)
+		}
+		return int(a.Wake - b.Wake)
+	}
+	slices.SortFunc(want, cmp)
+	if !slices.Equal(found, want) {
+		t.Fatalf("after concurrent scans found %d entries, want %d", len(found), len(want))
+	}
+}
