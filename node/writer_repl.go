@@ -315,13 +315,29 @@ func (w *writer) applySnapshot(op *snapshotOp) {
 		close(op.reply)
 		op.answered = true
 	}()
-	o, err := w.store.SnapshotSlot(op.slot)
+	if w.snaps == nil {
+		w.snaps = w.store.NewSlotReader()
+	}
+	o, err := w.snaps.Snapshot(op.slot)
 	if err != nil {
 		op.snapErr = err
 		return
 	}
 	m := w.repl.position(op.slot)
 	op.msg = replication.Msg{Slot: op.slot, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}
+}
+
+// closeSnaps closes the group's snapshot reader before the group commits:
+// the group's snapshots all read the store as the previous group left it,
+// as each reading it afresh would (nothing else commits slot data).
+func (w *writer) closeSnaps() {
+	if w.snaps == nil {
+		return
+	}
+	if err := w.snaps.Close(); err != nil {
+		w.log.Warn("closing the snapshot reader", "err", err)
+	}
+	w.snaps = nil
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,
