@@ -82,8 +82,8 @@ type writer struct {
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
 	// snaps reads the current group's snapshots (applySnapshot) through
 	// one iterator; nil until the group's first, closed before its commit.
-	snaps *storage.SlotReader
-	running map[string]runningFire   // tasks with an attempt at the dispatcher
+	snaps   *storage.SlotReader
+	running map[string]runningFire // tasks with an attempt at the dispatcher
 	// quarantined holds the tasks whose record does not decode
 	// (storage.ErrCorrupt): they are not fired (nor read again to fire)
 	// until a write replaces the record.
