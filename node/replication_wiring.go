@@ -50,7 +50,9 @@ func postSigned(ctx context.Context, fwd *forwarder, m ring.Member, path, conten
 // replData is the writer as the replication sees it: its Copies and Sums.
 type replData struct{ w *writer }
 
-func (d replData) Snapshot(slot uint16) (replication.Msg, error) { return d.w.snapshot(slot) }
+func (d replData) Snapshots(ss []uint16, maxBytes int) []replication.SnapResult {
+	return d.w.snapshots(ss, maxBytes)
+}
 
 func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Msg) (replication.Applied, error) {
 	op := &replicaOp{writeOp: writeOp{kind: opReplica}, msgs: msgs, from: from}

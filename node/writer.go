@@ -80,7 +80,10 @@ type writer struct {
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
-	running map[string]runningFire   // tasks with an attempt at the dispatcher
+	// snaps reads the current group's snapshots (applySnapshot) through
+	// one iterator; nil until the group's first, closed before its commit.
+	snaps   *storage.SlotReader
+	running map[string]runningFire // tasks with an attempt at the dispatcher
 	// quarantined holds the tasks whose record does not decode
 	// (storage.ErrCorrupt): they are not fired (nor read again to fire)
 	// until a write replaces the record.
@@ -204,6 +207,7 @@ func (w *writer) drain() {
 func (w *writer) group(first request) {
 	b := w.store.NewBatch()
 	defer b.Close()
+	defer w.closeSnaps() // on a panic too: the reader holds the store open
 	if w.replicate != nil {
 		b.Capture()
 	}
@@ -236,6 +240,7 @@ func (w *writer) group(first request) {
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
+	w.closeSnaps()
 	var msgs []replication.Msg
 	if w.replicate != nil {
 		msgs = w.prepareRepl(b, g)

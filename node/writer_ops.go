@@ -125,9 +125,9 @@ type sealCheckOp struct {
 // (writer_repl.go).
 type snapshotOp struct {
 	writeOp
-	slot    uint16
-	msg     replication.Msg // the answer: a Reset message
-	snapErr error
+	slots    []uint16
+	maxBytes int
+	out      []replication.SnapResult // the answer: Reset messages
 }
 
 // sumsOp is opSums: slots' positions and checksums (writer_sums.go).

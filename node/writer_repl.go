@@ -294,17 +294,20 @@ func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
 	return op.idle, nil
 }
 
-// snapshot returns a Reset message of slot at its current position, read by
-// the writer goroutine so that it matches the slot's seq exactly.
-func (w *writer) snapshot(slot uint16) (replication.Msg, error) {
-	op := &snapshotOp{writeOp: writeOp{kind: opSnapshot}, slot: slot}
+// snapshots returns a Reset message of each slot of ss at its current
+// position, read by the writer goroutine so that it matches the slot's seq
+// exactly: in order, until the data read reaches maxBytes (at least one;
+// see replication.Copies).
+func (w *writer) snapshots(ss []uint16, maxBytes int) []replication.SnapResult {
+	op := &snapshotOp{writeOp: writeOp{kind: opSnapshot}, slots: ss, maxBytes: maxBytes}
 	if err := w.submitInternal(nil, op); err != nil {
-		return replication.Msg{}, err
+		out := make([]replication.SnapResult, len(ss))
+		for i, s := range ss {
+			out[i] = replication.SnapResult{Msg: replication.Msg{Slot: s}, Err: err}
+		}
+		return out
 	}
-	if op.snapErr != nil {
-		return replication.Msg{}, op.snapErr
-	}
-	return op.msg, nil
+	return op.out
 }
 
 // applySnapshot serves opSnapshot on the writer goroutine. It reads
@@ -315,13 +318,36 @@ func (w *writer) applySnapshot(op *snapshotOp) {
 		close(op.reply)
 		op.answered = true
 	}()
-	o, err := w.store.SnapshotSlot(op.slot)
-	if err != nil {
-		op.snapErr = err
+	if w.snaps == nil {
+		w.snaps = w.store.NewSlotReader()
+	}
+	read := 0
+	for _, s := range op.slots {
+		if read >= op.maxBytes && len(op.out) > 0 {
+			return // the rest wait for the next request
+		}
+		o, err := w.snaps.Snapshot(s)
+		if err != nil {
+			op.out = append(op.out, replication.SnapResult{Msg: replication.Msg{Slot: s}, Err: err})
+			continue
+		}
+		m := w.repl.position(s)
+		op.out = append(op.out, replication.SnapResult{Msg: replication.Msg{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}})
+		read += len(o.Data)
+	}
+}
+
+// closeSnaps closes the group's snapshot reader before the group commits:
+// the group's snapshots all read the store as the previous group left it,
+// as each reading it afresh would (nothing else commits slot data).
+func (w *writer) closeSnaps() {
+	if w.snaps == nil {
 		return
 	}
-	m := w.repl.position(op.slot)
-	op.msg = replication.Msg{Slot: op.slot, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}
+	if err := w.snaps.Close(); err != nil {
+		w.log.Warn("closing the snapshot reader", "err", err)
+	}
+	w.snaps = nil
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,

@@ -311,18 +311,98 @@ func (b *Batch) DropSlot(slot uint16) {
 
 // SnapshotSlot returns every data key of slot as set ops: applied after
 // DropSlot, it rebuilds the slot exactly.
-func (s *Store) SnapshotSlot(slot uint16) (SlotOps, error) {
+func (s *Store) SnapshotSlot(slot uint16) (_ SlotOps, err error) {
+	r := s.NewSlotReader()
+	defer func() {
+		if cerr := r.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return r.Snapshot(slot)
+}
+
+// SlotReader takes snapshots of slots (SnapshotSlot) through one Pebble
+// iterator, repositioned from slot to slot, instead of one new iterator per
+// slot: a burst of snapshots (a bootstrap or a failover streams one per
+// slot a follower lacks) costs one iterator's setup, not thousands. It
+// reads the store as the first Snapshot found it: use it where no write is
+// committed in between that it must see (the node's writer goroutine,
+// within one write group), and Close it before the next commit. It holds
+// the store open (Close waits for it) until its Close. Not safe for
+// concurrent use.
+type SlotReader struct {
+	s      *Store
+	it     *pebble.Iterator
+	err    error // the store was closed, or the iterator failed to open
+	bounds [2][2][slotPrefixLen]byte
+	flip   int
+}
+
+// NewSlotReader returns a SlotReader; it opens its iterator at the first
+// Snapshot.
+func (s *Store) NewSlotReader() *SlotReader { return &SlotReader{s: s} }
+
+// Snapshot returns every data key of slot as set ops, as SnapshotSlot.
+func (r *SlotReader) Snapshot(slot uint16) (SlotOps, error) {
 	o := SlotOps{Slot: slot}
-	err := s.ScanSlot(slot, func(k, v []byte) bool {
+	if r.err != nil {
+		return o, r.err
+	}
+	// Pebble may use the bounds until the next SetBounds returns: the two
+	// buffers alternate.
+	b := &r.bounds[r.flip]
+	r.flip ^= 1
+	lo, hi := appendSlotPrefix(b[0][:0], slot), appendSlotEnd(b[1][:0], slot)
+	if r.it == nil {
+		if !r.s.enter() {
+			r.err = ErrClosed
+			return o, r.err
+		}
+		it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			r.s.leave()
+			r.err = fmt.Errorf("storage: snapshot slot %d: %w", slot, err)
+			return o, r.err
+		}
+		r.it = it
+	} else {
+		r.it.SetBounds(lo, hi)
+	}
+	for valid := r.it.First(); valid; valid = r.it.Next() {
+		k := r.it.Key()
+		if _, section, _, _ := decodeSlotKey(k); !isDataSection(section) {
+			continue
+		}
+		v, err := r.it.ValueAndErr()
+		if err != nil {
+			return SlotOps{Slot: slot}, fmt.Errorf("storage: snapshot slot %d: %w", slot, err)
+		}
 		o.Count++
 		o.Data = append(o.Data, opSet)
 		o.Data = binary.AppendUvarint(o.Data, uint64(len(k)))
 		o.Data = append(o.Data, k...)
 		o.Data = binary.AppendUvarint(o.Data, uint64(len(v)))
 		o.Data = append(o.Data, v...)
-		return true
-	})
-	return o, err
+	}
+	if err := r.it.Error(); err != nil {
+		return SlotOps{Slot: slot}, fmt.Errorf("storage: snapshot slot %d: %w", slot, err)
+	}
+	return o, nil
+}
+
+// Close closes the iterator, if one was opened, and lets the store close.
+func (r *SlotReader) Close() error {
+	if r.it == nil {
+		return nil
+	}
+	err := r.it.Close()
+	r.it = nil
+	r.err = ErrClosed
+	r.s.leave()
+	if err != nil {
+		return fmt.Errorf("storage: iterate: %w", err)
+	}
+	return nil
 }
 
 // TaskIDs returns the ids whose task record o sets or deletes, in order

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -198,5 +199,76 @@ func TestSnapshotRebuildsSlot(t *testing.T) {
 	}
 	if m, _ := replica.SlotMetas(); m[4] != (SlotMeta{Epoch: 2, Seq: 9}) {
 		t.Errorf("meta after the rebuild = %v", m[4])
+	}
+}
+
+// TestSlotReader: one SlotReader snapshots slot after slot, forwards,
+// backwards, empty slots and the last slot included, exactly as a scan of
+// each slot on its own does (ScanSlot); it reads the store as its first
+// snapshot found it, and a closed reader or store answers an error.
+func TestSlotReader(t *testing.T) {
+	s := openMem(t, Options{})
+	put(t, s, newTask(4, "a", 10), newTask(4, "b", 20), newTask(5, "c", 30), newTask(0, "z", 1), newTask(^uint16(0), "last", 7))
+	b := s.NewBatch()
+	a := newTask(4, "a", 10)
+	b.AppendExecution(a, &Execution{FireID: "a:1", Attempt: 1, StatusCode: 200})
+	b.PutTask(a, 10)
+	for _, slot := range []uint16{3, 4, 5} {
+		b.PutSlotMeta(slot, SlotMeta{Epoch: 2, Seq: uint64(slot)}) // not data: left out
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	// want is what SnapshotSlot returned when it scanned each slot alone.
+	want := func(slot uint16) SlotOps {
+		o := SlotOps{Slot: slot}
+		if err := s.ScanSlot(slot, func(k, v []byte) bool {
+			o.Count++
+			o.Data = append(o.Data, opSet)
+			o.Data = binary.AppendUvarint(o.Data, uint64(len(k)))
+			o.Data = append(o.Data, k...)
+			o.Data = binary.AppendUvarint(o.Data, uint64(len(v)))
+			o.Data = append(o.Data, v...)
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	r := s.NewSlotReader()
+	order := []uint16{4, 5, 3, ^uint16(0), 0, 4, 6, 5, 5, 1}
+	for i, slot := range order {
+		got, err := r.Snapshot(slot)
+		if err != nil {
+			t.Fatalf("snapshot %d of slot %d: %v", i, slot, err)
+		}
+		if w := want(slot); got.Slot != w.Slot || got.Count != w.Count || !bytes.Equal(got.Data, w.Data) {
+			t.Errorf("snapshot %d of slot %d: %d keys %x, want %d keys %x", i, slot, got.Count, got.Data, w.Count, w.Data)
+		}
+	}
+	before := want(4).Count
+	if before < 5 { // a, b, their due keys, a's history
+		t.Fatalf("slot 4 holds %d keys", before)
+	}
+	// A write committed meanwhile (a task and its due key): the open reader
+	// still reads the store as it was; a new one sees it.
+	put(t, s, newTask(4, "later", 40))
+	if got, _ := r.Snapshot(4); got.Count != before {
+		t.Errorf("slot 4 through the open reader after a commit: %d keys, want %d", got.Count, before)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Snapshot(4); !errors.Is(err, ErrClosed) {
+		t.Errorf("Snapshot after Close: %v, want ErrClosed", err)
+	}
+	if got, err := s.SnapshotSlot(4); err != nil || got.Count != before+2 {
+		t.Errorf("SnapshotSlot(4) after the commit: %d keys, %v; want %d", got.Count, err, before+2)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.NewSlotReader().Snapshot(4); !errors.Is(err, ErrClosed) {
+		t.Errorf("Snapshot of a closed store: %v, want ErrClosed", err)
 	}
 }

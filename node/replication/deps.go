@@ -48,12 +48,22 @@ type Ownership interface {
 // Copies is the writer's side of the shipper: a slot's snapshot, and the
 // apply of what a slot's owner sent.
 type Copies interface {
-	// Snapshot returns a Reset message of slot at its current position,
-	// read on the writer goroutine so that it matches the slot's seq.
-	Snapshot(slot uint16) (Msg, error)
+	// Snapshots returns a Reset message of each slot of slots at its
+	// current position, read on the writer goroutine so that it matches
+	// the slot's seq, in one round trip to it: in order, until the data
+	// read reaches maxBytes (so possibly fewer than asked: the rest wait),
+	// at least one. A slot that could not be read has its error instead.
+	Snapshots(slots []uint16, maxBytes int) []SnapResult
 	// Apply applies the messages of from as a replica, durably; done
 	// abandons the wait.
 	Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error)
+}
+
+// SnapResult is one slot's snapshot (Copies.Snapshots), or why it could not
+// be read.
+type SnapResult struct {
+	Msg Msg
+	Err error
 }
 
 // Applied is the outcome of Copies.Apply, one entry per message.

@@ -126,7 +126,13 @@ func TestShipperSettles(t *testing.T) {
 // fakeCopies applies everything.
 type fakeCopies struct{}
 
-func (fakeCopies) Snapshot(slot uint16) (Msg, error) { return Msg{Slot: slot, Reset: true}, nil }
+func (fakeCopies) Snapshots(ss []uint16, _ int) []SnapResult {
+	out := make([]SnapResult, len(ss))
+	for i, slot := range ss {
+		out[i].Msg = Msg{Slot: slot, Reset: true}
+	}
+	return out
+}
 func (fakeCopies) Apply(_ <-chan struct{}, _ string, msgs []Msg) (Applied, error) {
 	n := len(msgs)
 	a := Applied{Results: make([]uint8, n), Epochs: make([]uint64, n), Gens: make([]uint64, n), Held: make([]uint64, n)}

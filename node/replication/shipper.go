@@ -298,24 +298,36 @@ func (s *Shipper) round() bool {
 	// Snapshots are read now, at the slot's current position, up to
 	// maxSnapBytes per request: the rest wait for the next round, so that
 	// the live writes behind them are not held up by one huge request.
+	// One request to the writer reads them all (a bootstrap or a failover
+	// streams thousands, one per slot).
 	for t, idx := range byNode {
-		keep := idx[:0]
-		snapBytes := 0
+		var want []uint16
+		for _, i := range idx {
+			if unreadSnapshot(batch[i]) {
+				want = append(want, batch[i].msg.Slot)
+			}
+		}
+		var snaps []SnapResult
+		if len(want) > 0 {
+			snaps = s.d.Copies.Snapshots(want, maxSnapBytes)
+		}
+		keep, k := idx[:0], 0
 		for _, i := range idx {
 			q := batch[i]
 			if unreadSnapshot(q) {
-				if snapBytes >= maxSnapBytes {
+				if k >= len(snaps) {
 					s.deferred = true
-					continue // stays queued
+					continue // over maxSnapBytes: stays queued
 				}
-				snap, err := s.d.Copies.Snapshot(q.msg.Slot)
-				if err != nil {
-					s.d.Log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", err)
+				r := snaps[k]
+				k++
+				if r.Err != nil {
+					s.d.Log.Warn("snapshot for a replica", "slot", q.msg.Slot, "to", t, "err", r.Err)
 					continue
 				}
+				snap := r.Msg
 				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
 				q.msg = snap
-				snapBytes += len(snap.Data)
 			}
 			keep = append(keep, i)
 		}
