@@ -1,0 +1,143 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestChains (API.md "Chains"): a fire that finishes with success (after a
+// retry) creates its on_success children and not its on_failure ones, one
+// that fails for good (retries exhausted) its on_failure ones, a periodic
+// task its children at every fire (ids with the fire seq), nested chains
+// their grandchildren; each child exactly once, due its delay_ms after the
+// parent's fire finished, with the parent's response as payload when it
+// asks for it, and linked both ways (parent_id, parent_fire_id; the
+// finishing execution's children).
+func TestChains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		rcv.setRespond(func(h hit, n int) int {
+			if h.TaskID == "p-fail" || h.TaskID == "p-ok" && n == 1 {
+				return 500
+			}
+			return 200
+		})
+		tn := startNode(t, nil)
+		cb := rcv.url("/cb")
+		t0 := time.Now().Truncate(time.Second).Add(time.Second)
+		at := t0.UTC().Format(time.RFC3339Nano)
+		child := func(extra string) string {
+			if !strings.HasPrefix(extra, `,"delay_ms"`) {
+				extra = `,"delay_ms":0` + extra
+			}
+			return `{"callback_url":"` + cb + `"` + extra + `}`
+		}
+		create := func(body string) {
+			t.Helper()
+			var got map[string]any
+			if code := tn.do(t, "POST", "/v1/tasks", body, &got); code != 201 {
+				t.Fatalf("create %s: %d %v", body, code, got)
+			}
+		}
+		create(`{"id":"p-ok","callback_url":"` + cb + `","due_at":"` + at + `","max_retries":1,` +
+			`"on_success":[` + child(`,"delay_ms":1000,"payload_from_parent":true`) + `,` + child(`,"id":"given-b","payload":{"b":1}`) + `],` +
+			`"on_failure":[` + child(`,"id":"never"`) + `]}`)
+		create(`{"id":"p-fail","callback_url":"` + cb + `","due_at":"` + at + `","max_retries":2,` +
+			`"on_success":[` + child(`,"id":"never2"`) + `],` +
+			`"on_failure":[` + child(`,"on_success":[`+child("")+`]`) + `]}`)
+		create(`{"id":"p-every","callback_url":"` + cb + `","every_ms":1000,"start_at":"` + at + `","max_runs":3,` +
+			`"on_success":[` + child("") + `]}`)
+
+		// p-ok.1.0 is created after p-ok's retry and due a second later.
+		time.Sleep(time.Until(t0.Add(40 * time.Second)))
+		per := map[string][]hit{}
+		for _, h := range rcv.hits() {
+			per[h.TaskID] = append(per[h.TaskID], h)
+		}
+		wantOnce := []string{"p-ok.1.0", "given-b", "p-fail.1.0", "p-fail.1.0.1.0", "p-every.1.0", "p-every.2.0", "p-every.3.0"}
+		for _, id := range wantOnce {
+			if n := len(per[id]); n != 1 {
+				t.Errorf("child %s fired %d times, want once", id, n)
+			}
+		}
+		for _, id := range []string{"never", "never2", "p-every.4.0"} {
+			if n := len(per[id]); n != 0 {
+				t.Errorf("%s fired %d times, want never", id, n)
+			}
+		}
+		var all []string
+		for id := range per {
+			all = append(all, id)
+		}
+		slices.Sort(all)
+		if want := append([]string{"p-every", "p-fail", "p-ok"}, wantOnce...); len(all) != len(want) {
+			t.Errorf("tasks that fired: %v, want %v", all, want)
+		}
+
+		// p-ok.1.0: due its delay_ms after p-ok's fire finished, with p-ok's
+		// answer as its payload, linked to p-ok's fire.
+		var parent struct {
+			LastFire struct {
+				FireID     string `json:"fire_id"`
+				FinishedAt string `json:"finished_at"`
+				Attempts   int    `json:"attempts"`
+			} `json:"last_fire"`
+			Pending []string `json:"pending_children"`
+		}
+		if code := tn.do(t, "GET", "/v1/tasks/p-ok", nil, &parent); code != 200 || parent.LastFire.Attempts != 2 || len(parent.Pending) != 0 {
+			t.Fatalf("GET p-ok: %d %+v, want its fire finished after 2 attempts, no pending children", code, parent)
+		}
+		finished, err := time.Parse(time.RFC3339Nano, parent.LastFire.FinishedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := per["p-ok.1.0"]; len(h) == 1 {
+			if !h[0].Due.Equal(finished.Add(time.Second)) {
+				t.Errorf("p-ok.1.0 due %v, want 1 s after its parent's fire finished (%v)", h[0].Due, finished)
+			}
+			if string(h[0].Body) != `{"ok":true}` {
+				t.Errorf("p-ok.1.0 payload %s, want the parent's answer", h[0].Body)
+			}
+		}
+		if h := per["given-b"]; len(h) == 1 && string(h[0].Body) != `{"b":1}` {
+			t.Errorf("given-b payload %s, want its own", h[0].Body)
+		}
+		var kid struct {
+			ParentID   string `json:"parent_id"`
+			ParentFire string `json:"parent_fire_id"`
+		}
+		if code := tn.do(t, "GET", "/v1/tasks/p-ok.1.0", nil, &kid); code != 200 || kid.ParentID != "p-ok" || kid.ParentFire != "p-ok:1" {
+			t.Errorf("GET p-ok.1.0: %d %+v, want parent p-ok, fire p-ok:1", code, kid)
+		}
+		if code := tn.do(t, "GET", "/v1/tasks/p-fail.1.0.1.0", nil, &kid); code != 200 || kid.ParentID != "p-fail.1.0" || kid.ParentFire != "p-fail.1.0:1" {
+			t.Errorf("GET p-fail.1.0.1.0: %d %+v, want parent p-fail.1.0", code, kid)
+		}
+
+		// The execution that finished each fire names its children.
+		for id, want := range map[string][]string{"p-ok": {"p-ok.1.0", "given-b"}, "p-fail": {"p-fail.1.0"}} {
+			var ex struct {
+				Executions []struct {
+					FireID   string   `json:"fire_id"`
+					Attempt  int      `json:"attempt"`
+					Children []string `json:"children"`
+				} `json:"executions"`
+			}
+			if code := tn.do(t, "GET", "/v1/tasks/"+id+"/executions", nil, &ex); code != 200 {
+				t.Fatalf("executions of %s: %d", id, code)
+			}
+			var got []string
+			for _, e := range ex.Executions {
+				got = append(got, fmt.Sprintf("%d:%s", e.Attempt, strings.Join(e.Children, ",")))
+			}
+			last := len(ex.Executions) // attempts: the finishing one is the last
+			wantLast := fmt.Sprintf("%d:%s", last, strings.Join(want, ","))
+			if !slices.Contains(got, wantLast) || slices.ContainsFunc(got, func(s string) bool { return !strings.HasSuffix(s, ":") && s != wantLast }) {
+				t.Errorf("executions of %s (attempt:children): %v, want %s on the last attempt only", id, got, wantLast)
+			}
+		}
+	})
+}
