@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -148,87 +149,115 @@ func TestChains(t *testing.T) {
 
 // TestFaultChainCrashBeforeChildren: the owner of a parent's slot crashes
 // after the parent's fire finished (the outcome, with its pending
-// children, written) and before it created any child. The slot's next
-// owner finds the children in the parent's record and creates them: each
-// exactly once (ids <parent>.1.<i>, linked to the parent's fire), each
-// fires exactly once, and the parent is left with none pending.
+// children, written) and before it created any child: "replicated", once
+// its follower has the outcome and the pending children (the next owner
+// resumes them from its copy); "local", at once (the next owner may not
+// have the outcome and repeats the fire, with the same fire id, so the
+// same child ids). Either way each child exists exactly once (ids
+// <parent>.1.<i>, linked to the parent's fire), fires exactly once, and
+// the parent is left with none pending.
 func TestFaultChainCrashBeforeChildren(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c := newFaultCluster(t, 3, 21)
-		parent := ids("chain", 1, c.table(0), ownedBy("n2"))[0]
-		reached := make(chan string, 1)
-		// n2 "crashes" in its outbox: it abandons the parent's children
-		// (creating none) and the test kills it right then.
-		c.nodes[1].n.chain.beforeCreate = func(p *storage.Task) bool {
-			select {
-			case reached <- p.ID:
-			default:
-			}
-			return false
-		}
-		const kids = 6
-		var children []map[string]any
-		for range kids {
-			children = append(children, map[string]any{"callback_url": faultCallbackURL, "delay_ms": 300})
-		}
-		due := time.Now().Add(time.Second)
-		body := map[string]any{"callback_url": faultCallbackURL, "due_at": due.Format(time.RFC3339Nano), "on_success": children}
-		if code, _ := c.send(c.pick(), http.MethodPut, "/v1/tasks/"+parent, body, http.StatusCreated); code != http.StatusCreated {
-			t.Fatalf("create %s: %d", parent, code)
-		}
-		c.mu.Lock()
-		c.acked[parent] = due
-		c.mu.Unlock()
-		select {
-		case id := <-reached:
-			if id != parent {
-				t.Fatalf("n2's outbox got %s, want %s", id, parent)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("n2 never handed the parent's children to its outbox")
-		}
-		c.crash(1)
-		c.settle(time.Now().Add(faultsSettle))
-		time.Sleep(5 * time.Second) // the children: created after the failover, due 300 ms after the parent's finish
-		report(t, c.check(checkOpts{}))
+	for _, tc := range []struct {
+		name       string
+		replicated bool
+		seed       uint64
+	}{{"replicated", true, 21}, {"local", false, 22}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { faultChainCrash(t, tc.replicated, tc.seed) })
+		})
+	}
+}
 
-		fired := map[string]int{}
-		for _, f := range c.rcv.all() {
-			if strings.HasPrefix(f.TaskID, parent+".") {
-				fired[f.TaskID]++
-			}
+func faultChainCrash(t *testing.T, replicated bool, seed uint64) {
+	c := newFaultCluster(t, 3, seed)
+	parent := ids("chain", 1, c.table(0), func(o, f string) bool { return o == "n2" && f == "n3" })[0]
+	reached := make(chan string, 1)
+	// n2 "crashes" in its outbox: it abandons the parent's children
+	// (creating none) and the test kills it right then.
+	c.nodes[1].n.chain.beforeCreate = func(p *storage.Task) bool {
+		select {
+		case reached <- p.ID:
+		default:
 		}
-		owners := map[string]bool{}
-		for i := range kids {
-			id := fmt.Sprintf("%s.1.%d", parent, i)
-			if fired[id] != 1 {
-				t.Errorf("child %s fired %d times, want once", id, fired[id])
-			}
-			delete(fired, id)
-			var kid struct {
-				ParentFire string `json:"parent_fire_id"`
-				FireCount  int    `json:"fire_count"`
-				Owner      string `json:"owner"`
-			}
-			code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
-			if code != http.StatusOK || json.Unmarshal(data, &kid) != nil || kid.ParentFire != parent+":1" || kid.FireCount != 1 {
-				t.Errorf("GET %s: %d %s, want it created by fire %s:1 and fired once", id, code, data, parent)
-			}
-			owners[kid.Owner] = true
+		return false
+	}
+	const kids = 6
+	var children []map[string]any
+	for range kids {
+		children = append(children, map[string]any{"callback_url": faultCallbackURL, "delay_ms": 300})
+	}
+	due := time.Now().Add(time.Second)
+	body := map[string]any{"callback_url": faultCallbackURL, "due_at": due.Format(time.RFC3339Nano), "on_success": children}
+	if code, _ := c.send(c.pick(), http.MethodPut, "/v1/tasks/"+parent, body, http.StatusCreated); code != http.StatusCreated {
+		t.Fatalf("create %s: %d", parent, code)
+	}
+	c.mu.Lock()
+	c.acked[parent] = due
+	c.mu.Unlock()
+	select {
+	case id := <-reached:
+		if id != parent {
+			t.Fatalf("n2's outbox got %s, want %s", id, parent)
 		}
-		for id, n := range fired {
-			t.Errorf("%s fired %d times: no such child", id, n)
+	case <-time.After(30 * time.Second):
+		t.Fatal("n2 never handed the parent's children to its outbox")
+	}
+	if replicated {
+		// The follower n3 has the outcome and the pending children.
+		waitFor(t, 5*time.Second, "n3's copy of the parent with its pending children", func() bool {
+			p, err := c.nodes[2].n.store.Get(slots.Of(parent), parent)
+			return err == nil && len(p.Children) == kids && p.LastFire != nil
+		})
+	}
+	c.crash(1)
+	c.settle(time.Now().Add(faultsSettle))
+	time.Sleep(5 * time.Second) // the children: created after the failover, due 300 ms after the parent's finish
+	report(t, c.check(checkOpts{}))
+
+	fired := map[string]int{}
+	parentFires := 0
+	for _, f := range c.rcv.all() {
+		if strings.HasPrefix(f.TaskID, parent+".") {
+			fired[f.TaskID]++
 		}
-		var p struct {
-			Pending []string `json:"pending_children"`
-			Owner   string   `json:"owner"`
+		if f.TaskID == parent {
+			parentFires++
 		}
-		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+parent, nil)
-		if code != http.StatusOK || json.Unmarshal(data, &p) != nil || len(p.Pending) != 0 || p.Owner == "n2" {
-			t.Errorf("GET %s: %d %s, want no pending children, a new owner", parent, code, data)
+	}
+	if replicated && parentFires != 1 {
+		t.Errorf("the parent fired %d times; with its outcome replicated, want once", parentFires)
+	}
+	owners := map[string]bool{}
+	for i := range kids {
+		id := fmt.Sprintf("%s.1.%d", parent, i)
+		if fired[id] != 1 {
+			t.Errorf("child %s fired %d times, want once", id, fired[id])
 		}
-		t.Logf("children owned by %v", owners)
-		c.close()
-	})
+		delete(fired, id)
+		var kid struct {
+			ParentFire string `json:"parent_fire_id"`
+			FireCount  int    `json:"fire_count"`
+			Owner      string `json:"owner"`
+		}
+		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		if code != http.StatusOK || json.Unmarshal(data, &kid) != nil || kid.ParentFire != parent+":1" || kid.FireCount != 1 {
+			t.Errorf("GET %s: %d %s, want it created by fire %s:1 and fired once", id, code, data, parent)
+		}
+		owners[kid.Owner] = true
+	}
+	for id, n := range fired {
+		t.Errorf("%s fired %d times: no such child", id, n)
+	}
+	var p struct {
+		Pending []string `json:"pending_children"`
+		Owner   string   `json:"owner"`
+	}
+	code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+parent, nil)
+	if code != http.StatusOK || json.Unmarshal(data, &p) != nil || len(p.Pending) != 0 || p.Owner == "n2" {
+		t.Errorf("GET %s: %d %s, want no pending children, a new owner", parent, code, data)
+	}
+	t.Logf("the parent fired %d times; children owned by %v", parentFires, owners)
+	c.close()
 }
