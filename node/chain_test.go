@@ -261,3 +261,53 @@ func faultChainCrash(t *testing.T, replicated bool, seed uint64) {
 	t.Logf("the parent fired %d times; children owned by %v", parentFires, owners)
 	c.close()
 }
+
+// TestAddChildren: a finished fire records the children of the list its
+// outcome picks (none from the other), after those still pending, with
+// their ids, fire, finish and the parent's answer; the outbox's copy of
+// the earlier list is never written into.
+func TestAddChildren(t *testing.T) {
+	spec := storage.Spec{OnSuccess: [][]byte{[]byte(`{"delay_ms":1}`), []byte(`{"id":"given","delay_ms":1}`)}, OnFailure: [][]byte{[]byte(`{"delay_ms":2}`)}}
+	tests := []struct {
+		name    string
+		failed  bool
+		pending []storage.PendingChild
+		wantIDs []string
+	}{
+		{"success", false, nil, []string{"p.7.0", "given"}},
+		{"failure", true, nil, []string{"p.7.0"}},
+		{"after pending", false, []storage.PendingChild{{ID: "p.6.0", Seq: 6}}, []string{"p.7.0", "given"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pending := make([]storage.PendingChild, len(tt.pending), len(tt.pending)+4) // room to append in place
+			copy(pending, tt.pending)
+			outbox := pending // what the outbox holds
+			tk := &storage.Task{ID: "p", Spec: spec, Children: pending}
+			ids := addChildren(tk, 7, tt.failed, 1234, []byte(`{"r":1}`))
+			if !slices.Equal(ids, tt.wantIDs) {
+				t.Fatalf("ids %v, want %v", ids, tt.wantIDs)
+			}
+			if len(tk.Children) != len(tt.pending)+len(tt.wantIDs) {
+				t.Fatalf("%d children pending, want %d", len(tk.Children), len(tt.pending)+len(tt.wantIDs))
+			}
+			for i, c := range tk.Children[len(tt.pending):] {
+				body := spec.OnSuccess[i]
+				if tt.failed {
+					body = spec.OnFailure[i]
+				}
+				if c.ID != tt.wantIDs[i] || c.Seq != 7 || c.Index != i || c.Failure != tt.failed || c.At != 1234 ||
+					string(c.Body) != string(body) || string(c.Result) != `{"r":1}` {
+					t.Errorf("child %d: %+v", i, c)
+				}
+			}
+			if spare := outbox[:cap(outbox)][len(outbox):]; len(spare) > 0 && spare[0].ID != "" {
+				t.Errorf("appended into the outbox's copy: %+v", spare[0])
+			}
+		})
+	}
+	none := &storage.Task{ID: "q"}
+	if ids := addChildren(none, 1, false, 1, nil); ids != nil || none.Children != nil {
+		t.Errorf("a task without chains: ids %v, children %v", ids, none.Children)
+	}
+}
