@@ -311,3 +311,41 @@ func TestAddChildren(t *testing.T) {
 		t.Errorf("a task without chains: ids %v, children %v", ids, none.Children)
 	}
 }
+
+// TestCheckChild: POST /internal/v1/chain takes only a record that is a
+// new, linked task of the slot of its id.
+func TestCheckChild(t *testing.T) {
+	good := func() *storage.Task {
+		return &storage.Task{ID: "p.1.0", Slot: uint16(slots.Of("p.1.0")), Status: storage.StatusScheduled, NextDue: 5,
+			Spec: storage.Spec{Kind: storage.KindOnce, CallbackURL: "http://x/"}, ParentID: "p", ParentFire: "p:1"}
+	}
+	tests := []struct {
+		name  string
+		mod   func(*storage.Task)
+		field string // "" = accepted
+	}{
+		{"good", func(*storage.Task) {}, ""},
+		{"paused", func(t *storage.Task) { t.Status = storage.StatusPaused }, ""},
+		{"no id", func(t *storage.Task) { t.ID = "" }, "id"},
+		{"long id", func(t *storage.Task) { t.ID = strings.Repeat("a", 129) }, "id"},
+		{"other slot", func(t *storage.Task) { t.Slot++ }, "slot"},
+		{"no parent", func(t *storage.Task) { t.ParentID = "" }, "parent_id"},
+		{"no parent fire", func(t *storage.Task) { t.ParentFire = "" }, "parent_id"},
+		{"final", func(t *storage.Task) { t.Status = storage.StatusDone }, "status"},
+		{"no kind", func(t *storage.Task) { t.Spec.Kind = 0 }, "kind"},
+		{"bad kind", func(t *storage.Task) { t.Spec.Kind = 9 }, "kind"},
+		{"no due", func(t *storage.Task) { t.NextDue = 0 }, "next_due"},
+		{"no callback", func(t *storage.Task) { t.Spec.CallbackURL = "" }, "next_due"},
+	}
+	for _, tt := range tests {
+		tk := good()
+		tt.mod(tk)
+		e := checkChild(tk)
+		switch {
+		case tt.field == "" && e != nil:
+			t.Errorf("%s: refused: %v", tt.name, e)
+		case tt.field != "" && (e == nil || e.Field != tt.field):
+			t.Errorf("%s: %v, want a refusal on %s", tt.name, e, tt.field)
+		}
+	}
+}
