@@ -349,3 +349,52 @@ func TestCheckChild(t *testing.T) {
 		}
 	}
 }
+
+// TestChainsSurviveRestart: a node stops after a parent's fire finished
+// and before its outbox created the children (it abandons them, as a crash
+// would); started again, it finds them pending in the parent's record (its
+// wake) and creates each once.
+func TestChainsSurviveRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		reached := make(chan struct{}, 1)
+		tn := runNode(t, testConfig(t, "test-node"), func(n *Node) {
+			n.chain.beforeCreate = func(*storage.Task) bool {
+				select {
+				case reached <- struct{}{}:
+				default:
+				}
+				return false
+			}
+		})
+		kid := map[string]any{"callback_url": rcv.url("/kid"), "delay_ms": 0}
+		if code := tn.do(t, "POST", "/v1/tasks", map[string]any{"id": "rp", "callback_url": rcv.url("/p"), "delay_ms": 0,
+			"on_success": []any{kid, kid, kid}}, nil); code != 201 {
+			t.Fatalf("create: %d", code)
+		}
+		<-reached
+		var p struct {
+			Pending []string `json:"pending_children"`
+		}
+		if code := tn.do(t, "GET", "/v1/tasks/rp", nil, &p); code != 200 || len(p.Pending) != 3 {
+			t.Fatalf("before the restart: %d, pending %v, want 3", code, p.Pending)
+		}
+		cfg := tn.cfg
+		tn.stop(t)
+		tn2 := restartNode(t, cfg)
+		time.Sleep(5 * time.Second)
+		per := map[string]int{}
+		for _, h := range rcv.hits() {
+			per[h.TaskID]++
+		}
+		for _, id := range []string{"rp", "rp.1.0", "rp.1.1", "rp.1.2"} {
+			if per[id] != 1 {
+				t.Errorf("%s fired %d times, want once (all: %v)", id, per[id], per)
+			}
+		}
+		p.Pending = nil
+		if code := tn2.do(t, "GET", "/v1/tasks/rp", nil, &p); code != 200 || len(p.Pending) != 0 {
+			t.Errorf("after the restart: %d, pending %v, want none", code, p.Pending)
+		}
+	})
+}
