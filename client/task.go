@@ -115,6 +115,16 @@ type Task struct {
 	// unless changed); a pointer to 0: kept forever. Milliseconds on the
 	// wire (retention_ms).
 	Retention *time.Duration
+	// OnSuccess and OnFailure are the task's chains (API.md "Chains"):
+	// at most 16 tasks each, created when a fire of this task finishes
+	// with that outcome (after its retries), each exactly once. A child's
+	// ID defaults to "<parent id>.<fire seq>.<index>", its Delay counts
+	// from the parent fire's finish; chains nest at most 4 deep.
+	OnSuccess []Task
+	OnFailure []Task
+	// PayloadFromParent (a task in OnSuccess or OnFailure, without
+	// Payload): its payload is its parent's answer body.
+	PayloadFromParent bool
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -134,6 +144,12 @@ type Task struct {
 	// deletes it (zero: kept forever, or not final).
 	FinishedAt time.Time
 	ExpiresAt  time.Time
+	// ParentID and ParentFireID link a task a chain created to its parent
+	// and the parent's fire; PendingChildren are the ids of children of
+	// this task's finished fires still being created.
+	ParentID        string
+	ParentFireID    string
+	PendingChildren []string
 }
 
 // LastFire summarizes a task's most recent finished fire.
@@ -157,6 +173,9 @@ type Execution struct {
 	StatusCode int
 	Error      string
 	Result     string
+	// Children: on the attempt that finished the fire, the ids of the
+	// tasks its chain creates.
+	Children []string
 }
 
 // taskJSON is Task on the wire: the field names of API.md.
@@ -182,20 +201,26 @@ type taskJSON struct {
 	MaxCatchup  int               `json:"max_catchup,omitempty"`
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
 	Status      string            `json:"status,omitempty"`
+	OnSuccess   []taskJSON        `json:"on_success,omitempty"`
+	OnFailure   []taskJSON        `json:"on_failure,omitempty"`
+	FromParent  bool              `json:"payload_from_parent,omitempty"`
 
 	// The answer's state; never sent.
-	Slot      uint16        `json:"slot,omitempty"`
-	NextDueAt string        `json:"next_due_at,omitempty"`
-	CreatedAt string        `json:"created_at,omitempty"`
-	UpdatedAt string        `json:"updated_at,omitempty"`
-	FireCount uint64        `json:"fire_count,omitempty"`
-	FailCount uint64        `json:"fail_count,omitempty"`
-	Runs      *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
-	Skipped   uint64        `json:"skipped_fires,omitempty"`
-	Finished  string        `json:"finished_at,omitempty"`
-	Expires   string        `json:"expires_at,omitempty"`
-	Owner     string        `json:"owner,omitempty"`
-	LastFire  *lastFireJSON `json:"last_fire,omitempty"`
+	Slot       uint16        `json:"slot,omitempty"`
+	NextDueAt  string        `json:"next_due_at,omitempty"`
+	CreatedAt  string        `json:"created_at,omitempty"`
+	UpdatedAt  string        `json:"updated_at,omitempty"`
+	FireCount  uint64        `json:"fire_count,omitempty"`
+	FailCount  uint64        `json:"fail_count,omitempty"`
+	Runs       *uint64       `json:"runs,omitempty"` // answered with max_runs, 0 included
+	Skipped    uint64        `json:"skipped_fires,omitempty"`
+	Finished   string        `json:"finished_at,omitempty"`
+	Expires    string        `json:"expires_at,omitempty"`
+	Owner      string        `json:"owner,omitempty"`
+	LastFire   *lastFireJSON `json:"last_fire,omitempty"`
+	ParentID   string        `json:"parent_id,omitempty"`
+	ParentFire string        `json:"parent_fire_id,omitempty"`
+	Pending    []string      `json:"pending_children,omitempty"`
 }
 
 type lastFireJSON struct {
@@ -209,14 +234,15 @@ type lastFireJSON struct {
 }
 
 type executionJSON struct {
-	FireID     string `json:"fire_id"`
-	DueAt      string `json:"due_at,omitempty"`
-	StartedAt  string `json:"started_at,omitempty"`
-	FinishedAt string `json:"finished_at,omitempty"`
-	Attempt    int    `json:"attempt"`
-	StatusCode int    `json:"status_code"`
-	Error      string `json:"error,omitempty"`
-	Result     string `json:"result,omitempty"`
+	FireID     string   `json:"fire_id"`
+	DueAt      string   `json:"due_at,omitempty"`
+	StartedAt  string   `json:"started_at,omitempty"`
+	FinishedAt string   `json:"finished_at,omitempty"`
+	Attempt    int      `json:"attempt"`
+	StatusCode int      `json:"status_code"`
+	Error      string   `json:"error,omitempty"`
+	Result     string   `json:"result,omitempty"`
+	Children   []string `json:"children,omitempty"`
 }
 
 // request renders t as a request body: the request fields only.
@@ -227,7 +253,13 @@ func (t *Task) request() taskJSON {
 		Payload: t.Payload, Headers: t.Headers, TimeoutMs: t.Timeout.Milliseconds(),
 		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
 		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
-		MaxCatchup: t.MaxCatchup,
+		MaxCatchup: t.MaxCatchup, FromParent: t.PayloadFromParent,
+	}
+	for _, c := range t.OnSuccess {
+		w.OnSuccess = append(w.OnSuccess, c.request())
+	}
+	for _, c := range t.OnFailure {
+		w.OnFailure = append(w.OnFailure, c.request())
 	}
 	if t.Delay != 0 || t.DueAt.IsZero() && t.Every == 0 && t.Cron == "" {
 		d := t.Delay.Milliseconds()
@@ -255,6 +287,13 @@ func (w *taskJSON) task() Task {
 		FireCount: w.FireCount, FailCount: w.FailCount, Owner: w.Owner,
 		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns,
 		MaxCatchup: w.MaxCatchup, SkippedFires: w.Skipped,
+		PayloadFromParent: w.FromParent, ParentID: w.ParentID, ParentFireID: w.ParentFire, PendingChildren: w.Pending,
+	}
+	for i := range w.OnSuccess {
+		t.OnSuccess = append(t.OnSuccess, w.OnSuccess[i].task())
+	}
+	for i := range w.OnFailure {
+		t.OnFailure = append(t.OnFailure, w.OnFailure[i].task())
 	}
 	if w.Runs != nil {
 		t.Runs = *w.Runs
@@ -277,7 +316,8 @@ func (w *taskJSON) task() Task {
 // execution reads one execution record.
 func (w *executionJSON) execution() Execution {
 	return Execution{FireID: w.FireID, DueAt: parseInstant(w.DueAt), StartedAt: parseInstant(w.StartedAt),
-		FinishedAt: parseInstant(w.FinishedAt), Attempt: w.Attempt, StatusCode: w.StatusCode, Error: w.Error, Result: w.Result}
+		FinishedAt: parseInstant(w.FinishedAt), Attempt: w.Attempt, StatusCode: w.StatusCode, Error: w.Error, Result: w.Result,
+		Children: w.Children}
 }
 
 // instant renders t as the API does: RFC 3339 in UTC, "" for the zero time.

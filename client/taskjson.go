@@ -26,6 +26,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.Status = string(t.Status)
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
+	w.ParentID, w.ParentFire, w.Pending = t.ParentID, t.ParentFireID, t.PendingChildren
 	w.Finished, w.Expires = instant(t.FinishedAt), instant(t.ExpiresAt)
 	if t.MaxRuns > 0 || t.Runs > 0 {
 		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included
@@ -59,7 +60,8 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 // MarshalJSON renders e with the field names of API.md.
 func (e Execution) MarshalJSON() ([]byte, error) {
 	return json.Marshal(executionJSON{FireID: e.FireID, DueAt: instant(e.DueAt), StartedAt: instant(e.StartedAt),
-		FinishedAt: instant(e.FinishedAt), Attempt: e.Attempt, StatusCode: e.StatusCode, Error: e.Error, Result: e.Result})
+		FinishedAt: instant(e.FinishedAt), Attempt: e.Attempt, StatusCode: e.StatusCode, Error: e.Error, Result: e.Result,
+		Children: e.Children})
 }
 
 // scheduleFields are the request fields that set a task's schedule.

@@ -63,6 +63,7 @@ func newAPI(n *Node) *httpapi.Server {
 			SlotDebug:    n.handleSlotDebug,
 			Member:       dashSource{n}.serveMember,
 			InternalKeys: n.keys.HandleInternal,
+			Chain:        n.handleChain,
 		},
 	}, api{n})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -112,7 +113,7 @@ func TestExecLogCluster(t *testing.T) {
 			}
 			q = "limit=3&cursor=" + p.NextCursor
 		}
-		if !slices.Equal(paged, all.Executions) {
+		if !reflect.DeepEqual(paged, all.Executions) {
 			t.Fatalf("paged:\n%v\nwant\n%v", paged, all.Executions)
 		}
 

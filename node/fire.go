@@ -30,7 +30,7 @@ const (
 // decided from the record. grace is how late a periodic fire may start
 // before it counts as missed and the task's misfire policy applies.
 func beginFire(t *storage.Task, now, grace int64) startDecision {
-	w := t.Wake()
+	w := t.FireWake() // pending children are the chain outbox's (chain.go)
 	if w == 0 || w > now {
 		return startNothing
 	}

@@ -26,6 +26,7 @@ type metrics struct {
 	fireDeferred   prometheus.Counter
 	misfireSkipped prometheus.Counter
 	expired        prometheus.Counter
+	chainRefused   prometheus.Counter
 	lateness       prometheus.Histogram
 	callback       prometheus.Histogram
 	wheelSize      prometheus.Gauge
@@ -88,6 +89,8 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_fires_deferred_total", Help: "Fire starts postponed because the dispatcher backlog was full."}),
 		misfireSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
+		chainRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_chain_children_refused_total", Help: "Children of chains not created: their body was no longer valid at the parent's finish, or their id was taken."}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_tasks_expired_total", Help: "Final tasks deleted, with their executions, once their retention passed."}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -157,7 +160,7 @@ func newMetrics(g gauges) *metrics {
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
-	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped, m.expired,
+	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped, m.expired, m.chainRefused,
 		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.fsyncs, m.startLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),

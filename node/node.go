@@ -35,6 +35,7 @@ type Node struct {
 	store   *storage.Store
 	writer  *writer
 	loop    *loop
+	chain   *chainOutbox // creates the children of chains (chain.go)
 	disp    *dispatch.Dispatcher
 	metrics *metrics
 	api     *httpapi.Server  // the HTTP API (api.go)
@@ -83,6 +84,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
 		ids: newIDFilter(minIDFilter), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
+	n.chain = newChainOutbox(n)
 	var err error
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
@@ -217,6 +219,7 @@ func (n *Node) Start() error {
 		replicate: replicate,
 		log:       n.log,
 		now:       n.now,
+		chain:     n.chain,
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {
@@ -259,6 +262,11 @@ func (n *Node) Start() error {
 	}
 	n.disp.Start()
 	go wr.run()
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		n.chain.run(n.stopBG)
+	}()
 	go lp.run()
 	if n.cluster != nil {
 		go n.ship.Run()

@@ -38,6 +38,9 @@ type syncGroup struct {
 	ops   []request
 	wakes []wakeChange
 	jobs  []*dispatch.Job
+	// chains: parents whose pending children go to the chain outbox once
+	// the group is committed (claimed, chain.go).
+	chains []*storage.Task
 	// applied: the slots' seqs this group committed at their current
 	// epoch, for the ownership machine.
 	applied []slots.Event
@@ -65,6 +68,9 @@ type writerDeps struct {
 	replicate func([]replication.Msg, *replication.Wait)
 	log       *slog.Logger
 	now       func() time.Time
+	// chain is the chain outbox (chain.go); nil: chains are not created
+	// (writer tests).
+	chain *chainOutbox
 }
 
 type writer struct {
@@ -90,8 +96,11 @@ type writer struct {
 	quarantined map[string]struct{}
 	dirty       chan struct{} // cap 1: fire-only groups await an idle sync
 	hot         hotCache      // encoded records of tasks waking soon
-	linger      *time.Timer   // bounds how long completions wait for company
-	repl        writerRepl    // replication state (writer_repl.go)
+	// chainAfter holds the parents whose last outbox try left children
+	// to try again: not before then (chain.go).
+	chainAfter map[string]int64
+	linger     *time.Timer // bounds how long completions wait for company
+	repl       writerRepl  // replication state (writer_repl.go)
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
@@ -123,6 +132,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		quarantined: make(map[string]struct{}),
 		dirty:       make(chan struct{}, 1),
 		hot:         hotCache{m: make(map[string][]byte)},
+		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
 	}
 }
@@ -423,7 +433,13 @@ func (w *writer) finish(g *syncGroup) {
 	if g.err != nil {
 		// Nothing of the group is known to be durable: fire nothing. The
 		// records keep their previous state on disk and the loader finds them.
+		for _, p := range g.chains {
+			w.chain.release(p.ID)
+		}
 		return
+	}
+	if len(g.chains) > 0 {
+		w.chain.enqueue(g.chains)
 	}
 	if len(g.wakes) > 0 {
 		w.notify(g.wakes)

@@ -62,6 +62,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		if !w.active(t.Slot) {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
+		w.claimChildren(g, t, op.now)
 		if w.isRunning(t) {
 			continue // an attempt is at the dispatcher; its result re-files the task
 		}
@@ -143,6 +144,10 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	case finishRetry:
 		w.metrics.retries.Inc()
+	case finishSuccess, finishFailed:
+		// The chain's children are recorded with the outcome, in the
+		// same write: they replicate with it (chain.go).
+		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, ex.Result)
 	}
 	b.AppendExecution(t, ex)
 	w.put(b, g, t, prev, op.now)

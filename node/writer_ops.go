@@ -22,6 +22,7 @@ const (
 	opResume                      // resume one task
 	opTrigger                     // queue one extra fire of one task
 	opBackfill                    // queue the fires of a range of one task's occurrences
+	opChild                       // create a chain's child unless it was created (chain.go); waits for the followers like a create
 	opFire                        // start fires of expired wheel entries (internal)
 	opDone                        // apply one attempt's result (internal)
 	opReplica                     // apply replicated messages as a follower (internal, acked)
@@ -33,6 +34,7 @@ const (
 	opSums                        // read slots' positions and checksums, after the group's commit (internal, answered at once)
 	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
 	opRetry                       // fire one failed task again now
+	opChainDone                   // drop a parent's settled pending children (internal, chain.go)
 )
 
 // writeOp is what every request to the writer shares, whatever its kind.
@@ -54,7 +56,7 @@ type request interface{ op() *writeOp }
 
 func (o *writeOp) op() *writeOp { return o }
 
-// tasksOp is opCreate and opPut (writer_tasks.go).
+// tasksOp is opCreate, opPut and opChild (writer_tasks.go).
 type tasksOp struct {
 	writeOp
 	tasks []*storage.Task // the new records; nil: refused by validation
@@ -170,6 +172,8 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 		return w.applyFire(b, g, r)
 	case *doneOp:
 		return w.applyDone(b, g, r)
+	case *chainDoneOp:
+		return w.applyChainDone(b, g, r)
 	case *replicaOp:
 		return w.applyReplica(b, g, r)
 	case *persistOp:

@@ -77,11 +77,20 @@ func (w *writer) getForCreate(id string) (*storage.Task, error) {
 
 // wakeOf is the wake time the loop should file t under: none while an
 // attempt of it is at the dispatcher (its result re-files it).
+// Pending children (chain.go) count unless they are at the outbox, and not
+// before their retry time.
 func (w *writer) wakeOf(t *storage.Task) int64 {
 	if w.isRunning(t) {
 		return 0
 	}
-	return t.Wake()
+	wake := t.FireWake()
+	if len(t.Children) > 0 && (w.chain == nil || !w.chain.isBusy(t.ID)) {
+		c := max(t.Children[0].At, w.chainAfter[t.ID])
+		if wake == 0 || c < wake {
+			wake = c
+		}
+	}
+	return wake
 }
 
 // isRunning reports whether t's in-flight attempt is at the dispatcher.
@@ -145,7 +154,11 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 		}
 		var prev int64
 		if old != nil {
-			if op.kind == opCreate {
+			if op.kind == opChild && old.ParentFire == t.ParentFire {
+				op.out[i] = old // created before (a repeat): acknowledged, not created twice
+				continue
+			}
+			if op.kind == opCreate || op.kind == opChild {
 				op.errs[i] = errExists
 				continue
 			}
@@ -159,6 +172,10 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 			t.SkippedFires = old.SkippedFires
 			t.LastFire = old.LastFire
 			t.Version = old.Version
+			// The children of its finished fires are still created, and
+			// a chain's child stays linked to its parent.
+			t.Children = old.Children
+			t.ParentID, t.ParentFire = old.ParentID, old.ParentFire
 		} else {
 			op.created[i] = true
 			if w.ids.add(t.ID) {

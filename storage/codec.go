@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -14,17 +15,20 @@ import (
 //	Task      [1, ID, Slot, Spec, Status, NextDue, FireSeq, Inflight|nil,
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
 //	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
-//	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt]
+//	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt, ParentID,
+//	           ParentFire, Children|nil]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
-//	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet]
+//	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet,
+//	           OnSuccess|nil, OnFailure|nil]   (each an array of bin)
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	Backfill  [Next, To, Left, At]
+//	PendingChild [ID, Seq, Index, Failure, At, Body, Result]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
 //	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
-//	           Error, Result|nil]
+//	           Error, Result|nil, Children|nil]
 //
 // The leading 1 is the record's format version (taskFormat,
 // executionFormat); nested structs have none and follow their record's.
@@ -60,12 +64,13 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 22
-	specFields      = 22
+	taskFields      = 25
+	specFields      = 24
 	inflightFields  = 7
 	lastFireFields  = 7
 	backfillFields  = 4
-	executionFields = 9
+	executionFields = 10
+	childFields     = 7
 )
 
 func appendTask(b []byte, t *Task) []byte {
@@ -92,6 +97,52 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendBackfill(b, t.Backfill)
 	b = appendInt(b, t.FinishedAt)
 	b = appendInt(b, t.ExpireAt)
+	b = appendStr(b, t.ParentID)
+	b = appendStr(b, t.ParentFire)
+	b = appendChildren(b, t.Children)
+	return b
+}
+
+func appendChildren(b []byte, cs []PendingChild) []byte {
+	if cs == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		b = appendArrayHeader(b, childFields)
+		b = appendStr(b, c.ID)
+		b = appendUint(b, c.Seq)
+		b = appendInt(b, int64(c.Index))
+		b = appendBool(b, c.Failure)
+		b = appendInt(b, c.At)
+		b = appendBin(b, c.Body)
+		b = appendBin(b, c.Result)
+	}
+	return b
+}
+
+// appendBins appends v as an array of bin; nil v is nil.
+func appendBins(b []byte, v [][]byte) []byte {
+	if v == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, len(v))
+	for _, p := range v {
+		b = appendBin(b, p)
+	}
+	return b
+}
+
+// appendStrs appends v as an array of str; nil v is nil.
+func appendStrs(b []byte, v []string) []byte {
+	if v == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, len(v))
+	for _, s := range v {
+		b = appendStr(b, s)
+	}
 	return b
 }
 
@@ -119,6 +170,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendInt(b, s.MaxCatchup)
 	b = appendInt(b, s.RetentionMs)
 	b = appendBool(b, s.RetentionSet)
+	b = appendBins(b, s.OnSuccess)
+	b = appendBins(b, s.OnFailure)
 	return b
 }
 
@@ -175,6 +228,7 @@ func appendExecution(b []byte, e *Execution) []byte {
 	b = appendInt(b, int64(e.StatusCode))
 	b = appendStr(b, e.Error)
 	b = appendBin(b, e.Result)
+	b = appendStrs(b, e.Children)
 	return b
 }
 
@@ -277,7 +331,92 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.ExpireAt = r.int64()
 	}
+	if field(&n) {
+		t.ParentID = r.str()
+	}
+	if field(&n) {
+		t.ParentFire = r.str()
+	}
+	if field(&n) {
+		t.Children = r.children()
+	}
 	r.skip(n, 0)
+}
+
+// children reads the pending children; nil reads as nil.
+func (r *reader) children() []PendingChild {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	if n > len(r.b)/childFields {
+		// Each child is an array of childFields elements, a byte each at
+		// least: a longer list cannot be in the input (and must not size
+		// the allocation).
+		r.fail(fmt.Errorf("%d pending children in %d bytes", n, len(r.b)))
+		return nil
+	}
+	cs := make([]PendingChild, n)
+	for i := range cs {
+		m, isNil := r.arrayLen()
+		if r.err != nil {
+			return nil
+		}
+		if isNil {
+			r.fail(errors.New("a pending child is nil"))
+			return nil
+		}
+		c := &cs[i]
+		if field(&m) {
+			c.ID = r.str()
+		}
+		if field(&m) {
+			c.Seq = r.uint(math.MaxUint64)
+		}
+		if field(&m) {
+			c.Index = r.int()
+		}
+		if field(&m) {
+			c.Failure = r.bool()
+		}
+		if field(&m) {
+			c.At = r.int64()
+		}
+		if field(&m) {
+			c.Body = r.bytes()
+		}
+		if field(&m) {
+			c.Result = r.bytes()
+		}
+		r.skip(m, 0)
+	}
+	return cs
+}
+
+// bins reads an array of bin (or str); nil reads as nil.
+func (r *reader) bins() [][]byte {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	v := make([][]byte, n)
+	for i := range v {
+		v[i] = r.bytes()
+	}
+	return v
+}
+
+// strs reads an array of str (or bin); nil reads as nil.
+func (r *reader) strs() []string {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	v := make([]string, n)
+	for i := range v {
+		v[i] = r.str()
+	}
+	return v
 }
 
 func (r *reader) spec(s *Spec) {
@@ -350,6 +489,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.RetentionSet = r.bool()
+	}
+	if field(&n) {
+		s.OnSuccess = r.bins()
+	}
+	if field(&n) {
+		s.OnFailure = r.bins()
 	}
 	r.skip(n, 0)
 }
@@ -463,6 +608,9 @@ func (r *reader) execution(e *Execution) {
 	}
 	if field(&n) {
 		e.Result = r.bytes()
+	}
+	if field(&n) {
+		e.Children = r.strs()
 	}
 	r.skip(n, 0)
 }

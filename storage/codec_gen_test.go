@@ -152,7 +152,51 @@ func (g recordGen) spec() Spec {
 		MaxCatchup:   g.int64(),
 		RetentionMs:  g.int64(),
 		RetentionSet: g.r.UintN(2) == 1,
+		OnSuccess:    g.bins(),
+		OnFailure:    g.bins(),
 	}
+}
+
+func (g recordGen) bins() [][]byte {
+	switch g.r.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return [][]byte{}
+	}
+	v := make([][]byte, 1+g.r.IntN(4))
+	for i := range v {
+		v[i] = g.bytes()
+	}
+	return v
+}
+
+func (g recordGen) strs() []string {
+	switch g.r.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return []string{}
+	}
+	v := make([]string, 1+g.r.IntN(4))
+	for i := range v {
+		v[i] = g.str()
+	}
+	return v
+}
+
+func (g recordGen) children() []PendingChild {
+	switch g.r.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return []PendingChild{}
+	}
+	v := make([]PendingChild, 1+g.r.IntN(4))
+	for i := range v {
+		v[i] = PendingChild{ID: g.str(), Seq: g.uint64(), Index: g.int(), Failure: g.oneIn(2), At: g.int64(), Body: g.bytes(), Result: g.bytes()}
+	}
+	return v
 }
 
 func (g recordGen) inflight() *Inflight {
@@ -209,6 +253,9 @@ func (g recordGen) task() *Task {
 		Backfill:     g.backfill(),
 		FinishedAt:   g.int64(),
 		ExpireAt:     g.int64(),
+		ParentID:     g.str(),
+		ParentFire:   g.str(),
+		Children:     g.children(),
 	}
 }
 
@@ -229,5 +276,6 @@ func (g recordGen) execution() *Execution {
 		StatusCode: g.int(),
 		Error:      g.str(),
 		Result:     g.bytes(),
+		Children:   g.strs(),
 	}
 }

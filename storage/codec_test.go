@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0016",             // array16 of 22
+			"dc0019",             // array16 of 25
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0016",             // Spec: array16 of 22
+			"dc0018",             // Spec: array16 of 24
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -192,6 +192,8 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 //   MaxCatchup
 			"00",                 //   RetentionMs
 			"c2",                 //   RetentionSet false
+			"c0",                 //   OnSuccess nil
+			"c0",                 //   OnFailure nil
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -217,9 +219,12 @@ func TestRecordGolden(t *testing.T) {
 			"c0",                 // Backfill nil
 			"00",                 // FinishedAt
 			"00",                 // ExpireAt
+			"a0",                 // ParentID ""
+			"a0",                 // ParentFire ""
+			"c0",                 // Children nil
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
-			"99",         // fixarray of 9
+			"9a",         // fixarray of 10
 			"01",         // format version
 			"a3613a32",   // FireID "a:2"
 			"ce00011170", // DueAt 70000
@@ -229,6 +234,7 @@ func TestRecordGolden(t *testing.T) {
 			"cd01f7",     // StatusCode 503
 			"a178",       // Error "x"
 			"c0",         // Result nil
+			"c0",         // Children nil
 		}},
 	}
 	for _, tt := range tests {
@@ -604,7 +610,7 @@ func TestStoreRoundTripRandom(t *testing.T) {
 	for i := range 50 {
 		tk := g.task()
 		tk.ID, tk.Slot, tk.HistSeq = fmt.Sprintf("rt-%d", i), uint16(i%7), 0
-		tk.Inflight, tk.Triggers, tk.Backfill, tk.Status = nil, nil, nil, StatusDone // wake 0: no due key
+		tk.Inflight, tk.Triggers, tk.Backfill, tk.Children, tk.Status = nil, nil, nil, nil, StatusDone // wake 0: no due key
 		var es []Execution
 		for range i % 4 {
 			e := g.execution()

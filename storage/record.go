@@ -161,6 +161,26 @@ type Spec struct {
 	// from the request, or an older record) the node's default applies.
 	RetentionMs  int64 `msgpack:"rt,omitempty"`
 	RetentionSet bool  `msgpack:"rs,omitempty"`
+	// OnSuccess and OnFailure are the task's chains (API.md "Chains"): the
+	// bodies of the tasks to create when one of its fires finishes with
+	// that outcome, each the compact JSON of a create body as validated
+	// when the task was written. nil = none.
+	OnSuccess [][]byte `msgpack:"os,omitempty"`
+	OnFailure [][]byte `msgpack:"of,omitempty"`
+}
+
+// PendingChild is a child of a finished fire that is still to be created
+// (API.md "Chains"): written with the fire's outcome, removed once the
+// child's owner acknowledged its creation. The chain outbox (node/chain.go)
+// creates it; its id is fixed, so a repeat finds it created.
+type PendingChild struct {
+	ID      string `msgpack:"i"` // the child's id
+	Seq     uint64 `msgpack:"s"` // the parent's fire sequence
+	Index   int    `msgpack:"x"` // its index in on_success or on_failure
+	Failure bool   `msgpack:"f"` // from on_failure (else on_success)
+	At      int64  `msgpack:"a"` // when the parent's fire finished: the child's delay_ms counts from it
+	Body    []byte `msgpack:"b"` // the child's create body (compact JSON)
+	Result  []byte `msgpack:"r"` // the parent's response body (kept part), for payload_from_parent
 }
 
 // Inflight is the persisted intent of a fire that has started and not
@@ -232,6 +252,15 @@ type Task struct {
 	SkippedFires uint64    `msgpack:"sk"`           // missed occurrences dropped by max_catchup under misfire fire_all
 	Backfill     *Backfill `msgpack:"bf,omitempty"` // the pending backfill, if any
 
+	// ParentID and ParentFire link a task created by a chain to its
+	// parent and the parent's fire (fire id); "" for any other task.
+	ParentID   string `msgpack:"pi,omitempty"`
+	ParentFire string `msgpack:"pf,omitempty"`
+	// Children are the children of finished fires still to be created, in
+	// the order they were due; nil = none. While there are any, the
+	// task's wake is the first one's At (WakeChildren).
+	Children []PendingChild `msgpack:"ch,omitempty"`
+
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
 	// and Replaces, kept by copies. It lets PutTask and DeleteTask keep
@@ -244,6 +273,16 @@ type Task struct {
 // trigger and (while scheduled) the next due time. The due index is keyed by
 // this value.
 func (t *Task) Wake() int64 {
+	w := t.FireWake()
+	if len(t.Children) > 0 && (w == 0 || t.Children[0].At < w) {
+		w = t.Children[0].At
+	}
+	return w
+}
+
+// FireWake is Wake without the pending children: when the task next needs
+// a fire started, or its expiry.
+func (t *Task) FireWake() int64 {
 	if t.Inflight != nil {
 		if t.Inflight.NextAttemptAt != 0 {
 			return t.Inflight.NextAttemptAt
@@ -260,7 +299,7 @@ func (t *Task) Wake() int64 {
 	if t.Backfill != nil && (w == 0 || t.Backfill.At < w) {
 		w = t.Backfill.At
 	}
-	if w == 0 && len(t.Triggers) == 0 && t.ExpireAt > 0 && t.Status.Final() {
+	if w == 0 && len(t.Triggers) == 0 && len(t.Children) == 0 && t.ExpireAt > 0 && t.Status.Final() {
 		w = t.ExpireAt
 	}
 	return w
@@ -276,6 +315,9 @@ type Execution struct {
 	StatusCode int    `msgpack:"c"`
 	Error      string `msgpack:"x,omitempty"`
 	Result     []byte `msgpack:"r,omitempty"`
+	// Children are the ids of the tasks the fire's chain creates
+	// (on_success or on_failure), on the execution that finished the fire.
+	Children []string `msgpack:"ch,omitempty"`
 }
 
 // Failed reports whether the attempt failed: an error (no answer, timeout,

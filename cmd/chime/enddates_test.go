@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -38,6 +39,27 @@ func TestImportEndDates(t *testing.T) {
 		}
 		if q.EndAt != tt.wantEnd || q.MaxRuns != tt.wantMaxRuns {
 			t.Errorf("%s: end_at %q max_runs %d, want %q %d", tt.line, q.EndAt, q.MaxRuns, tt.wantEnd, tt.wantMaxRuns)
+		}
+	}
+}
+
+// TestImportChains: an exported task's on_success and on_failure go into
+// the import's create request as exported.
+func TestImportChains(t *testing.T) {
+	line := `{"id":"p","callback_url":"http://x/","every_ms":1000,"status":"scheduled","next_due_at":"2030-01-01T00:00:00Z",` +
+		`"on_success":[{"callback_url":"http://x/a","delay_ms":5}],"on_failure":[{"callback_url":"http://x/b","delay_ms":0,"payload_from_parent":true}]}`
+	var r exportRecord
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatal(err)
+	}
+	q, err := importRequestOf(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(q)
+	for _, want := range []string{`"on_success":[{"callback_url":"http://x/a","delay_ms":5}]`, `"on_failure":[{"callback_url":"http://x/b","delay_ms":0,"payload_from_parent":true}]`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("import request %s lacks %s", out, want)
 		}
 	}
 }

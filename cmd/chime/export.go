@@ -43,6 +43,8 @@ type exportRecord struct {
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
+	OnSuccess   []json.RawMessage `json:"on_success,omitempty"`
+	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -206,6 +208,8 @@ type importRequest struct {
 	EndAt       string            `json:"end_at,omitempty"`
 	MaxRuns     int64             `json:"max_runs,omitempty"`
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
+	OnSuccess   []json.RawMessage `json:"on_success,omitempty"`
+	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -238,7 +242,8 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	}
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
-		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs}
+		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs,
+		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure}
 	if r.MaxRuns > 0 {
 		// A re-created task counts its runs from 0: it gets the runs left.
 		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)

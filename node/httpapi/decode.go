@@ -49,6 +49,13 @@ type TaskRequest struct {
 	// "paused", so that `chime import` can restore a paused task without a
 	// window in which it could fire.
 	Status string `json:"status,omitempty"`
+	// OnSuccess and OnFailure are the task's chains (API.md "Chains"):
+	// task bodies created when a fire finishes with that outcome.
+	OnSuccess []json.RawMessage `json:"on_success,omitempty"`
+	OnFailure []json.RawMessage `json:"on_failure,omitempty"`
+	// PayloadFromParent (a task in a chain only): its payload is its
+	// parent's response body.
+	PayloadFromParent *bool `json:"payload_from_parent,omitempty"`
 
 	// decoded is set by decodeTaskRequest: Payload is known to be valid
 	// JSON and scheduleKeys is meaningful.
@@ -56,6 +63,9 @@ type TaskRequest struct {
 	// scheduleKeys lists the schedule fields (delay_ms, due_at, every_ms,
 	// cron) given with a non-null value, in body order.
 	scheduleKeys []string
+	// chainURLs are the callback URLs of the chains' tasks, all levels,
+	// with their fields (validateChains).
+	chainURLs []chainURL
 }
 
 // DSTRequest is the dst object of a task request: each member "" = default.
@@ -140,6 +150,7 @@ var requestFieldTypes = map[string]string{
 	"max_retries": "an integer", "misfire": "a string", "max_fails": "an integer", "labels": "an object of strings",
 	"end_at": "an RFC 3339 string", "max_runs": "an integer", "max_catchup": "an integer", "retention_ms": "an integer",
 	"status": "a string", "dst": "an object", "dst.gap": "a string", "dst.overlap": "a string",
+	"on_success": "an array of task objects", "on_failure": "an array of task objects", "payload_from_parent": "a boolean",
 }
 
 // syntaxError reports why data is not one valid JSON value.
@@ -196,6 +207,10 @@ func scanRequestKeys(data []byte) ([]string, *Error) {
 			if c != 'n' {
 				return Invalid("dst", "must be an object such as {\"gap\":\"shift\",\"overlap\":\"first\"}")
 			}
+		case "on_success", "on_failure":
+			if c != '[' && c != 'n' {
+				return Invalid(f.name, "must be an array of task objects")
+			}
 		case "headers", "labels":
 			if c == '{' {
 				limit := maxLabels
@@ -224,7 +239,8 @@ type requestField struct {
 // requestFields indexes the request fields by JSON name.
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
-		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup", "retention_ms"}
+		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup", "retention_ms",
+		"on_success", "on_failure", "payload_from_parent"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}

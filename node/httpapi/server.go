@@ -174,6 +174,7 @@ type Handlers struct {
 	SlotDebug    http.HandlerFunc // GET /internal/v1/slots/{slot}
 	Member       http.HandlerFunc // GET /internal/v1/member
 	InternalKeys http.HandlerFunc // POST /internal/v1/keys
+	Chain        http.HandlerFunc // POST /internal/v1/chain
 }
 
 // Server is the HTTP API of one node.
@@ -242,6 +243,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /internal/v1/slots/{slot}", orNotFound(h.SlotDebug))
 	mux.HandleFunc("GET /internal/v1/member", orNotFound(h.Member))
 	mux.HandleFunc("POST /internal/v1/keys", orNotFound(h.InternalKeys))
+	mux.HandleFunc("POST /internal/v1/chain", orNotFound(h.Chain))
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
 	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks:retry", "/v1/executions", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {

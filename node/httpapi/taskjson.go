@@ -49,6 +49,9 @@ type TaskResponse struct {
 	MaxRuns     int64             `json:"max_runs,omitempty"`
 	MaxCatchup  int               `json:"max_catchup,omitempty"`
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
+	// OnSuccess and OnFailure are the task's chains as given (compact).
+	OnSuccess []json.RawMessage `json:"on_success,omitempty"`
+	OnFailure []json.RawMessage `json:"on_failure,omitempty"`
 
 	Slot      uint16  `json:"slot"`
 	Status    string  `json:"status"`
@@ -68,6 +71,12 @@ type TaskResponse struct {
 	ExpiresAt  string            `json:"expires_at,omitempty"`
 	Owner      string            `json:"owner,omitempty"`
 	LastFire   *LastFireResponse `json:"last_fire,omitempty"`
+	// ParentID and ParentFireID link a task a chain created to its parent
+	// and the parent's fire. PendingChildren are the ids of the children
+	// of this task's finished fires still being created.
+	ParentID        string   `json:"parent_id,omitempty"`
+	ParentFireID    string   `json:"parent_fire_id,omitempty"`
+	PendingChildren []string `json:"pending_children,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
@@ -108,6 +117,9 @@ type ExecutionResponse struct {
 	StatusCode int    `json:"status_code"`
 	Error      string `json:"error,omitempty"`
 	Result     string `json:"result,omitempty"`
+	// Children are the ids of the tasks the fire's chain created, on the
+	// execution that finished the fire (API.md "Chains").
+	Children []string `json:"children,omitempty"`
 }
 
 // taskResponse renders t, served by the node named owner. The response
@@ -178,6 +190,11 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 		r.FinishedAt = formatInstant(t.FinishedAt)
 		r.ExpiresAt = formatInstant(t.ExpireAt)
 	}
+	r.OnSuccess, r.OnFailure = rawList(s.OnSuccess), rawList(s.OnFailure)
+	r.ParentID, r.ParentFireID = t.ParentID, t.ParentFire
+	for _, c := range t.Children {
+		r.PendingChildren = append(r.PendingChildren, c.ID)
+	}
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{
 			FireID:     lf.FireID,
@@ -203,7 +220,20 @@ func executionResponse(e *storage.Execution) ExecutionResponse {
 		StatusCode: e.StatusCode,
 		Error:      e.Error,
 		Result:     resultText(e.Result),
+		Children:   e.Children,
 	}
+}
+
+// rawList returns stored JSON bodies as raw messages (nil for none).
+func rawList(bodies [][]byte) []json.RawMessage {
+	if len(bodies) == 0 {
+		return nil
+	}
+	out := make([]json.RawMessage, len(bodies))
+	for i, b := range bodies {
+		out[i] = b
+	}
+	return out
 }
 
 // formatInstant renders Unix nanoseconds as RFC 3339 in UTC with up to nine

@@ -100,10 +100,15 @@ const MaxRetention = schedule.MaxSpan
 // looked for in field order, and within headers and labels the smallest
 // offending key is reported, so the answer is deterministic.
 //
-// validate does not modify r. The returned Spec shares Payload, Headers and
-// Labels with r.
+// validate modifies r only to note its chains' callback URLs (chainURLs).
+// The returned Spec shares Payload, Headers and Labels with r.
 func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec, *Error) {
-	lim = lim.withDefaults()
+	return r.validateAt(now, lim.withDefaults(), 0)
+}
+
+// validateAt is validate of a task at depth in a chain (0: the request's
+// own task; API.md "Chains"). lim has its defaults.
+func (r *TaskRequest) validateAt(now time.Time, lim Limits, depth int) (string, storage.Spec, *Error) {
 	id := r.ID
 	if id == "" {
 		id = ulid.Make().String()
@@ -187,6 +192,9 @@ func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec,
 		spec.RetentionMs, spec.RetentionSet = *r.RetentionMs, true
 	}
 	if _, e := r.initialStatus(); e != nil {
+		return "", storage.Spec{}, e
+	}
+	if e := r.validateChains(now, lim, depth, &spec); e != nil {
 		return "", storage.Spec{}, e
 	}
 	return id, spec, nil
