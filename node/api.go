@@ -253,6 +253,10 @@ func (a api) CountDue(q storage.DueCountQuery) (storage.DueCounts, error) {
 	return a.n.store.CountDue(a.n.view.Load().Owns, q)
 }
 
+// DueVersion is the store's writes plus the view's sequence: both only
+// grow, so the sum changes whenever either does.
+func (a api) DueVersion() uint64 { return a.n.store.Writes() + a.n.view.Load().Seq }
+
 func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error {
 	return a.n.store.ScanTasks(from, f)
 }

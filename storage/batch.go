@@ -328,6 +328,7 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 // bumpDue marks the slots whose due keys b set as possibly holding due
 // keys, after the commit (dueMarks). A failed commit marks them too.
 func (b *Batch) bumpDue() {
+	b.s.writes.Add(1)
 	for _, s := range b.dueSlots {
 		b.s.due.bump(s)
 	}

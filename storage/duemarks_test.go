@@ -170,3 +170,22 @@ func TestScanDueMarksConcurrent(t *testing.T) {
 		t.Fatalf("after concurrent scans found %d entries, want %d", len(found), len(want))
 	}
 }
+
+// TestWrites: every commit and slot drop counts, reads do not.
+func TestWrites(t *testing.T) {
+	s := openMem(t, Options{})
+	w0 := s.Writes()
+	put(t, s, newTask(3, "a", 10))
+	if w := s.Writes(); w != w0+1 {
+		t.Fatalf("after a put: %d writes, want %d", w, w0+1)
+	}
+	if _, err := s.Get(3, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropSlot(3); err != nil {
+		t.Fatal(err)
+	}
+	if w := s.Writes(); w != w0+2 {
+		t.Fatalf("after a read and a drop: %d writes, want %d", w, w0+2)
+	}
+}

@@ -91,7 +91,9 @@ type Store struct {
 	// without a lock on the hot path.
 	state atomic.Int64
 	// due is the superset of the slots that may hold due keys (duemarks.go).
-	due       *dueMarks
+	due *dueMarks
+	// writes counts the commits and slot drops (Writes).
+	writes    atomic.Uint64
 	drained   chan struct{} // closed when closing and no operation is in flight
 	drainOnce sync.Once
 	closeOnce sync.Once
@@ -327,8 +329,14 @@ func (s *Store) DropSlot(slot uint16) (err error) {
 		return fmt.Errorf("storage: drop slot %d: %w", slot, err)
 	}
 	s.sums.m[slot] = Checksum{}
+	s.writes.Add(1)
 	return nil
 }
+
+// Writes counts the batches committed and the slots dropped so far (failed
+// attempts too): a reader that saw the same count twice saw no write in
+// between (GET /v1/stats/due reuses a count while it stands).
+func (s *Store) Writes() uint64 { return s.writes.Load() }
 
 // Stats is a snapshot of storage gauges for metrics and the dashboard.
 type Stats struct {

@@ -170,7 +170,9 @@ const dueCacheSlack = 10 * time.Second
 
 // dueCache runs one count at a time (a count visits up to DueScanKeys
 // keys: many dashboards must not scan side by side) and keeps the last
-// count of each shape for dueCacheSlack.
+// count of each shape, which answers while nothing was written and no new
+// view came (Backend.DueVersion) and its window started within
+// dueCacheSlack of the one asked for.
 type dueCache struct {
 	mu   sync.Mutex
 	last map[dueShape]dueCached
@@ -182,18 +184,18 @@ type dueShape struct {
 }
 
 type dueCached struct {
-	from int64
-	row  DueNode
+	from    int64
+	version uint64
+	row     DueNode
 }
 
 // localDue counts this node's owned slots over [from, from+hours h), or
-// answers a count of the same shape whose window started within
-// dueCacheSlack of from.
+// answers an unchanged count (dueCache).
 func (s *Server) localDue(from int64, hours int, bySlot bool) (DueNode, error) {
 	s.due.mu.Lock()
 	defer s.due.mu.Unlock()
-	k := dueShape{hours, bySlot}
-	if c, ok := s.due.last[k]; ok && from-c.from < int64(dueCacheSlack) && c.from-from < int64(dueCacheSlack) {
+	k, v := dueShape{hours, bySlot}, s.b.DueVersion()
+	if c, ok := s.due.last[k]; ok && c.version == v && from-c.from < int64(dueCacheSlack) && c.from-from < int64(dueCacheSlack) {
 		return c.row, nil
 	}
 	row, err := s.countDue(from, hours, bySlot)
@@ -203,7 +205,7 @@ func (s *Server) localDue(from int64, hours int, bySlot bool) (DueNode, error) {
 	if s.due.last == nil {
 		s.due.last = make(map[dueShape]dueCached)
 	}
-	s.due.last[k] = dueCached{from: from, row: row}
+	s.due.last[k] = dueCached{from: from, version: v, row: row}
 	return row, nil
 }
 

@@ -143,8 +143,9 @@ func TestDueInternal(t *testing.T) {
 }
 
 // TestDueCountsShared: one count answers the requests of the same shape
-// whose windows start within dueCacheSlack of it (every open dashboard
-// asks every 30 s); a later window, or another shape, counts again.
+// whose windows start within dueCacheSlack of it while nothing was written
+// (every open dashboard asks every 30 s); a later window, another shape or
+// a write counts again.
 func TestDueCountsShared(t *testing.T) {
 	f := newFake()
 	s := New(Config{Name: "n1", Clustered: true}, f)
@@ -152,15 +153,23 @@ func TestDueCountsShared(t *testing.T) {
 	for i, c := range []struct {
 		q     string
 		count int // CountDue calls so far
+		write bool
 	}{
-		{"at=5&hours=2", 1},
-		{"at=5&hours=2", 1},
-		{fmt.Sprintf("at=%d&hours=2", 5+9*sec), 1},
-		{"at=5&hours=3", 2},
-		{"at=5&hours=2&by=slot", 3},
-		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4},
-		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4},
+		{"at=5&hours=2", 1, false},
+		{"at=5&hours=2", 1, false},
+		{fmt.Sprintf("at=%d&hours=2", 5+9*sec), 1, false},
+		{"at=5&hours=3", 2, false},
+		{"at=5&hours=2&by=slot", 3, false},
+		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4, false},
+		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 4, false},
+		{fmt.Sprintf("at=%d&hours=2", 5+11*sec), 5, true},
+		{fmt.Sprintf("at=%d&hours=2", 5+12*sec), 5, false},
 	} {
+		if c.write {
+			f.mu.Lock()
+			f.dueVer++
+			f.mu.Unlock()
+		}
 		w := httptest.NewRecorder()
 		s.ServeHTTP(w, httptest.NewRequest("GET", "http://localhost:7070/internal/v1/stats/due?"+c.q, nil))
 		if w.Code != 200 || len(f.dueQ) != c.count {

@@ -77,6 +77,10 @@ type Backend interface {
 	// CountDue counts the due index of the slots the node owns
 	// (the store's CountDue): GET /v1/stats/due.
 	CountDue(q storage.DueCountQuery) (storage.DueCounts, error)
+	// DueVersion changes whenever what CountDue counts may have: a write
+	// to the store or a new view (GET /v1/stats/due reuses a count while
+	// it stands).
+	DueVersion() uint64
 	// ScanTasks calls f with the stored tasks from position from on, in
 	// key order (slot, then id), until f returns false.
 	ScanTasks(from storage.Position, f func(*storage.Task) bool) error

@@ -39,6 +39,7 @@ type fake struct {
 	execMore bool
 	dueQ     []storage.DueCountQuery // CountDue's queries
 	due      storage.DueCounts       // CountDue's answer
+	dueVer   uint64                  // DueVersion's answer
 }
 
 func newFake() *fake {
@@ -176,6 +177,12 @@ func (f *fake) Executions(ctx context.Context, id string, limit int) ([]storage.
 		return nil, err
 	}
 	return []storage.Execution{{FireID: "f1", Attempt: 1, StatusCode: 200}}[:min(limit, 1)], nil
+}
+
+func (f *fake) DueVersion() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.dueVer
 }
 
 func (f *fake) CountDue(q storage.DueCountQuery) (storage.DueCounts, error) {
