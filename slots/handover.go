@@ -305,12 +305,14 @@ func (m *Machine) handOverRelease(s Slot, x string) {
 func (m *Machine) onOfferAsked(ev OfferAsked) {
 	s, si := ev.Slot, &m.slots[ev.Slot]
 	if ev.Epoch != si.epoch || si.role == RoleOwner || si.role == RoleSealing || si.wasOwner ||
-		si.takeFrom != "" || si.grantor || si.releasedTo != "" || !m.alive(ev.From) {
+		si.takeFrom != "" || si.grantor || si.releasedTo != "" || !m.alive(ev.From) || !m.inTable(m.cfg.Self) {
 		// A node that holds a grant or a release of its own acts on it
 		// (promotes, or hands over at its target's offer): two holders
 		// offering to each other would hand the epoch over twice (sim
 		// seed 1227: each held a release to the other, from owner
-		// heartbeats that named a different follower each time).
+		// heartbeats that named a different follower each time). Nor
+		// does a node outside the table (draining): it would take the
+		// epoch and drop it (sim seed 5854).
 		return
 	}
 	if !si.synced {

@@ -79,7 +79,7 @@ func (m *Machine) advance(s Slot) {
 			// epoch, so that it promotes or hands the slot to its new owner.
 			m.offer(s, si.grantee)
 		}
-		if x := si.releasedTo; m.ticking && owner == self && m.releaseDue(s, x) && m.alive(x) && !m.now.Before(si.askedAt.Add(m.cfg.Lease)) {
+		if x := si.releasedTo; m.ticking && owner == self && m.releaseDue(s, x) && m.alive(x) && m.inTable(x) && !m.now.Before(si.askedAt.Add(m.cfg.Lease)) {
 			// Our owner died while we held its release to x, and our
 			// table gives us the slot: x takes the epoch at its offer (we
 			// import it from x afterwards), but it offers only for a slot
