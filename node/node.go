@@ -52,6 +52,7 @@ type Node struct {
 
 	dash       *dashboard.Dashboard // the live dashboard's snapshots and timeline
 	hosts      *dispatch.HostStats
+	breakers   *dispatch.Breakers // nil: Config.Breaker.Off
 	ids        *idFilter
 	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
 	stopBG     chan struct{}
@@ -83,6 +84,9 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
 		ids: newIDFilter(minIDFilter), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
+	if !cfg.Breaker.Off {
+		n.breakers = dispatch.NewBreakers(cfg.Breaker)
+	}
 	var err error
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
@@ -217,6 +221,12 @@ func (n *Node) Start() error {
 		replicate: replicate,
 		log:       n.log,
 		now:       n.now,
+		breakers:  n.breakers,
+		circuitEvent: func(kind, text string) {
+			if n.dash != nil {
+				n.dash.Note(kind, text)
+			}
+		},
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {

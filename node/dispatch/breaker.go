@@ -120,6 +120,7 @@ const (
 	CircuitUnchanged CircuitChange = iota
 	CircuitOpened
 	CircuitClosedAgain // it was open or half-open and a success closed it
+	CircuitProbeFailed // the probe failed: open again, the next probe later (NextProbe)
 )
 
 // IsOutage reports whether r counts as a failure for the breaker: a
@@ -278,6 +279,7 @@ func (b *Breakers) Record(host string, id AttemptID, now time.Time, failed bool)
 		if c.state == CircuitHalfOpen && id == c.probe {
 			c.interval = min(2*c.interval, b.cfg.ProbeMax)
 			c.state, c.nextProbe, c.probe = CircuitOpen, now.Add(c.interval), AttemptID{}
+			return CircuitProbeFailed
 		}
 		return CircuitUnchanged
 	}
@@ -305,6 +307,17 @@ func (b *Breakers) evictLocked(now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// NextProbe returns when host's open circuit lets its next probe go (zero
+// when it is not open).
+func (b *Breakers) NextProbe(host string) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c := b.c[host]; c != nil && c.state == CircuitOpen {
+		return c.nextProbe
+	}
+	return time.Time{}
 }
 
 // SetHeld records how many fires the node holds for host (for Circuits).

@@ -55,18 +55,18 @@ func TestBreakerSteps(t *testing.T) {
 			{at: 4 * time.Second, op: "ask", id: 1, allow: false, retry: 5 * time.Second},
 			{at: 5 * time.Second, op: "ask", id: 1, allow: true, state: CircuitHalfOpen},
 			{at: 5 * time.Second, op: "ask", id: 2, allow: false, retry: 65 * time.Second},
-			{at: 6 * time.Second, op: "fail", id: 2, state: CircuitHalfOpen}, // not the probe
-			{at: 6 * time.Second, op: "fail", id: 1, state: CircuitOpen},    // the probe: next in 10 s
+			{at: 6 * time.Second, op: "fail", id: 2, state: CircuitHalfOpen},                         // not the probe
+			{at: 6 * time.Second, op: "fail", id: 1, change: CircuitProbeFailed, state: CircuitOpen}, // the probe: next in 10 s
 			{at: 15 * time.Second, op: "ask", id: 2, allow: false, retry: 16 * time.Second},
 			{at: 16 * time.Second, op: "ask", id: 2, allow: true, state: CircuitHalfOpen},
-			{at: 16 * time.Second, op: "fail", id: 2, state: CircuitOpen}, // 20 s
+			{at: 16 * time.Second, op: "fail", id: 2, change: CircuitProbeFailed, state: CircuitOpen}, // 20 s
 			{at: 36 * time.Second, op: "ask", id: 3, allow: true},
-			{at: 36 * time.Second, op: "fail", id: 3}, // 40 s
+			{at: 36 * time.Second, op: "fail", id: 3, change: CircuitProbeFailed}, // 40 s
 			{at: 76 * time.Second, op: "ask", id: 4, allow: true},
-			{at: 76 * time.Second, op: "fail", id: 4}, // 60 s, the cap
+			{at: 76 * time.Second, op: "fail", id: 4, change: CircuitProbeFailed}, // 60 s, the cap
 			{at: 135 * time.Second, op: "ask", id: 5, allow: false, retry: 136 * time.Second},
 			{at: 136 * time.Second, op: "ask", id: 5, allow: true},
-			{at: 136 * time.Second, op: "fail", id: 5}, // still 60 s
+			{at: 136 * time.Second, op: "fail", id: 5, change: CircuitProbeFailed}, // still 60 s
 			{at: 196 * time.Second, op: "ask", id: 6, allow: true},
 			{at: 197 * time.Second, op: "ok", id: 6, change: CircuitClosedAgain, state: CircuitClosed},
 			{at: 197 * time.Second, op: "ask", id: 7, allow: true},
