@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -146,13 +147,23 @@ func TestBreakerOutage(t *testing.T) {
 		t.Errorf("breaker on: delivered twice %v, early %v, attempt gaps %v", on.deliveredTwice, on.earlyHits, on.attemptsGapped)
 	}
 	delivered := map[string]bool{}
+	var closed, last time.Time // the first success (the probe that closes the circuit), the last
 	for _, h := range on.hits {
 		if !h.At.Before(on.recover) {
 			delivered[h.TaskID] = true
+			if closed.IsZero() {
+				closed = h.At
+			}
+			last = h.At
 		}
 	}
 	if len(delivered) != breakerTasks {
 		t.Errorf("breaker on: %d tasks delivered after the recovery, want %d", len(delivered), breakerTasks)
+	}
+	// The held fires are released as the circuit closes, ramped (10 in the
+	// first second, 20 in the next, …): not at their next probe time.
+	if last.Sub(closed) > 4*time.Second || last.Sub(closed) < time.Second {
+		t.Errorf("breaker on: deliveries from %v to %v after t0: want the held ones released over 1-4 s", closed.Sub(on.t0), last.Sub(on.t0))
 	}
 	cb := on.statsDuring.Callbacks
 	if cb.Breaker != "on" || len(cb.Circuits) != 1 || cb.Circuits[0].State == "closed" || cb.Circuits[0].Held == 0 ||
@@ -182,3 +193,78 @@ func TestBreakerOutage(t *testing.T) {
 		t.Errorf("breaker off: early %v", off.earlyHits)
 	}
 }
+
+// TestBreakerHeldSurvivesRestart: fires held by an open circuit are not
+// written anywhere: their records stay due, so a node stopped while it
+// holds them fires every one after its restart (the breaker starts
+// closed), none early, each delivered once.
+func TestBreakerHeldSurvivesRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		var up atomicBool
+		rcv.setRespond(func(hit, int) int {
+			if up.get() {
+				return 200
+			}
+			return 503
+		})
+		tn := startNode(t, nil)
+		t0 := time.Now().Truncate(time.Second).Add(time.Second)
+		const n = 30
+		for i := range n {
+			due := t0.Add(time.Duration(i) * 200 * time.Millisecond).UTC().Format(time.RFC3339Nano)
+			body := fmt.Sprintf(`{"id":"r%02d","callback_url":%q,"due_at":%q,"max_retries":3}`, i, rcv.url("/cb"), due)
+			if code := tn.do(t, "POST", "/v1/tasks", body, nil); code != 201 {
+				t.Fatalf("create: %d", code)
+			}
+		}
+		time.Sleep(time.Until(t0.Add(8 * time.Second)))
+		var st statsCallbacks
+		if code := tn.do(t, "GET", "/v1/stats", nil, &st); code != 200 || len(st.Callbacks.Circuits) != 1 || st.Callbacks.Circuits[0].Held == 0 {
+			t.Fatalf("stats before the stop: %d %+v, want an open circuit holding fires", code, st.Callbacks)
+		}
+		stopped := time.Now()
+		tn.stop(t)
+		up.set(true)
+		tn = restartNode(t, tn.cfg)
+		hs := rcv.waitHits(t, 60*time.Second, func(hs []hit) bool {
+			ok := map[string]bool{}
+			for _, h := range hs {
+				if !h.At.Before(stopped) {
+					ok[h.TaskID] = true
+				}
+			}
+			return len(ok) == n
+		})
+		time.Sleep(20 * time.Second) // a repeat would come by now
+		hs = rcv.hits()
+		seen := map[string]int{}
+		for _, h := range hs {
+			if h.At.Before(h.Due) {
+				t.Errorf("%s sent %v before its due time", h.FireID, h.Due.Sub(h.At))
+			}
+			if !h.At.Before(stopped) {
+				seen[h.TaskID]++
+			}
+		}
+		for id, c := range seen {
+			if c != 1 {
+				t.Errorf("%s delivered %d times after the restart, want 1", id, c)
+			}
+		}
+		for i := range n {
+			var got map[string]any
+			if code := tn.do(t, "GET", fmt.Sprintf("/v1/tasks/r%02d", i), nil, &got); code != 200 || got["status"] != "done" {
+				t.Errorf("r%02d: %d %v, want done", i, code, got["status"])
+			}
+		}
+	})
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) get() bool  { b.mu.Lock(); defer b.mu.Unlock(); return b.v }
+func (b *atomicBool) set(v bool) { b.mu.Lock(); b.v = v; b.mu.Unlock() }
