@@ -20,6 +20,7 @@ type breakerOutage struct {
 	status          map[string]string
 	statsDuring     statsCallbacks // GET /v1/stats at t0+15s
 	metricsDuring   string         // /metrics at t0+15s
+	dashDuring      []string       // the dashboard's callback table at t0+15s: "host circuit held"
 	metricsAfter    string         // /metrics at the end
 	circuitEvents   []string       // the dashboard timeline's circuit events
 	outageAttempts  int            // hits before recover
@@ -70,6 +71,13 @@ func runBreakerOutage(t *testing.T, off bool) *breakerOutage {
 		t.Fatalf("stats: %d", code)
 	}
 	out.metricsDuring = tn.metricsText(t)
+	if snap, err := tn.Dashboard().Snapshot(context.Background()); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, h := range snap.Hosts {
+			out.dashDuring = append(out.dashDuring, fmt.Sprintf("%s %s %d", h.Host, h.Circuit, h.Held))
+		}
+	}
 	time.Sleep(time.Until(out.t0.Add(150 * time.Second)))
 	out.metricsAfter = tn.metricsText(t)
 	snap, err := tn.Dashboard().Snapshot(context.Background())
@@ -178,6 +186,13 @@ func TestBreakerOutage(t *testing.T) {
 		if strings.HasPrefix(l, "chime_callback_circuit_open{") && !strings.HasSuffix(l, " 0") {
 			t.Errorf("breaker on: after the recovery: %s, want 0", l)
 		}
+	}
+	if len(on.dashDuring) != 1 || !strings.Contains(on.dashDuring[0], " open ") && !strings.Contains(on.dashDuring[0], " half_open ") ||
+		strings.HasSuffix(on.dashDuring[0], " 0") {
+		t.Errorf("breaker on: dashboard callback table during the outage %q, want the host open with fires held", on.dashDuring)
+	}
+	if len(off.dashDuring) != 1 || strings.Contains(off.dashDuring[0], "open") {
+		t.Errorf("breaker off: dashboard callback table during the outage %q, want no circuit", off.dashDuring)
 	}
 	if len(on.circuitEvents) != 2 || !strings.Contains(on.circuitEvents[0], "opened") || !strings.Contains(on.circuitEvents[1], "closed") {
 		t.Errorf("breaker on: timeline circuit events %q, want one opening then one closing", on.circuitEvents)
