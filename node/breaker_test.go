@@ -15,19 +15,18 @@ import (
 // one-shot tasks (max_retries 3) due every 500 ms from t0. It returns the
 // hits, t0 and the recovery time, and the tasks' final statuses.
 type breakerOutage struct {
-	hits            []hit
-	t0, recover     time.Time
-	status          map[string]string
-	statsDuring     statsCallbacks // GET /v1/stats at t0+15s
-	metricsDuring   string         // /metrics at t0+15s
-	dashDuring      []string       // the dashboard's callback table at t0+15s: "host circuit held"
-	metricsAfter    string         // /metrics at the end
-	circuitEvents   []string       // the dashboard timeline's circuit events
-	outageAttempts  int            // hits before recover
-	deliveredTwice  []string
-	earlyHits       []string
-	attemptsGapped  []string
-	deliveredBefore []string // a 2xx before the recovery (impossible)
+	hits           []hit
+	t0, recover    time.Time
+	status         map[string]string
+	statsDuring    statsCallbacks // GET /v1/stats at t0+15s
+	metricsDuring  string         // /metrics at t0+15s
+	dashDuring     []string       // the dashboard's callback table at t0+15s: "host circuit held"
+	metricsAfter   string         // /metrics at the end
+	circuitEvents  []string       // the dashboard timeline's circuit events
+	outageAttempts int            // hits before recover
+	deliveredTwice []string
+	earlyHits      []string
+	attemptsGapped []string
 }
 
 type statsCallbacks struct {
@@ -242,7 +241,7 @@ func TestBreakerHeldSurvivesRestart(t *testing.T) {
 		tn.stop(t)
 		up.set(true)
 		tn = restartNode(t, tn.cfg)
-		hs := rcv.waitHits(t, 60*time.Second, func(hs []hit) bool {
+		rcv.waitHits(t, 60*time.Second, func(hs []hit) bool {
 			ok := map[string]bool{}
 			for _, h := range hs {
 				if !h.At.Before(stopped) {
@@ -252,7 +251,7 @@ func TestBreakerHeldSurvivesRestart(t *testing.T) {
 			return len(ok) == n
 		})
 		time.Sleep(20 * time.Second) // a repeat would come by now
-		hs = rcv.hits()
+		hs := rcv.hits()
 		seen := map[string]int{}
 		for _, h := range hs {
 			if h.At.Before(h.Due) {
