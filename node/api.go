@@ -264,7 +264,19 @@ func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error 
 // Stats is GET /v1/stats.
 func (a api) Stats() (*health.Stats, error) {
 	n := a.n
-	return n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.reg)
+	st, err := n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.reg)
+	if err != nil {
+		return nil, err
+	}
+	st.Callbacks = health.Callbacks{Breaker: "off", Circuits: []health.Circuit{}}
+	if n.breakers != nil {
+		st.Callbacks.Breaker = "on"
+		for _, c := range n.breakers.Circuits() {
+			st.Callbacks.Circuits = append(st.Callbacks.Circuits, health.Circuit{
+				Host: c.Host, State: c.State, Held: c.Held, OpenedAt: c.OpenedAt, NextProbeAt: c.NextProbe})
+		}
+	}
+	return st, nil
 }
 
 func (a api) Readiness() (bool, string, []string) {

@@ -90,6 +90,12 @@ type Config struct {
 	// Dispatch configures the callback dispatcher.
 	Dispatch DispatchConfig
 
+	// Breaker configures the circuit breaker per callback host
+	// (dispatch.BreakerConfig; zero fields take their defaults, Off
+	// disables it): while a host fails, its fires are held instead of
+	// attempted.
+	Breaker dispatch.BreakerConfig
+
 	// WriteQueue is how many API write requests may wait for the writer.
 	// Beyond it the API answers 429 instead of queueing without bound.
 	WriteQueue int
@@ -209,6 +215,9 @@ func (c *Config) Validate() error {
 	check(c.OverdueAfter >= time.Second, "node: OverdueAfter %v is below 1s", c.OverdueAfter)
 	check(c.Limits.MaxPayloadBytes > 0 && c.Limits.MaxBatchTasks > 0 && c.Limits.MaxBodyBytes > 0, "node: Limits must be positive")
 	check(c.Dispatch.Concurrency > 0 && c.Dispatch.PerHost > 0 && c.Dispatch.MaxQueued > 0, "node: Dispatch limits must be positive")
+	if err := c.Breaker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Dispatch.ValidateTrust(); err != nil {
 		errs = append(errs, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/dispatch"
 )
 
 // TestConfigValidateName: a node needs a name its peers accept.
@@ -37,6 +39,29 @@ func TestConfigValidateRetention(t *testing.T) {
 		c.Retention = tc.d
 		if err := c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("Retention %v: Validate() = %v, want ok %v", tc.d, err, tc.ok)
+		}
+	}
+}
+
+// TestConfigValidateBreaker: the node refuses a breaker configuration
+// that does not make sense; zero fields and Off are fine.
+func TestConfigValidateBreaker(t *testing.T) {
+	for _, tc := range []struct {
+		b  dispatch.BreakerConfig
+		ok bool
+	}{
+		{dispatch.BreakerConfig{}, true},
+		{dispatch.BreakerConfig{Off: true}, true},
+		{dispatch.DefaultBreakerConfig(), true},
+		{dispatch.BreakerConfig{FailureRatio: 2}, false},
+		{dispatch.BreakerConfig{MinAttempts: -1}, false},
+		{dispatch.BreakerConfig{Probe: time.Minute, ProbeMax: time.Second}, false},
+	} {
+		c := DefaultConfig()
+		c.InMemory = true
+		c.Breaker = tc.b
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("Breaker %+v: Validate() = %v, want ok %v", tc.b, err, tc.ok)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -21,7 +22,7 @@ import (
 // Start opens them: events noted from then on are on the timeline.
 func newDashboard(n *Node) *dashboard.Dashboard {
 	return dashboard.New(dashboard.Config{
-		Name: n.cfg.Name, HTTPAddr: n.cfg.HTTPAddr, Now: n.now, Hosts: n.hosts,
+		Name: n.cfg.Name, HTTPAddr: n.cfg.HTTPAddr, Now: n.now, Hosts: n.hosts, Circuits: n.circuits,
 		Insecure: n.cfg.Cluster != nil && n.cfg.Cluster.Insecure,
 	}, dashSource{n})
 }
@@ -138,4 +139,13 @@ func callbackAuthority(u string) string {
 		return u[:len(u)-len(rest)+i]
 	}
 	return u
+}
+
+// circuits returns the node's callback circuits that are not closed, for
+// the dashboard; nil when the breaker is off.
+func (n *Node) circuits() []dispatch.CircuitInfo {
+	if n.breakers == nil {
+		return nil
+	}
+	return n.breakers.Circuits()
 }

@@ -176,6 +176,14 @@ const maxResultBytes = 512
 // drift; a fire that started late enough to be "missed" under misfire
 // fire_once resumes at the first occurrence after now.
 func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) (*storage.Execution, finishResult) {
+	return finishAttempt(t, r, now, rnd, false)
+}
+
+// finishAttempt is finishFire; spare says the attempt was a circuit
+// breaker's probe that failed (dispatch.CircuitProbeFailed): it does not
+// spend one of the fire's retries, so a plain failure is retried whatever
+// the attempt number (the outage's probes never exhaust a task).
+func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand, spare bool) (*storage.Execution, finishResult) {
 	inf := t.Inflight
 	if inf == nil || inf.Seq != r.Job.Seq || inf.Attempt != r.Job.Attempt {
 		return nil, finishStale
@@ -196,7 +204,7 @@ func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) 
 	}
 	// Only a plain failure is retried: gone and denied (a refused callback
 	// address: retrying cannot help, and must not dial it) end the fire.
-	if r.Outcome == dispatch.OutcomeFailure && inf.Attempt <= t.Spec.MaxRetries {
+	if r.Outcome == dispatch.OutcomeFailure && (inf.Attempt <= t.Spec.MaxRetries || spare) {
 		inf.NextAttemptAt = now + int64(schedule.Backoff(inf.Attempt, r.RetryAfter, rnd))
 		return ex, finishRetry
 	}

@@ -56,6 +56,12 @@ type metrics struct {
 	// fire failed without being sent).
 	callbacksDenied *prometheus.CounterVec
 	deniedDial      prometheus.Counter
+	// circuitOpen (0/1) and circuitHeld are the circuit breaker's state
+	// and held fires per callback host (scheme://host:port), for the hosts
+	// whose circuit has opened at least once.
+	circuitOpen  *prometheus.GaugeVec
+	circuitHeld  *prometheus.GaugeVec
+	circuitHolds prometheus.Counter
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -156,6 +162,15 @@ func newMetrics(g gauges) *metrics {
 	m.deniedDial = m.callbacksDenied.WithLabelValues("dial")
 	m.callbacksDenied.WithLabelValues("create")
 	reg.MustRegister(m.callbacksDenied)
+	m.circuitOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "chime_callback_circuit_open", Help: "1 while the circuit breaker of the callback host (scheme://host:port) is open or half-open (its fires are held), 0 once it closed again; only hosts whose circuit has opened."},
+		[]string{"host"})
+	m.circuitHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "chime_callback_circuit_held", Help: "Fires held (not attempted, no retry spent) by the open circuit of the callback host."},
+		[]string{"host"})
+	m.circuitHolds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_callback_circuit_holds_total", Help: "Fire starts held back by an open circuit (a fire held across several probe times counts each time)."})
+	reg.MustRegister(m.circuitOpen, m.circuitHeld, m.circuitHolds)
 	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs, m.internalRejected)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")

@@ -53,6 +53,7 @@ type Node struct {
 
 	dash       *dashboard.Dashboard // the live dashboard's snapshots and timeline
 	hosts      *dispatch.HostStats
+	breakers   *dispatch.Breakers // nil: Config.Breaker.Off
 	ids        *idFilter
 	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
 	stopBG     chan struct{}
@@ -85,6 +86,9 @@ func New(cfg Config) (*Node, error) {
 		ids: newIDFilter(minIDFilter), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	n.chain = newChainOutbox(n)
+	if !cfg.Breaker.Off {
+		n.breakers = dispatch.NewBreakers(cfg.Breaker)
+	}
 	var err error
 	if n.policy, err = dispatch.NewPolicy(cfg.Dispatch.CallbackAllow, cfg.Dispatch.CallbackDeny, cfg.Dispatch.CallbackDenyPrivate); err != nil {
 		return nil, err // Validate has reported it already
@@ -220,6 +224,12 @@ func (n *Node) Start() error {
 		log:       n.log,
 		now:       n.now,
 		chain:     n.chain,
+		breakers:  n.breakers,
+		circuitEvent: func(kind, text string) {
+			if n.dash != nil {
+				n.dash.Note(kind, text)
+			}
+		},
 	}, seed)
 	n.disp = dispatch.New(n.cfg.Dispatch, dispatch.Deps{
 		OnResult: func(r dispatch.Result) {

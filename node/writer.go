@@ -71,6 +71,11 @@ type writerDeps struct {
 	// chain is the chain outbox (chain.go); nil: chains are not created
 	// (writer tests).
 	chain *chainOutbox
+	// breakers is the circuit breaker per callback host (nil: off), and
+	// circuitEvent notes its openings and closings on the dashboard's
+	// timeline (nil: nowhere). writer_breaker.go.
+	breakers     *dispatch.Breakers
+	circuitEvent func(kind, text string)
 }
 
 type writer struct {
@@ -104,6 +109,7 @@ type writer struct {
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
+	held      heldFires // fires held by an open circuit (writer_breaker.go)
 }
 
 func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {

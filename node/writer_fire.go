@@ -71,6 +71,16 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.metrics.fireDeferred.Inc()
 			continue
 		}
+		// A host whose circuit is open: the fire starts on a copy, so
+		// that a held one leaves the record as it was.
+		var host string
+		if w.breakers != nil {
+			if host = dispatch.HostKey(t.Spec.CallbackURL); w.breakers.Gating(host) {
+				t = cloneTask(t)
+			} else {
+				host = ""
+			}
+		}
 		prev := t.Wake()
 		switch beginFire(t, op.now, int64(w.cfg.MisfireGrace)) {
 		case startNothing:
@@ -89,6 +99,12 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.put(b, g, t, prev, op.now)
 			n++
 			continue
+		}
+		if host != "" {
+			if ok, at := w.gate(host, t, prev, op.now); !ok {
+				g.wakes = append(g.wakes, wakeChange{t.ID, at})
+				continue
+			}
 		}
 		if t.Inflight.Attempt == 1 {
 			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
@@ -118,6 +134,10 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	}
 	w.metrics.observeResult(r)
+	spare := false
+	if w.breakers != nil {
+		spare = w.recordCircuit(g, r, op.now)
+	}
 	host := callbackHost(r.Job.URL) // one redaction for both keys
 	w.hosts.Observe(host, host+callbackPath(r.Job.URL), r.FinishedAt.Sub(r.StartedAt))
 	if err != nil {
@@ -135,7 +155,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	}
 	prev := t.Wake()
-	ex, fr := finishFire(t, r, op.now, w.rnd)
+	ex, fr := finishAttempt(t, r, op.now, w.rnd, spare)
 	switch fr {
 	case finishStale:
 		// Replaced while its callback ran: the new definition is filed

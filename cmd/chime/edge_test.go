@@ -78,6 +78,10 @@ func TestEdgeServeRefuses(t *testing.T) {
 		}, "--read-token needs --api-token"},
 		{"read token flag and file", []string{"--http-addr", "127.0.0.1:0", "--api-token", "a", "--read-token", "x", "--read-token-file", tokenFile}, noEnv, "both given"},
 		{"max-conns 0", []string{"--http-addr", "127.0.0.1:0", "--max-conns", "0"}, noEnv, "--max-conns 0"},
+		{"breaker maybe", []string{"--http-addr", "127.0.0.1:0", "--breaker", "maybe"}, noEnv, `--breaker "maybe": want on or off`},
+		{"breaker ratio 1.5", []string{"--http-addr", "127.0.0.1:0", "--breaker-failure-ratio", "1.5"}, noEnv, "FailureRatio must be in (0, 1]"},
+		{"breaker probe over max", []string{"--http-addr", "127.0.0.1:0", "--breaker-probe", "2m", "--breaker-probe-max", "1m"}, noEnv, "ProbeMax (1m0s) must be >= Probe (2m0s)"},
+		{"breaker min attempts 0", []string{"--http-addr", "127.0.0.1:0", "--breaker-min-attempts", "0"}, noEnv, "must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node"
+	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/tlsconf"
 	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
@@ -55,6 +56,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	fs.IntVar(&cfg.Dispatch.Concurrency, "concurrency", cfg.Dispatch.Concurrency, "callbacks in flight overall")
 	fs.IntVar(&cfg.Dispatch.PerHost, "per-host", cfg.Dispatch.PerHost, "callbacks in flight per callback host")
 	fs.IntVar(&cfg.Dispatch.MaxQueued, "dispatch-queue", cfg.Dispatch.MaxQueued, "callbacks waiting for a worker before creates get 429")
+	breaker := fs.String("breaker", "on", "circuit breaker per callback host: on or off (off: every due fire is attempted, whatever the host's failures)")
+	bdef := dispatch.DefaultBreakerConfig()
+	fs.DurationVar(&cfg.Breaker.Window, "breaker-window", bdef.Window, "circuit breaker: the rolling window a host's attempts are counted over")
+	fs.IntVar(&cfg.Breaker.MinAttempts, "breaker-min-attempts", bdef.MinAttempts, "circuit breaker: attempts in the window before a host's circuit may open")
+	fs.Float64Var(&cfg.Breaker.FailureRatio, "breaker-failure-ratio", bdef.FailureRatio, "circuit breaker: share of attempts failed (connection error, timeout, 5xx) at which the circuit opens, in (0, 1]")
+	fs.DurationVar(&cfg.Breaker.Probe, "breaker-probe", bdef.Probe, "circuit breaker: wait before the first probe of an open circuit; doubles after each failed probe")
+	fs.DurationVar(&cfg.Breaker.ProbeMax, "breaker-probe-max", bdef.ProbeMax, "circuit breaker: longest wait between probes")
 	fs.IntVar(&cfg.WriteQueue, "write-queue", cfg.WriteQueue, "API writes waiting for the writer before 429")
 	fs.IntVar(&cfg.HistoryLimit, "history", cfg.HistoryLimit, "execution records kept per task")
 	var tf trustFlags
@@ -86,6 +94,19 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	if cfg.ReadToken != "" && cfg.APIToken == "" {
 		return fmt.Errorf("serve: %w", errReadTokenAlone)
+	}
+	switch *breaker {
+	case "on":
+	case "off":
+		cfg.Breaker.Off = true
+	default:
+		return fmt.Errorf("serve: --breaker %q: want on or off", *breaker)
+	}
+	if err := cfg.Breaker.Validate(); err != nil {
+		return fmt.Errorf("serve: --breaker-*: %w", err)
+	}
+	if cfg.Breaker.Window <= 0 || cfg.Breaker.MinAttempts <= 0 || cfg.Breaker.FailureRatio <= 0 || cfg.Breaker.Probe <= 0 || cfg.Breaker.ProbeMax <= 0 {
+		return errors.New("serve: --breaker-window, --breaker-min-attempts, --breaker-failure-ratio, --breaker-probe and --breaker-probe-max must be positive")
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("serve: --max-conns %d: want at least 1", *maxConns)

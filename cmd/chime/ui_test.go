@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/chime-scheduler/chime/node"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ui"
@@ -189,6 +190,61 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Run("three-node cluster", func(t *testing.T) { testCluster(t, browser) })
 	t.Run("five members with token", func(t *testing.T) { testFiveMembers(t, browser) })
 	t.Run("failures", func(t *testing.T) { testFailures(t, browser) })
+	t.Run("circuit", func(t *testing.T) { testCircuit(t, browser) })
+}
+
+// testCircuit: a callback host whose circuit breaker opened shows in the
+// callback table as open with its held fires, and the opening is in the
+// timeline.
+func testCircuit(t *testing.T, browser context.Context) {
+	d := startDashNodeWith(t, "chime-circuit", func(c *node.Config) {
+		c.Breaker.MinAttempts, c.Breaker.Probe, c.Breaker.ProbeMax = 5, time.Hour, time.Hour // stays open
+	})
+	failing := d.srv.URL + "/v1/test/callback?status=500"
+	create := func(id string) {
+		if code := postJSON(t, d.srv.URL+"/v1/tasks", map[string]any{
+			"id": id, "delay_ms": 1, "max_retries": 0, "callback_url": failing}, nil); code != http.StatusCreated {
+			t.Fatalf("create %s = %d, want 201", id, code)
+		}
+	}
+	var st struct {
+		Callbacks struct {
+			Circuits []struct {
+				State string `json:"state"`
+				Held  int    `json:"held"`
+			} `json:"circuits"`
+		} `json:"callbacks"`
+	}
+	wait := func(what string, cond func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			getJSON(t, d.srv.URL+"/v1/stats", &st)
+			if cond() {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10s: %+v", what, st.Callbacks)
+			}
+		}
+	}
+	for i := range 5 {
+		create(fmt.Sprintf("cb-fail-%d", i))
+	}
+	wait("the circuit opens", func() bool { return len(st.Callbacks.Circuits) == 1 })
+	for i := range 3 {
+		create(fmt.Sprintf("cb-held-%d", i))
+	}
+	wait("3 fires held", func() bool { return len(st.Callbacks.Circuits) == 1 && st.Callbacks.Circuits[0].Held == 3 })
+	tb := newTab(t, browser)
+	tb.do(t, "open the dashboard", chromedp.Navigate(d.srv.URL+"/ui/"))
+	row := `[...document.querySelectorAll('#hosts tbody tr')].find((r) => r.cells[6] && r.cells[6].textContent === 'open')`
+	waitJS(t, tb, "the open circuit in the callback table", row+` !== undefined`)
+	if held := eval[string](t, tb, row+`.cells[7].textContent`); held != "3" {
+		t.Errorf("held %q, want 3", held)
+	}
+	waitJS(t, tb, "the opening in the timeline", `[...document.querySelectorAll('#events li')].some((li) => li.textContent.includes('circuit of ') && li.textContent.includes('opened'))`)
+	if p := tb.problems(nil); len(p) > 0 {
+		t.Errorf("console errors:\n%s", strings.Join(p, "\n"))
+	}
 }
 
 // testFailures: a task whose callback fails shows in the Failures view

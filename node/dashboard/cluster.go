@@ -43,6 +43,9 @@ type MemberAnswer struct {
 	// Stalled are the slots it owns that have not fired for
 	// --overdue-after (the safety net).
 	Stalled []uint16 `json:"stalled,omitempty"`
+	// Circuits are its callback circuits that are not closed (the
+	// circuit breaker).
+	Circuits []dispatch.CircuitInfo `json:"circuits,omitempty"`
 }
 
 // peerAnswer is a member's last good answer and when it arrived.
@@ -61,7 +64,7 @@ func (d *Dashboard) Member(ctx context.Context) (*MemberAnswer, error) {
 	under, importing, stalled := d.src.SlotHealth()
 	return &MemberAnswer{MemberSnapshot: row, Wheel: &heat, Hosts: d.cfg.Hosts.Hists(hostsShared),
 		URLs:            d.cfg.Hosts.URLHists(hostsShared),
-		UnderReplicated: under, Importing: importing, Stalled: stalled}, nil
+		UnderReplicated: under, Importing: importing, Stalled: stalled, Circuits: d.circuits()}, nil
 }
 
 // clusterSnapshot fills snap's members, slot table, wheel and hosts from
@@ -70,8 +73,9 @@ func (d *Dashboard) Member(ctx context.Context) (*MemberAnswer, error) {
 // for its row in parallel, each within memberFetchTimeout; a member that
 // does not answer, or is dead or left, keeps its last good row (or an
 // empty one), marked Stale. The wheel heatmap and callback latencies add
-// up those of the live members.
-func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSnapshot, snap *Snapshot) {
+// up those of the live members; it returns the live members' circuits
+// that are not closed (for markCircuits).
+func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSnapshot, snap *Snapshot) [][]dispatch.CircuitInfo {
 	members := v.Members
 	fresh := make([]*MemberAnswer, len(members))
 	errs := make([]error, len(members))
@@ -136,6 +140,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 	hosts := [][]dispatch.HostHist{d.cfg.Hosts.Hists(hostsShared)}
 	urls := [][]dispatch.HostHist{d.cfg.Hosts.URLHists(hostsShared)}
 	hasSelf := false
+	var circuits [][]dispatch.CircuitInfo
 	for i, m := range members {
 		var row MemberSnapshot
 		switch p, ok := known[m.Name]; {
@@ -153,6 +158,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 				}
 				hosts = append(hosts, p.ans.Hosts)
 				urls = append(urls, p.ans.URLs)
+				circuits = append(circuits, p.ans.Circuits)
 			}
 		default:
 			row = MemberSnapshot{Stale: true, TasksStored: -1, State: m.State}
@@ -173,6 +179,7 @@ func (d *Dashboard) clusterSnapshot(ctx context.Context, v *View, self MemberSna
 	snap.Wheel = mergeWheels(wheels)
 	snap.Hosts = dispatch.MergeHosts(10, hosts...)
 	snap.URLs = dispatch.MergeHosts(10, urls...)
+	return circuits
 }
 
 // fetchMember asks member m for its row, signed, within memberFetchTimeout.

@@ -85,6 +85,9 @@ type Config struct {
 	// Hosts is the callback latency per host, which the node's dispatcher
 	// feeds.
 	Hosts *dispatch.HostStats
+	// Circuits returns the node's callback circuits that are not closed
+	// (the circuit breaker); nil: none (the breaker is off).
+	Circuits func() []dispatch.CircuitInfo
 }
 
 // heatmap parameters: 60 one-minute buckets, refreshed at most every 15 s,
@@ -184,9 +187,11 @@ func (d *Dashboard) Snapshot(ctx context.Context) (*Snapshot, error) {
 		Hosts:        d.cfg.Hosts.Top(10),
 		URLs:         d.cfg.Hosts.TopURLs(10),
 	}
+	circuits := [][]dispatch.CircuitInfo{d.circuits()}
 	if v != nil {
-		d.clusterSnapshot(ctx, v, self, snap)
+		circuits = append(circuits, d.clusterSnapshot(ctx, v, self, snap)...)
 	}
+	snap.Hosts = markCircuits(snap.Hosts, circuits...)
 	return snap, nil
 }
 
@@ -317,4 +322,57 @@ func (d *Dashboard) heatmap(ctx context.Context, now time.Time) WheelHeatmap {
 		h.Truncated = true
 	}
 	return h
+}
+
+// circuits returns this node's circuits that are not closed.
+func (d *Dashboard) circuits() []dispatch.CircuitInfo {
+	if d.cfg.Circuits == nil {
+		return nil
+	}
+	return d.cfg.Circuits()
+}
+
+// markCircuits sets the circuit state and held count of the hosts whose
+// circuit is not closed on some member (open wins over half_open; held
+// fires add up), and adds such hosts missing from the top. The circuits'
+// hosts are dispatch.HostKey's, the latency table's may carry redacted
+// credentials: they are matched by HostKey.
+func markCircuits(hosts []HostLatency, lists ...[]dispatch.CircuitInfo) []HostLatency {
+	type agg struct {
+		state string
+		held  int
+	}
+	by := map[string]*agg{}
+	var order []string
+	for _, l := range lists {
+		for _, c := range l {
+			a := by[c.Host]
+			if a == nil {
+				a = &agg{state: c.State}
+				by[c.Host] = a
+				order = append(order, c.Host)
+			}
+			if c.State == "open" {
+				a.state = "open"
+			}
+			a.held += c.Held
+		}
+	}
+	if len(by) == 0 {
+		return hosts
+	}
+	seen := map[string]bool{}
+	for i := range hosts {
+		k := dispatch.HostKey(hosts[i].Host)
+		if a := by[k]; a != nil {
+			hosts[i].Circuit, hosts[i].Held = a.state, a.held
+			seen[k] = true
+		}
+	}
+	for _, h := range order {
+		if !seen[h] {
+			hosts = append(hosts, HostLatency{Host: h, Circuit: by[h].state, Held: by[h].held})
+		}
+	}
+	return hosts
 }

@@ -120,6 +120,11 @@ type HostLatency struct {
 	P50Ms float64 `json:"p50_ms"`
 	P90Ms float64 `json:"p90_ms"`
 	P99Ms float64 `json:"p99_ms"`
+	// Circuit and Held are set by the dashboard for a host whose circuit
+	// breaker is not closed: its state (open, half_open) and the fires
+	// held (Breakers.Circuits).
+	Circuit string `json:"circuit,omitempty"`
+	Held    int    `json:"held,omitempty"`
 }
 
 // Top returns the n hosts with the most callbacks, most first.

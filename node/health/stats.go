@@ -28,6 +28,25 @@ type Stats struct {
 	StalledSlots []uint16       `json:"stalled_slots,omitempty"`
 	StallReasons map[string]int `json:"stall_reasons,omitempty"`
 	Degraded     []string       `json:"degraded,omitempty"`
+	// Callbacks is the circuit breaker per callback host: whether it is
+	// on, and the circuits not closed (open: fires held until the next
+	// probe; half_open: a probe in flight).
+	Callbacks Callbacks `json:"callbacks"`
+}
+
+// Callbacks is Stats.Callbacks.
+type Callbacks struct {
+	Breaker  string    `json:"breaker"` // on, off
+	Circuits []Circuit `json:"circuits"`
+}
+
+// Circuit is one callback host's circuit that is not closed.
+type Circuit struct {
+	Host        string    `json:"host"`  // scheme://host:port
+	State       string    `json:"state"` // open, half_open
+	Held        int       `json:"held"`  // fires held, waiting for the circuit to close
+	OpenedAt    time.Time `json:"opened_at"`
+	NextProbeAt time.Time `json:"next_probe_at,omitzero"` // open: when the next probe may go
 }
 
 // Stats reads g's metrics into a Stats of node (up for uptime, ready or

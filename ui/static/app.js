@@ -954,13 +954,15 @@
   // ---------- hosts ----------
 
   function renderHosts(hosts) {
-    renderLatency('hosts', 'hosts-empty', hosts);
+    renderLatency('hosts', 'hosts-empty', hosts, true);
   }
 
   // renderLatency fills the latency table id (hosts or URLs, each row's
   // host field naming it) and shows emptyId instead when there is none.
-  function renderLatency(id, emptyId, hosts) {
-    const top = hosts.slice(0, 10);
+  // With circuits, each row also shows the host's circuit breaker state
+  // and held fires (blank when closed).
+  function renderLatency(id, emptyId, hosts, circuits) {
+    const top = circuits ? hosts.filter((x, i) => i < 10 || x.circuit) : hosts.slice(0, 10);
     if (emptyId) $(emptyId).hidden = top.length > 0;
     $(id).hidden = top.length === 0;
     if (!top.length) return;
@@ -975,11 +977,16 @@
       const p90 = el('div', { class: 'p90' });
       p90.style.left = pos(x.p90_ms) + '%';
       bar.append(range, p90);
-      return el('tr', null,
+      const tds = [
         el('td', { class: 'mono', title: x.host, text: x.host.length > 42 ? x.host.slice(0, 41) + '…' : x.host }),
         cell(fmtInt(x.count), 'num'),
         cell(fmtMs(x.p50_ms), 'num'), cell(fmtMs(x.p90_ms), 'num'), cell(fmtMs(x.p99_ms), 'num'),
-        el('td', null, bar));
+        el('td', null, bar)];
+      if (circuits) {
+        tds.push(el('td', { class: x.circuit ? 'circuit-' + x.circuit : null, text: x.circuit || '' }),
+          cell(x.circuit ? fmtInt(x.held || 0) : '', 'num'));
+      }
+      return el('tr', null, ...tds);
     });
     $(id).tBodies[0].replaceChildren(...rows);
   }
