@@ -104,6 +104,9 @@ type writer struct {
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
+	// noticing holds the tasks whose first result callback is at the
+	// dispatcher: task id -> its fire sequence (notice.go). Lazily made.
+	noticing map[string]uint64
 }
 
 func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
