@@ -2,12 +2,15 @@ package node
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/chime-scheduler/chime/client/signature"
+	"github.com/chime-scheduler/chime/storage"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // noticeJSON is the body of a result callback (API.md "Result callbacks").
@@ -179,4 +182,63 @@ func TestResultCallbacksSurviveRestart(t *testing.T) {
 			t.Errorf("after the restart: %d, pending_notices %v, want none", code, got["pending_notices"])
 		}
 	})
+}
+
+// TestResultCallbacksAddressPolicy: success_url and failure_url are checked
+// against the callback address policy at create, like callback_url (400
+// naming the field, nothing written), in a batch and in a chain's task too.
+func TestResultCallbacksAddressPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		tn := startNode(t, func(c *Config) { c.Dispatch.CallbackDenyPrivate = true })
+		ok := "http://hooks.example/ok"
+		for _, tt := range []struct {
+			body  map[string]any
+			field string
+		}{
+			{map[string]any{"id": "p1", "callback_url": ok, "delay_ms": 0, "success_url": "http://169.254.169.254/x"}, "success_url"},
+			{map[string]any{"id": "p2", "callback_url": ok, "delay_ms": 0, "failure_url": rcv.url("/f")}, "failure_url"},
+			{map[string]any{"id": "p3", "callback_url": ok, "delay_ms": 0, "on_success": []any{
+				map[string]any{"callback_url": ok, "delay_ms": 0, "failure_url": "http://localhost:9/"}}}, "on_success[0].failure_url"},
+		} {
+			var eb errorBody
+			code := tn.do(t, "POST", "/v1/tasks", tt.body, &eb)
+			if code != 400 || eb.Error.Field != tt.field || !strings.Contains(eb.Error.Message, "callback address denied") {
+				t.Errorf("create %v: %d %+v, want 400 on %s", tt.body, code, eb.Error, tt.field)
+			}
+			if code := tn.do(t, "GET", "/v1/tasks/"+tt.body["id"].(string), nil, nil); code != 404 {
+				t.Errorf("refused task %v: GET %d, want 404", tt.body["id"], code)
+			}
+		}
+		var br struct {
+			Results []struct {
+				Status int    `json:"status"`
+				Error  *Error `json:"error"`
+			} `json:"results"`
+		}
+		batch := map[string]any{"tasks": []map[string]any{{"callback_url": ok, "delay_ms": 0, "success_url": "http://[fe80::1]/"}}}
+		if code := tn.do(t, "POST", "/v1/tasks:batch", batch, &br); code != 200 || len(br.Results) != 1 ||
+			br.Results[0].Status != 400 || br.Results[0].Error == nil || br.Results[0].Error.Field != "success_url" {
+			t.Errorf("batch with a link-local success_url: %d %+v, want its item refused 400 on success_url", code, br)
+		}
+	})
+}
+
+// TestAddNoticeBound: a task keeps at most maxNotices pending result
+// callbacks; a newer one drops the oldest, counted; no URL, no notice.
+func TestAddNoticeBound(t *testing.T) {
+	m := newMetrics(gauges{})
+	w := &writer{writerDeps: writerDeps{metrics: m, log: slog.New(slog.DiscardHandler)}}
+	tk := &storage.Task{ID: "b", Spec: storage.Spec{SuccessURL: "http://x/s"}}
+	for seq := uint64(1); seq <= maxNotices+3; seq++ {
+		tk.LastFire = &storage.LastFire{FireID: fireID("b", seq), Attempts: 1, StatusCode: 200}
+		w.addNotice(tk, seq, false, int64(seq))
+		w.addNotice(tk, seq, true, int64(seq)) // no failure_url: nothing
+	}
+	if len(tk.Notices) != maxNotices || tk.Notices[0].Seq != 4 || tk.Notices[maxNotices-1].Seq != maxNotices+3 {
+		t.Fatalf("notices %d, first seq %d, want %d from seq 4", len(tk.Notices), tk.Notices[0].Seq, maxNotices)
+	}
+	if got := testutil.ToFloat64(m.noticesDropped.WithLabelValues("overflow")); got != 3 {
+		t.Errorf("overflow drops counted %v, want 3", got)
+	}
 }
