@@ -2,13 +2,19 @@ package node
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/chime-scheduler/chime/client/signature"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -241,4 +247,116 @@ func TestAddNoticeBound(t *testing.T) {
 	if got := testutil.ToFloat64(m.noticesDropped.WithLabelValues("overflow")); got != 3 {
 		t.Errorf("overflow drops counted %v, want 3", got)
 	}
+}
+
+// noticeRecorder is a result callback receiver on a fault cluster's
+// network: it records every notice and answers 500 until ok is set.
+type noticeRecorder struct {
+	mu  sync.Mutex
+	ok  bool
+	got []struct {
+		fire   fire
+		status int
+		body   []byte
+	}
+}
+
+func (r *noticeRecorder) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	h := req.Header
+	f := fire{TaskID: h.Get("X-Chime-Task-Id"), FireID: h.Get("X-Chime-Fire-Id"), Node: h.Get("X-Chime-Node"), At: time.Now()}
+	f.Attempt, _ = strconv.Atoi(h.Get("X-Chime-Attempt"))
+	r.mu.Lock()
+	status := http.StatusInternalServerError
+	if r.ok {
+		status = http.StatusOK
+	}
+	r.got = append(r.got, struct {
+		fire   fire
+		status int
+		body   []byte
+	}{f, status, body})
+	r.mu.Unlock()
+	w.WriteHeader(status)
+}
+
+// TestFaultResultCallbackFailover: the owner of a task's slot crashes
+// while the task's result callback is failing (the notice recorded with
+// the fire's outcome and replicated to the follower): the slot's next
+// owner delivers it, with the same fire id, and the task does not fire
+// again.
+func TestFaultResultCallbackFailover(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultCluster(t, 3, 31)
+		const addr = "10.0.9.10:80"
+		nr := &noticeRecorder{}
+		srv := servePipe(c.hnet.listen(addr), http.HandlerFunc(nr.serve))
+		defer srv.close()
+		id := ids("rcb", 1, c.table(0), func(o, f string) bool { return o == "n2" && f == "n3" })[0]
+		due := time.Now().Add(time.Second)
+		body := map[string]any{"callback_url": faultCallbackURL, "due_at": due.Format(time.RFC3339Nano), "success_url": "http://" + addr + "/ok"}
+		if code, _ := c.send(c.pick(), http.MethodPut, "/v1/tasks/"+id, body, http.StatusCreated); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", id, code)
+		}
+		c.mu.Lock()
+		c.acked[id] = due
+		c.mu.Unlock()
+		waitFor(t, 30*time.Second, "n2's first notice, refused", func() bool {
+			nr.mu.Lock()
+			defer nr.mu.Unlock()
+			return len(nr.got) > 0
+		})
+		waitFor(t, 5*time.Second, "n3's copy of the task with its pending notice", func() bool {
+			p, err := c.nodes[2].n.store.Get(slots.Of(id), id)
+			return err == nil && len(p.Notices) == 1 && p.LastFire != nil
+		})
+		c.crash(1)
+		nr.mu.Lock()
+		nr.ok = true
+		nr.mu.Unlock()
+		c.settle(time.Now().Add(faultsSettle))
+		time.Sleep(10 * time.Second)
+		report(t, c.check(checkOpts{}))
+
+		nr.mu.Lock()
+		got := slices.Clone(nr.got)
+		nr.mu.Unlock()
+		delivered := 0
+		for _, g := range got {
+			if g.fire.FireID != id+":1" || g.fire.TaskID != id {
+				t.Errorf("notice %v, want fire %s:1", g.fire, id)
+			}
+			if g.status == http.StatusOK {
+				delivered++
+				if g.fire.Node == "n2" {
+					t.Errorf("notice delivered by n2 after it crashed: %v", g.fire)
+				}
+				var n noticeJSON
+				if err := json.Unmarshal(g.body, &n); err != nil || n.FireID != id+":1" || n.Status != "success" {
+					t.Errorf("delivered notice body %s (%v)", g.body, err)
+				}
+			}
+		}
+		if delivered != 1 {
+			t.Errorf("notice delivered %d times (%d tries), want once", delivered, len(got))
+		}
+		fires := 0
+		for _, f := range c.rcv.all() {
+			if f.TaskID == id {
+				fires++
+			}
+		}
+		if fires != 1 {
+			t.Errorf("%s fired %d times, want once (its outcome was replicated)", id, fires)
+		}
+		var p struct {
+			Pending int    `json:"pending_notices"`
+			Owner   string `json:"owner"`
+		}
+		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		if code != http.StatusOK || json.Unmarshal(data, &p) != nil || p.Pending != 0 || p.Owner == "n2" {
+			t.Errorf("GET %s: %d %s, want no pending notice, a new owner", id, code, data)
+		}
+	})
 }
