@@ -16,6 +16,7 @@ package node
 // maxNotices wait, and a newer one drops the oldest (counted).
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"time"
@@ -64,12 +65,12 @@ func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) 
 	body, err := json.Marshal(noticeBody{
 		TaskID:     t.ID,
 		FireID:     fireID(t.ID, seq),
-		DueAt:      instant(lf.DueAt),
+		DueAt:      noticeInstant(lf.DueAt),
 		Status:     status,
 		Attempts:   lf.Attempts,
 		StatusCode: lf.StatusCode,
-		Response:   text(resp),
-		FinishedAt: instant(lf.FinishedAt),
+		Response:   noticeText(resp),
+		FinishedAt: noticeInstant(lf.FinishedAt),
 	})
 	if err != nil {
 		return // cannot happen: strings and integers
@@ -87,13 +88,13 @@ func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) 
 	t.Notices = append(out, storage.PendingNotice{Seq: seq, Failure: failed, URL: url, DueAt: lf.DueAt, Body: body, At: now})
 }
 
-func instant(ns int64) string {
+func noticeInstant(ns int64) string {
 	return time.Unix(0, ns).UTC().Format(time.RFC3339Nano)
 }
 
-// text is a kept response prefix as a string: invalid UTF-8 (a cut
-// sequence, a binary body) becomes U+FFFD.
-func text(b []byte) string {
+// noticeText is a kept response prefix as a string: invalid UTF-8 (a
+// cut sequence, a binary body) becomes U+FFFD.
+func noticeText(b []byte) string {
 	if utf8.Valid(b) {
 		return string(b)
 	}
@@ -171,7 +172,9 @@ func (w *writer) applyNoticeDone(b *storage.Batch, g *syncGroup, r *dispatch.Res
 	}
 	i := -1
 	for k := range t.Notices {
-		if t.Notices[k].Seq == r.Job.Seq {
+		// The body too: a task deleted and created again starts its
+		// fire sequence anew, and a late result must not settle its notice.
+		if t.Notices[k].Seq == r.Job.Seq && bytes.Equal(t.Notices[k].Body, r.Job.Payload) {
 			i = k
 			break
 		}
