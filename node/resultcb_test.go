@@ -174,9 +174,9 @@ func TestResultCallbacksSurviveRestart(t *testing.T) {
 		tn.stop(t)
 		nrcv.setRespond(func(h hit, n int) int { return 200 })
 		tn2 := restartNode(t, cfg)
-		hs := nrcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 2 })
+		nrcv.waitHits(t, 10*time.Second, func(hs []hit) bool { return len(hs) >= 2 })
 		time.Sleep(5 * time.Second)
-		hs = nrcv.hits()
+		hs := nrcv.hits()
 		if len(hs) != 2 || hs[1].FireID != "r:1" || decodeNotice(t, hs[1]).Status != "success" {
 			t.Errorf("notices %v, want r:1 twice (the second after the restart), success", fireIDs(hs))
 		}
