@@ -27,18 +27,14 @@ type metrics struct {
 	misfireSkipped prometheus.Counter
 	expired        prometheus.Counter
 	chainRefused   prometheus.Counter
-	// noticesDelivered and noticesDropped count result callbacks
-	// (notice.go); dropped by reason: overflow, attempts, gone, denied.
-	noticesDelivered prometheus.Counter
-	noticesDropped   *prometheus.CounterVec
-	lateness         prometheus.Histogram
-	callback         prometheus.Histogram
-	wheelSize        prometheus.Gauge
-	loaded           prometheus.Counter
-	groupTasks       prometheus.Histogram
-	commit           prometheus.Histogram
-	fsyncs           prometheus.Counter
-	startLag         *prometheus.HistogramVec
+	lateness       prometheus.Histogram
+	callback       prometheus.Histogram
+	wheelSize      prometheus.Gauge
+	loaded         prometheus.Counter
+	groupTasks     prometheus.Histogram
+	commit         prometheus.Histogram
+	fsyncs         prometheus.Counter
+	startLag       *prometheus.HistogramVec
 
 	slotsOwned     prometheus.Gauge
 	slotsFollowing prometheus.Gauge
@@ -60,6 +56,11 @@ type metrics struct {
 	// fire failed without being sent).
 	callbacksDenied *prometheus.CounterVec
 	deniedDial      prometheus.Counter
+
+	// noticesDelivered and noticesDropped count result callbacks
+	// (notice.go); dropped by reason: overflow, attempts, gone, denied.
+	noticesDelivered prometheus.Counter
+	noticesDropped   *prometheus.CounterVec
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -95,10 +96,6 @@ func newMetrics(g gauges) *metrics {
 			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
 		chainRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_chain_children_refused_total", Help: "Children of chains not created: their body was no longer valid at the parent's finish, or their id was taken."}),
-		noticesDelivered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "chime_result_callbacks_delivered_total", Help: "Result callbacks (success_url, failure_url) answered 2xx."}),
-		noticesDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "chime_result_callbacks_dropped_total", Help: "Result callbacks given up, by reason: overflow (too many pending), attempts, gone, denied."}, []string{"reason"}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_tasks_expired_total", Help: "Final tasks deleted, with their executions, once their retention passed."}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -168,7 +165,7 @@ func newMetrics(g gauges) *metrics {
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")
 	m.firesGone = m.fires.WithLabelValues("gone")
-	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped, m.expired, m.chainRefused, m.noticesDelivered, m.noticesDropped,
+	reg.MustRegister(m.created, m.fires, m.retries, m.fireDeferred, m.misfireSkipped, m.expired, m.chainRefused,
 		m.lateness, m.callback, m.wheelSize, m.loaded, m.groupTasks, m.commit, m.fsyncs, m.startLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.storeBytes),
@@ -200,6 +197,11 @@ func newMetrics(g gauges) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	m.noticesDelivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_result_callbacks_delivered_total", Help: "Result callbacks (success_url, failure_url) answered 2xx."})
+	m.noticesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_result_callbacks_dropped_total", Help: "Result callbacks given up, by reason: overflow (too many pending), attempts, gone, denied."}, []string{"reason"})
+	reg.MustRegister(m.noticesDelivered, m.noticesDropped)
 	return m
 }
 
