@@ -125,6 +125,12 @@ type Task struct {
 	// PayloadFromParent (a task in OnSuccess or OnFailure, without
 	// Payload): its payload is its parent's answer body.
 	PayloadFromParent bool
+	// SuccessURL and FailureURL (API.md "Result callbacks") receive a POST
+	// when a fire of this task finishes with that outcome (after its
+	// retries): a JSON summary of the fire, with its fire id in
+	// X-Chime-Fire-Id, signed like a callback. Empty: none.
+	SuccessURL string
+	FailureURL string
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -150,6 +156,8 @@ type Task struct {
 	ParentID        string
 	ParentFireID    string
 	PendingChildren []string
+	// PendingNotices counts the result callbacks still to be delivered.
+	PendingNotices int
 }
 
 // LastFire summarizes a task's most recent finished fire.
@@ -204,6 +212,8 @@ type taskJSON struct {
 	OnSuccess   []taskJSON        `json:"on_success,omitempty"`
 	OnFailure   []taskJSON        `json:"on_failure,omitempty"`
 	FromParent  bool              `json:"payload_from_parent,omitempty"`
+	SuccessURL  string            `json:"success_url,omitempty"`
+	FailureURL  string            `json:"failure_url,omitempty"`
 
 	// The answer's state; never sent.
 	Slot       uint16        `json:"slot,omitempty"`
@@ -221,6 +231,7 @@ type taskJSON struct {
 	ParentID   string        `json:"parent_id,omitempty"`
 	ParentFire string        `json:"parent_fire_id,omitempty"`
 	Pending    []string      `json:"pending_children,omitempty"`
+	Notices    int           `json:"pending_notices,omitempty"`
 }
 
 type lastFireJSON struct {
@@ -254,6 +265,7 @@ func (t *Task) request() taskJSON {
 		MaxRetries: t.MaxRetries, Misfire: string(t.Misfire), MaxFails: t.MaxFails, Labels: t.Labels,
 		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
 		MaxCatchup: t.MaxCatchup, FromParent: t.PayloadFromParent,
+		SuccessURL: t.SuccessURL, FailureURL: t.FailureURL,
 	}
 	for _, c := range t.OnSuccess {
 		w.OnSuccess = append(w.OnSuccess, c.request())
@@ -288,6 +300,7 @@ func (w *taskJSON) task() Task {
 		EndAt: parseInstant(w.EndAt), MaxRuns: w.MaxRuns,
 		MaxCatchup: w.MaxCatchup, SkippedFires: w.Skipped,
 		PayloadFromParent: w.FromParent, ParentID: w.ParentID, ParentFireID: w.ParentFire, PendingChildren: w.Pending,
+		SuccessURL: w.SuccessURL, FailureURL: w.FailureURL, PendingNotices: w.Notices,
 	}
 	for i := range w.OnSuccess {
 		t.OnSuccess = append(t.OnSuccess, w.OnSuccess[i].task())

@@ -27,6 +27,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.NextDueAt, w.CreatedAt, w.UpdatedAt = instant(t.NextDueAt), instant(t.CreatedAt), instant(t.UpdatedAt)
 	w.Owner = t.Owner
 	w.ParentID, w.ParentFire, w.Pending = t.ParentID, t.ParentFireID, t.PendingChildren
+	w.Notices = t.PendingNotices
 	w.Finished, w.Expires = instant(t.FinishedAt), instant(t.ExpiresAt)
 	if t.MaxRuns > 0 || t.Runs > 0 {
 		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included

@@ -62,6 +62,11 @@ type metrics struct {
 	circuitOpen  *prometheus.GaugeVec
 	circuitHeld  *prometheus.GaugeVec
 	circuitHolds prometheus.Counter
+
+	// noticesDelivered and noticesDropped count result callbacks
+	// (notice.go); dropped by reason: overflow, attempts, gone, denied.
+	noticesDelivered prometheus.Counter
+	noticesDropped   *prometheus.CounterVec
 }
 
 // gauges are read on scrape from the parts that own them.
@@ -207,6 +212,11 @@ func newMetrics(g gauges) *metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	m.noticesDelivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_result_callbacks_delivered_total", Help: "Result callbacks (success_url, failure_url) answered 2xx."})
+	m.noticesDropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "chime_result_callbacks_dropped_total", Help: "Result callbacks given up, by reason: overflow (too many pending), attempts, gone, denied."}, []string{"reason"})
+	reg.MustRegister(m.noticesDelivered, m.noticesDropped)
 	return m
 }
 

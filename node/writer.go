@@ -110,6 +110,9 @@ type writer struct {
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
 	held      heldFires // fires held by an open circuit (writer_breaker.go)
+	// noticing holds the tasks whose first result callback is at the
+	// dispatcher: task id -> its fire sequence (notice.go). Lazily made.
+	noticing map[string]uint64
 }
 
 func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {

@@ -19,6 +19,10 @@ import (
 // entry stayed, and a drain that raced a fire of its slot waited for its cap.
 // Writer goroutine only.
 func (w *writer) undispatched(j *dispatch.Job) {
+	if j.Notice {
+		w.noticeUndispatched(j)
+		return
+	}
 	w.metrics.fireDeferred.Inc()
 	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
 		delete(w.running, j.TaskID)
@@ -63,6 +67,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
 		w.claimChildren(g, t, op.now)
+		w.claimNotice(g, t, op.now) // notice.go: never waits for the fire
 		if w.isRunning(t) {
 			continue // an attempt is at the dispatcher; its result re-files the task
 		}
@@ -122,6 +127,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 
 func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 	r := &op.res
+	if r.Job.Notice {
+		return w.applyNoticeDone(b, g, r, op.now) // a result callback (notice.go)
+	}
 	id := r.Job.TaskID
 	t, err := w.get(id)
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
@@ -168,6 +176,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		// The chain's children are recorded with the outcome, in the
 		// same write: they replicate with it (chain.go).
 		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, ex.Result)
+		w.addNotice(t, r.Job.Seq, fr == finishFailed, op.now) // result callback, same write (notice.go)
 	}
 	b.AppendExecution(t, ex)
 	w.put(b, g, t, prev, op.now)

@@ -84,6 +84,9 @@ func (w *writer) wakeOf(t *storage.Task) int64 {
 		return 0
 	}
 	wake := t.FireWake()
+	if nw := w.noticeWake(t); nw != 0 && (wake == 0 || nw < wake) {
+		wake = nw // a pending result callback (notice.go)
+	}
 	if len(t.Children) > 0 && (w.chain == nil || !w.chain.isBusy(t.ID)) {
 		c := max(t.Children[0].At, w.chainAfter[t.ID])
 		if wake == 0 || c < wake {
@@ -175,6 +178,7 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 			// The children of its finished fires are still created, and
 			// a chain's child stays linked to its parent.
 			t.Children = old.Children
+			t.Notices = old.Notices // and its result callbacks delivered
 			t.ParentID, t.ParentFire = old.ParentID, old.ParentFire
 		} else {
 			op.created[i] = true

@@ -16,15 +16,17 @@ import (
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
 //	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
 //	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt, ParentID,
-//	           ParentFire, Children|nil]
+//	           ParentFire, Children|nil, Notices|nil]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
 //	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet,
-//	           OnSuccess|nil, OnFailure|nil]   (each an array of bin)
+//	           OnSuccess|nil, OnFailure|nil,   (each an array of bin)
+//	           SuccessURL, FailureURL]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
 //	Backfill  [Next, To, Left, At]
 //	PendingChild [ID, Seq, Index, Failure, At, Body, Result]
+//	PendingNotice [Seq, Failure, URL, DueAt, Body, Attempts, At]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
 //	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
@@ -64,13 +66,14 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 25
-	specFields      = 24
+	taskFields      = 26
+	specFields      = 26
 	inflightFields  = 7
 	lastFireFields  = 7
 	backfillFields  = 4
 	executionFields = 10
 	childFields     = 7
+	noticeFields    = 7
 )
 
 func appendTask(b []byte, t *Task) []byte {
@@ -100,6 +103,26 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendStr(b, t.ParentID)
 	b = appendStr(b, t.ParentFire)
 	b = appendChildren(b, t.Children)
+	b = appendNotices(b, t.Notices)
+	return b
+}
+
+func appendNotices(b []byte, ns []PendingNotice) []byte {
+	if ns == nil {
+		return appendNil(b)
+	}
+	b = appendArrayHeader(b, len(ns))
+	for i := range ns {
+		n := &ns[i]
+		b = appendArrayHeader(b, noticeFields)
+		b = appendUint(b, n.Seq)
+		b = appendBool(b, n.Failure)
+		b = appendStr(b, n.URL)
+		b = appendInt(b, n.DueAt)
+		b = appendBin(b, n.Body)
+		b = appendInt(b, int64(n.Attempts))
+		b = appendInt(b, n.At)
+	}
 	return b
 }
 
@@ -172,6 +195,8 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendBool(b, s.RetentionSet)
 	b = appendBins(b, s.OnSuccess)
 	b = appendBins(b, s.OnFailure)
+	b = appendStr(b, s.SuccessURL)
+	b = appendStr(b, s.FailureURL)
 	return b
 }
 
@@ -340,6 +365,9 @@ func (r *reader) task(t *Task) {
 	if field(&n) {
 		t.Children = r.children()
 	}
+	if field(&n) {
+		t.Notices = r.notices()
+	}
 	r.skip(n, 0)
 }
 
@@ -391,6 +419,55 @@ func (r *reader) children() []PendingChild {
 		r.skip(m, 0)
 	}
 	return cs
+}
+
+// notices reads the pending notices; nil reads as nil.
+func (r *reader) notices() []PendingNotice {
+	n, isNil := r.arrayLen()
+	if isNil || r.err != nil {
+		return nil
+	}
+	if n > len(r.b)/noticeFields {
+		// Each notice is an array of noticeFields elements, a byte each
+		// at least: a longer list cannot be in the input.
+		r.fail(fmt.Errorf("%d pending notices in %d bytes", n, len(r.b)))
+		return nil
+	}
+	ns := make([]PendingNotice, n)
+	for i := range ns {
+		m, isNil := r.arrayLen()
+		if r.err != nil {
+			return nil
+		}
+		if isNil {
+			r.fail(errors.New("a pending notice is nil"))
+			return nil
+		}
+		c := &ns[i]
+		if field(&m) {
+			c.Seq = r.uint(math.MaxUint64)
+		}
+		if field(&m) {
+			c.Failure = r.bool()
+		}
+		if field(&m) {
+			c.URL = r.str()
+		}
+		if field(&m) {
+			c.DueAt = r.int64()
+		}
+		if field(&m) {
+			c.Body = r.bytes()
+		}
+		if field(&m) {
+			c.Attempts = r.int()
+		}
+		if field(&m) {
+			c.At = r.int64()
+		}
+		r.skip(m, 0)
+	}
+	return ns
 }
 
 // bins reads an array of bin (or str); nil reads as nil.
@@ -495,6 +572,12 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.OnFailure = r.bins()
+	}
+	if field(&n) {
+		s.SuccessURL = r.str()
+	}
+	if field(&n) {
+		s.FailureURL = r.str()
 	}
 	r.skip(n, 0)
 }

@@ -154,6 +154,8 @@ func (g recordGen) spec() Spec {
 		RetentionSet: g.r.UintN(2) == 1,
 		OnSuccess:    g.bins(),
 		OnFailure:    g.bins(),
+		SuccessURL:   g.str(),
+		FailureURL:   g.str(),
 	}
 }
 
@@ -195,6 +197,20 @@ func (g recordGen) children() []PendingChild {
 	v := make([]PendingChild, 1+g.r.IntN(4))
 	for i := range v {
 		v[i] = PendingChild{ID: g.str(), Seq: g.uint64(), Index: g.int(), Failure: g.oneIn(2), At: g.int64(), Body: g.bytes(), Result: g.bytes()}
+	}
+	return v
+}
+
+func (g recordGen) notices() []PendingNotice {
+	switch g.r.IntN(3) {
+	case 0:
+		return nil
+	case 1:
+		return []PendingNotice{}
+	}
+	v := make([]PendingNotice, 1+g.r.IntN(4))
+	for i := range v {
+		v[i] = PendingNotice{Seq: g.uint64(), Failure: g.oneIn(2), URL: g.str(), DueAt: g.int64(), Body: g.bytes(), Attempts: g.int(), At: g.int64()}
 	}
 	return v
 }
@@ -256,6 +272,7 @@ func (g recordGen) task() *Task {
 		ParentID:     g.str(),
 		ParentFire:   g.str(),
 		Children:     g.children(),
+		Notices:      g.notices(),
 	}
 }
 

@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc0019",             // array16 of 25
+			"dc001a",             // array16 of 26
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc0018",             // Spec: array16 of 24
+			"dc001a",             // Spec: array16 of 26
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -194,6 +194,8 @@ func TestRecordGolden(t *testing.T) {
 			"c2",                 //   RetentionSet false
 			"c0",                 //   OnSuccess nil
 			"c0",                 //   OnFailure nil
+			"a0",                 //   SuccessURL ""
+			"a0",                 //   FailureURL ""
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
@@ -222,6 +224,7 @@ func TestRecordGolden(t *testing.T) {
 			"a0",                 // ParentID ""
 			"a0",                 // ParentFire ""
 			"c0",                 // Children nil
+			"c0",                 // Notices nil
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
 			"9a",         // fixarray of 10
@@ -610,7 +613,7 @@ func TestStoreRoundTripRandom(t *testing.T) {
 	for i := range 50 {
 		tk := g.task()
 		tk.ID, tk.Slot, tk.HistSeq = fmt.Sprintf("rt-%d", i), uint16(i%7), 0
-		tk.Inflight, tk.Triggers, tk.Backfill, tk.Children, tk.Status = nil, nil, nil, nil, StatusDone // wake 0: no due key
+		tk.Inflight, tk.Triggers, tk.Backfill, tk.Children, tk.Notices, tk.Status = nil, nil, nil, nil, nil, StatusDone // wake 0: no due key
 		var es []Execution
 		for range i % 4 {
 			e := g.execution()

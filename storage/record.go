@@ -167,6 +167,25 @@ type Spec struct {
 	// when the task was written. nil = none.
 	OnSuccess [][]byte `msgpack:"os,omitempty"`
 	OnFailure [][]byte `msgpack:"of,omitempty"`
+	// SuccessURL and FailureURL receive the task's result notifications
+	// (API.md "Result callbacks"): a POST when a fire finishes with that
+	// outcome. "" = none.
+	SuccessURL string `msgpack:"su,omitempty"`
+	FailureURL string `msgpack:"fu,omitempty"`
+}
+
+// PendingNotice is a result notification of a finished fire still to be
+// delivered (API.md "Result callbacks"): written with the fire's outcome,
+// removed once its URL answered 2xx or it was given up. The writer sends
+// it through the dispatcher (node/notice.go).
+type PendingNotice struct {
+	Seq      uint64 `msgpack:"s"` // the fire's sequence (fire id = task id ":" Seq)
+	Failure  bool   `msgpack:"f"` // to failure_url (else success_url)
+	URL      string `msgpack:"u"` // where it goes (the task's URL at the fire's finish)
+	DueAt    int64  `msgpack:"d"` // the fire's logical due time (X-Chime-Due-At)
+	Body     []byte `msgpack:"b"` // the notification's JSON body, fixed at the finish
+	Attempts int    `msgpack:"a"` // delivery attempts that failed so far
+	At       int64  `msgpack:"t"` // when the next attempt may start
 }
 
 // PendingChild is a child of a finished fire that is still to be created
@@ -260,6 +279,10 @@ type Task struct {
 	// the order they were due; nil = none. While there are any, the
 	// task's wake is the first one's At (WakeChildren).
 	Children []PendingChild `msgpack:"ch,omitempty"`
+	// Notices are the result notifications still to deliver, oldest
+	// first, at most a few (node/notice.go); nil = none. The first one's
+	// At is part of the task's wake.
+	Notices []PendingNotice `msgpack:"nt,omitempty"`
 
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
@@ -277,10 +300,13 @@ func (t *Task) Wake() int64 {
 	if len(t.Children) > 0 && (w == 0 || t.Children[0].At < w) {
 		w = t.Children[0].At
 	}
+	if len(t.Notices) > 0 && (w == 0 || t.Notices[0].At < w) {
+		w = t.Notices[0].At
+	}
 	return w
 }
 
-// FireWake is Wake without the pending children: when the task next needs
+// FireWake is Wake without the pending children and notices: when the task next needs
 // a fire started, or its expiry.
 func (t *Task) FireWake() int64 {
 	if t.Inflight != nil {
@@ -299,7 +325,7 @@ func (t *Task) FireWake() int64 {
 	if t.Backfill != nil && (w == 0 || t.Backfill.At < w) {
 		w = t.Backfill.At
 	}
-	if w == 0 && len(t.Triggers) == 0 && len(t.Children) == 0 && t.ExpireAt > 0 && t.Status.Final() {
+	if w == 0 && len(t.Triggers) == 0 && len(t.Children) == 0 && len(t.Notices) == 0 && t.ExpireAt > 0 && t.Status.Final() {
 		w = t.ExpireAt
 	}
 	return w

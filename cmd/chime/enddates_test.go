@@ -63,3 +63,24 @@ func TestImportChains(t *testing.T) {
 		}
 	}
 }
+
+// TestImportResultCallbacks: an exported task's success_url and
+// failure_url go into the import's create request.
+func TestImportResultCallbacks(t *testing.T) {
+	line := `{"id":"p","callback_url":"http://x/","every_ms":1000,"status":"scheduled","next_due_at":"2030-01-01T00:00:00Z",` +
+		`"success_url":"http://x/ok","failure_url":"http://x/ko"}`
+	var r exportRecord
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		t.Fatal(err)
+	}
+	q, err := importRequestOf(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(q)
+	for _, want := range []string{`"success_url":"http://x/ok"`, `"failure_url":"http://x/ko"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("import request %s lacks %s", out, want)
+		}
+	}
+}

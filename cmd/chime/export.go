@@ -45,6 +45,8 @@ type exportRecord struct {
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
 	OnSuccess   []json.RawMessage `json:"on_success,omitempty"`
 	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
+	SuccessURL  string            `json:"success_url,omitempty"`
+	FailureURL  string            `json:"failure_url,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -210,6 +212,8 @@ type importRequest struct {
 	RetentionMs *int64            `json:"retention_ms,omitempty"`
 	OnSuccess   []json.RawMessage `json:"on_success,omitempty"`
 	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
+	SuccessURL  string            `json:"success_url,omitempty"`
+	FailureURL  string            `json:"failure_url,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -243,7 +247,7 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
 		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs,
-		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure}
+		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL}
 	if r.MaxRuns > 0 {
 		// A re-created task counts its runs from 0: it gets the runs left.
 		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)

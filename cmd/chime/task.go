@@ -506,6 +506,8 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	)
 	fs.StringVar(&t.ID, "id", "", "task `ID` (default: the server generates a ULID)")
 	fs.StringVar(&t.CallbackURL, "url", "", "callback `URL`, POSTed at each fire (required)")
+	fs.StringVar(&t.SuccessURL, "success-url", "", "result callback `URL`: POSTed a summary of each fire that succeeds")
+	fs.StringVar(&t.FailureURL, "failure-url", "", "result callback `URL`: POSTed a summary of each fire that fails (after its retries)")
 	fs.Var(&f.delay, "delay", "one-shot after this `duration` (5s, 1500ms, or a plain integer of ms)")
 	fs.StringVar(&f.dueAt, "due-at", "", "one-shot at this RFC 3339 `time`")
 	fs.Var(&f.every, "every", "periodic at this fixed `rate` (duration or ms, ≥ 100ms)")

@@ -186,6 +186,8 @@ func TestCreateRequestBody(t *testing.T) {
 			`{"callback_url":"` + cb + `","delay_ms":1000,"retention_ms":0}`},
 		{"payload=scalar", []string{"--url", cb, "--delay", "1s", "--payload", `"hi"`},
 			`{"callback_url":"` + cb + `","delay_ms":1000,"payload":"hi"}`},
+		{"result-callbacks", []string{"--url", cb, "--delay", "1s", "--success-url", "https://x/ok", "--failure-url", "https://x/ko"},
+			`{"callback_url":"` + cb + `","delay_ms":1000,"success_url":"https://x/ok","failure_url":"https://x/ko"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ type Job struct {
 	Payload []byte            // body (raw JSON); empty = no body
 	Headers map[string]string // user's extra headers
 	Timeout time.Duration     // this attempt's timeout; <= 0 means defaultTimeout
+	Notice  bool              // a result callback (the node's bookkeeping); not sent
 }
 
 // Outcome classifies one attempt. The zero value is invalid on purpose.

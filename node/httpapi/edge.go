@@ -254,9 +254,18 @@ func authorityEnd(rest string) int {
 	return len(rest)
 }
 
+// redactOpt is RedactURL of an optional URL ("" stays "").
+func redactOpt(u string) string {
+	if u == "" {
+		return ""
+	}
+	return RedactURL(u)
+}
+
 // redactTasks masks the callback URLs' userinfo in ts (read-token answers).
 func redactTasks(ts []TaskResponse) {
 	for i := range ts {
 		ts[i].CallbackURL = RedactURL(ts[i].CallbackURL)
+		ts[i].SuccessURL, ts[i].FailureURL = redactOpt(ts[i].SuccessURL), redactOpt(ts[i].FailureURL)
 	}
 }

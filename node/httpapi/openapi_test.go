@@ -583,6 +583,7 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 	}{
 		{"POST", "/v1/tasks", "/v1/tasks", `{"id":"poll-7","callback_url":"https://example.com/p","every_ms":60000,"labels":{"team":"a"},"headers":{"X-T":"1"},"payload":{"a":1}}`, 201},
 		{"POST", "/v1/tasks", "/v1/tasks", `{"callback_url":"https://example.com/p","delay_ms":0}`, 201},
+		{"POST", "/v1/tasks", "/v1/tasks", `{"id":"rc-1","callback_url":"https://example.com/p","delay_ms":5,"success_url":"https://example.com/ok","failure_url":"https://example.com/ko"}`, 201},
 		{"POST", "/v1/tasks", "/v1/tasks", `{"id":"poll-7","callback_url":"https://example.com/p","every_ms":60000}`, 409},
 		{"POST", "/v1/tasks", "/v1/tasks", `{"callback_url":"https://example.com/p","dealy_ms":5}`, 400},
 		{"PUT", "/v1/tasks/cron-1", "/v1/tasks/{id}", `{"callback_url":"https://example.com/c","cron":"0 9 * * 1-5","timezone":"Europe/Berlin","start_at":"2026-04-01T00:00:00Z"}`, 201},

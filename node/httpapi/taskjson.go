@@ -52,6 +52,9 @@ type TaskResponse struct {
 	// OnSuccess and OnFailure are the task's chains as given (compact).
 	OnSuccess []json.RawMessage `json:"on_success,omitempty"`
 	OnFailure []json.RawMessage `json:"on_failure,omitempty"`
+	// SuccessURL and FailureURL are the task's result callbacks.
+	SuccessURL string `json:"success_url,omitempty"`
+	FailureURL string `json:"failure_url,omitempty"`
 
 	Slot      uint16  `json:"slot"`
 	Status    string  `json:"status"`
@@ -77,6 +80,8 @@ type TaskResponse struct {
 	ParentID        string   `json:"parent_id,omitempty"`
 	ParentFireID    string   `json:"parent_fire_id,omitempty"`
 	PendingChildren []string `json:"pending_children,omitempty"`
+	// PendingNotices counts the result callbacks still to deliver.
+	PendingNotices int `json:"pending_notices,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
@@ -191,6 +196,8 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 		r.ExpiresAt = formatInstant(t.ExpireAt)
 	}
 	r.OnSuccess, r.OnFailure = rawList(s.OnSuccess), rawList(s.OnFailure)
+	r.SuccessURL, r.FailureURL = s.SuccessURL, s.FailureURL
+	r.PendingNotices = len(t.Notices)
 	r.ParentID, r.ParentFireID = t.ParentID, t.ParentFire
 	for _, c := range t.Children {
 		r.PendingChildren = append(r.PendingChildren, c.ID)

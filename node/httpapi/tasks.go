@@ -256,6 +256,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	tr := taskResponse(t, s.cfg.Name)
 	if readOnly(r) {
 		tr.CallbackURL = RedactURL(tr.CallbackURL)
+		tr.SuccessURL, tr.FailureURL = redactOpt(tr.SuccessURL), redactOpt(tr.FailureURL)
 	}
 	WriteJSON(w, http.StatusOK, tr)
 }

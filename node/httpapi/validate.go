@@ -197,6 +197,21 @@ func (r *TaskRequest) validateAt(now time.Time, lim Limits, depth int) (string, 
 	if e := r.validateChains(now, lim, depth, &spec); e != nil {
 		return "", storage.Spec{}, e
 	}
+	// Result callbacks (API.md "Result callbacks"): checked like
+	// callback_url, and against the address policy with the chains' URLs.
+	for _, u := range []struct {
+		field, url string
+		out        *string
+	}{{"success_url", r.SuccessURL, &spec.SuccessURL}, {"failure_url", r.FailureURL, &spec.FailureURL}} {
+		if u.url == "" {
+			continue
+		}
+		if e := validateURL(u.field, u.url); e != nil {
+			return "", storage.Spec{}, e
+		}
+		*u.out = u.url
+		r.chainURLs = append(r.chainURLs, chainURL{u.field, u.url})
+	}
 	return id, spec, nil
 }
 
@@ -431,7 +446,12 @@ func isIDChar(c byte) bool {
 
 // validateCallbackURL checks that u is an absolute http or https URL with a host.
 func validateCallbackURL(u string) *Error {
-	const field = "callback_url"
+	return validateURL("callback_url", u)
+}
+
+// validateURL checks that u, request field field, is an absolute http or
+// https URL with a host.
+func validateURL(field, u string) *Error {
 	if u == "" {
 		return Invalid(field, "is required")
 	}
