@@ -16,19 +16,21 @@ import (
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
 //	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
 //	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt, ParentID,
-//	           ParentFire, Children|nil]
+//	           ParentFire, Children|nil, FailReason]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
 //	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet,
-//	           OnSuccess|nil, OnFailure|nil]   (each an array of bin)
-//	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
+//	           OnSuccess|nil, OnFailure|nil,   (each an array of bin)
+//	           AckURL, AckDelayMs, AckRetries]
+//	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired,
+//	           Ack]
 //	Backfill  [Next, To, Left, At]
 //	PendingChild [ID, Seq, Index, Failure, At, Body, Result]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
 //	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
-//	           Error, Result|nil, Children|nil]
+//	           Error, Result|nil, Children|nil, Ack]
 //
 // The leading 1 is the record's format version (taskFormat,
 // executionFormat); nested structs have none and follow their record's.
@@ -64,12 +66,12 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 25
-	specFields      = 24
-	inflightFields  = 7
+	taskFields      = 26
+	specFields      = 27
+	inflightFields  = 8
 	lastFireFields  = 7
 	backfillFields  = 4
-	executionFields = 10
+	executionFields = 11
 	childFields     = 7
 )
 
@@ -100,6 +102,7 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendStr(b, t.ParentID)
 	b = appendStr(b, t.ParentFire)
 	b = appendChildren(b, t.Children)
+	b = appendStr(b, t.FailReason)
 	return b
 }
 
@@ -172,6 +175,9 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendBool(b, s.RetentionSet)
 	b = appendBins(b, s.OnSuccess)
 	b = appendBins(b, s.OnFailure)
+	b = appendStr(b, s.AckURL)
+	b = appendInt(b, s.AckDelayMs)
+	b = appendInt(b, int64(s.AckRetries))
 	return b
 }
 
@@ -199,6 +205,7 @@ func appendInflight(b []byte, f *Inflight) []byte {
 	b = appendInt(b, f.StartedAt)
 	b = appendBool(b, f.Trigger)
 	b = appendBool(b, f.Misfired)
+	b = appendBool(b, f.Ack)
 	return b
 }
 
@@ -229,6 +236,7 @@ func appendExecution(b []byte, e *Execution) []byte {
 	b = appendStr(b, e.Error)
 	b = appendBin(b, e.Result)
 	b = appendStrs(b, e.Children)
+	b = appendBool(b, e.Ack)
 	return b
 }
 
@@ -339,6 +347,9 @@ func (r *reader) task(t *Task) {
 	}
 	if field(&n) {
 		t.Children = r.children()
+	}
+	if field(&n) {
+		t.FailReason = r.str()
 	}
 	r.skip(n, 0)
 }
@@ -496,6 +507,15 @@ func (r *reader) spec(s *Spec) {
 	if field(&n) {
 		s.OnFailure = r.bins()
 	}
+	if field(&n) {
+		s.AckURL = r.str()
+	}
+	if field(&n) {
+		s.AckDelayMs = r.int64()
+	}
+	if field(&n) {
+		s.AckRetries = r.int()
+	}
 	r.skip(n, 0)
 }
 
@@ -547,6 +567,9 @@ func (r *reader) inflight() *Inflight {
 	}
 	if field(&n) {
 		f.Misfired = r.bool()
+	}
+	if field(&n) {
+		f.Ack = r.bool()
 	}
 	r.skip(n, 0)
 	return f
@@ -611,6 +634,9 @@ func (r *reader) execution(e *Execution) {
 	}
 	if field(&n) {
 		e.Children = r.strs()
+	}
+	if field(&n) {
+		e.Ack = r.bool()
 	}
 	r.skip(n, 0)
 }

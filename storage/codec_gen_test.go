@@ -154,6 +154,9 @@ func (g recordGen) spec() Spec {
 		RetentionSet: g.r.UintN(2) == 1,
 		OnSuccess:    g.bins(),
 		OnFailure:    g.bins(),
+		AckURL:       g.str(),
+		AckDelayMs:   g.int64(),
+		AckRetries:   g.int(),
 	}
 }
 
@@ -211,6 +214,7 @@ func (g recordGen) inflight() *Inflight {
 		StartedAt:     g.int64(),
 		Trigger:       g.oneIn(2),
 		Misfired:      g.oneIn(2),
+		Ack:           g.oneIn(2),
 	}
 }
 
@@ -256,6 +260,7 @@ func (g recordGen) task() *Task {
 		ParentID:     g.str(),
 		ParentFire:   g.str(),
 		Children:     g.children(),
+		FailReason:   g.str(),
 	}
 }
 
@@ -277,5 +282,6 @@ func (g recordGen) execution() *Execution {
 		Error:      g.str(),
 		Result:     g.bytes(),
 		Children:   g.strs(),
+		Ack:        g.oneIn(2),
 	}
 }

@@ -17,6 +17,7 @@ const (
 	StatusFailed                      // one-shot task whose fire failed, or got 404/410
 	StatusInactive                    // periodic task stopped by max_fails or 404/410
 	StatusCompleted                   // periodic task that reached its end_at or max_runs
+	StatusAwaitingAck                 // one-shot task whose callback succeeded, its ACK (ack_url) not yet
 )
 
 // String returns the API name of the status.
@@ -34,6 +35,8 @@ func (s Status) String() string {
 		return "inactive"
 	case StatusCompleted:
 		return "completed"
+	case StatusAwaitingAck:
+		return "awaiting_ack"
 	}
 	return "unknown"
 }
@@ -47,7 +50,7 @@ func (s Status) Final() bool {
 // ParseStatus is the inverse of Status.String. It returns 0, false for an
 // unknown name.
 func ParseStatus(name string) (Status, bool) {
-	for s := StatusScheduled; s <= StatusCompleted; s++ {
+	for s := StatusScheduled; s <= StatusAwaitingAck; s++ {
 		if s.String() == name {
 			return s, true
 		}
@@ -167,6 +170,13 @@ type Spec struct {
 	// when the task was written. nil = none.
 	OnSuccess [][]byte `msgpack:"os,omitempty"`
 	OnFailure [][]byte `msgpack:"of,omitempty"`
+	// AckURL is the one-shot task's ACK endpoint (API.md "The ACK
+	// phase"), "" = none. AckDelayMs is the wait after the callback's 2xx
+	// before the first ACK attempt, AckRetries the ACK attempts after the
+	// first; both as normalized at create (defaults filled in).
+	AckURL     string `msgpack:"au,omitempty"`
+	AckDelayMs int64  `msgpack:"ad,omitempty"`
+	AckRetries int    `msgpack:"ar,omitempty"`
 }
 
 // PendingChild is a child of a finished fire that is still to be created
@@ -194,6 +204,10 @@ type Inflight struct {
 	StartedAt     int64  `msgpack:"t"`  // when the current attempt started
 	Trigger       bool   `msgpack:"tr"` // an extra fire from the trigger endpoint
 	Misfired      bool   `msgpack:"m"`  // started late enough to count as missed (misfire policy applies on completion)
+	// Ack marks the fire's ACK phase (Spec.AckURL): its callback
+	// succeeded and Attempt counts the ACK attempts (0 = none yet, the
+	// first at NextAttemptAt). Same fire, same Seq.
+	Ack bool `msgpack:"ak"`
 }
 
 // Backfill is a pending backfill (POST /v1/tasks/{id}/backfill): the
@@ -261,6 +275,10 @@ type Task struct {
 	// task's wake is the first one's At (WakeChildren).
 	Children []PendingChild `msgpack:"ch,omitempty"`
 
+	// FailReason says why a failed task failed when it is not its
+	// callback: "ack" (its ACK phase failed); "" otherwise.
+	FailReason string `msgpack:"fr,omitempty"`
+
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
 	// and Replaces, kept by copies. It lets PutTask and DeleteTask keep
@@ -318,6 +336,8 @@ type Execution struct {
 	// Children are the ids of the tasks the fire's chain creates
 	// (on_success or on_failure), on the execution that finished the fire.
 	Children []string `msgpack:"ch,omitempty"`
+	// Ack marks an attempt of the fire's ACK phase (POST ack_url).
+	Ack bool `msgpack:"ak,omitempty"`
 }
 
 // Failed reports whether the attempt failed: an error (no answer, timeout,
