@@ -146,8 +146,14 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		w.metrics.retries.Inc()
 	case finishSuccess, finishFailed:
 		// The chain's children are recorded with the outcome, in the
-		// same write: they replicate with it (chain.go).
-		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, ex.Result)
+		// same write: they replicate with it (chain.go). After an ACK
+		// phase the outcome is the ACK's, the parent's result the
+		// callback's.
+		res := ex.Result
+		if ex.Ack && t.LastFire != nil {
+			res = t.LastFire.Result
+		}
+		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, res)
 	}
 	b.AppendExecution(t, ex)
 	w.put(b, g, t, prev, op.now)

@@ -31,6 +31,7 @@ type Job struct {
 	Payload []byte            // body (raw JSON); empty = no body
 	Headers map[string]string // user's extra headers
 	Timeout time.Duration     // this attempt's timeout; <= 0 means defaultTimeout
+	Ack     bool              // an attempt of the fire's ACK phase (URL is the ack_url) -> X-Chime-Ack: 1
 }
 
 // Outcome classifies one attempt. The zero value is invalid on purpose.
