@@ -1,9 +1,14 @@
 package node
 
 import (
+	"encoding/json"
+	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/slots"
+	"github.com/chime-scheduler/chime/storage"
 )
 
 // ackHits splits the hits of task id into its callbacks and its ACKs
@@ -186,5 +191,66 @@ func TestAckPhaseRestart(t *testing.T) {
 		if d := acks[0].At.Sub(cbs[0].At); d < 3*time.Second {
 			t.Errorf("ACK %v after the callback, want at least ack_delay_ms 3s across the restart", d)
 		}
+	})
+}
+
+// TestFaultAckOwnerCrash: the owner of a task crashes while the task
+// awaits its ACK (the callback answered, the ACK not yet due). The
+// follower, which has the awaiting_ack record with its wake, takes the
+// slot over and sends the ACK: exactly once, with the same fire id, not
+// before ack_delay_ms; the callback is not repeated.
+func TestFaultAckOwnerCrash(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultCluster(t, 3, 31)
+		id := ids("ack", 1, c.table(0), func(o, f string) bool { return o == "n2" && f == "n3" })[0]
+		due := time.Now().Add(time.Second)
+		body := map[string]any{"callback_url": faultCallbackURL, "due_at": due.Format(time.RFC3339Nano),
+			"ack_url": faultCallbackURL, "ack_delay_ms": 6000}
+		if code, _ := c.send(c.pick(), http.MethodPut, "/v1/tasks/"+id, body, http.StatusCreated); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", id, code)
+		}
+		// The follower n3 has the record awaiting its ACK.
+		waitFor(t, 10*time.Second, "n3's copy awaiting the ACK", func() bool {
+			p, err := c.nodes[2].n.store.Get(slots.Of(id), id)
+			return err == nil && p != nil && p.Status == storage.StatusAwaitingAck && p.Inflight != nil && p.Inflight.Ack
+		})
+		c.crash(1)
+		c.settle(time.Now().Add(faultsSettle))
+		time.Sleep(15 * time.Second)
+
+		var cbs, acks []fire
+		for _, f := range c.rcv.all() {
+			if f.TaskID != id {
+				continue
+			}
+			if f.Ack {
+				acks = append(acks, f)
+			} else {
+				cbs = append(cbs, f)
+			}
+		}
+		if len(cbs) != 1 || cbs[0].Node != "n2" {
+			t.Fatalf("callbacks %v, want one, from n2", cbs)
+		}
+		if len(acks) != 1 {
+			t.Fatalf("ACKs %v, want exactly one", acks)
+		}
+		a := acks[0]
+		if a.FireID != id+":1" || a.FireID != cbs[0].FireID || a.Node == "n2" || a.Attempt != 1 {
+			t.Errorf("ACK %v (attempt %d), want fire %s:1, attempt 1, from the new owner", a, a.Attempt, id)
+		}
+		if d := a.At.Sub(cbs[0].At); d < 6*time.Second {
+			t.Errorf("ACK %v after the callback, want at least ack_delay_ms 6s", d)
+		}
+		var got struct {
+			Status string `json:"status"`
+			Owner  string `json:"owner"`
+		}
+		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		if code != http.StatusOK || json.Unmarshal(data, &got) != nil || got.Status != "done" || got.Owner == "n2" {
+			t.Errorf("GET %s: %d %s, want done at a new owner", id, code, data)
+		}
+		c.close()
 	})
 }
