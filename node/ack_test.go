@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -252,5 +253,31 @@ func TestFaultAckOwnerCrash(t *testing.T) {
 			t.Errorf("GET %s: %d %s, want done at a new owner", id, code, data)
 		}
 		c.close()
+	})
+}
+
+// TestAckURLAddressPolicy: ack_url is checked by the callback address
+// policy at create like callback_url (400 on ack_url, nothing written),
+// also in a chain's task.
+func TestAckURLAddressPolicy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tn := startNode(t, func(c *Config) { c.Dispatch.CallbackDenyPrivate = true })
+		for _, tc := range []struct {
+			body  map[string]any
+			field string
+		}{
+			{map[string]any{"id": "a1", "callback_url": "http://hooks.test/cb", "delay_ms": 0, "ack_url": "http://127.0.0.1:9/ack"}, "ack_url"},
+			{map[string]any{"id": "a2", "callback_url": "http://hooks.test/cb", "delay_ms": 0, "on_success": []any{
+				map[string]any{"callback_url": "http://hooks.test/c", "delay_ms": 0, "ack_url": "http://169.254.169.254/ack"}}}, "on_success[0].ack_url"},
+		} {
+			var eb errorBody
+			code := tn.do(t, "POST", "/v1/tasks", tc.body, &eb)
+			if code != http.StatusBadRequest || eb.Error.Field != tc.field || !strings.Contains(eb.Error.Message, "callback address denied") {
+				t.Errorf("create %v: %d %+v, want 400 on %s", tc.body, code, eb.Error, tc.field)
+			}
+			if code := tn.do(t, "GET", "/v1/tasks/"+tc.body["id"].(string), nil, nil); code != http.StatusNotFound {
+				t.Errorf("GET %s after a refused create: %d, want 404", tc.body["id"], code)
+			}
+		}
 	})
 }
