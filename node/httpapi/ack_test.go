@@ -95,3 +95,13 @@ func TestAckJSON(t *testing.T) {
 		t.Errorf("ParseStatus(awaiting_ack) = %v, %v", s, ok)
 	}
 }
+
+// TestAckURLRedacted: a read-token answer masks the ack_url's userinfo
+// like the callback_url's.
+func TestAckURLRedacted(t *testing.T) {
+	ts := []TaskResponse{{CallbackURL: "https://u:p@x/cb", AckURL: "https://u:p@x/ack"}, {CallbackURL: "https://x/cb"}}
+	redactTasks(ts)
+	if ts[0].CallbackURL != "https://***@x/cb" || ts[0].AckURL != "https://***@x/ack" || ts[1].AckURL != "" {
+		t.Errorf("redacted %+v", ts)
+	}
+}

@@ -258,5 +258,6 @@ func authorityEnd(rest string) int {
 func redactTasks(ts []TaskResponse) {
 	for i := range ts {
 		ts[i].CallbackURL = RedactURL(ts[i].CallbackURL)
+		ts[i].AckURL = RedactURL(ts[i].AckURL)
 	}
 }
