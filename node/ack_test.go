@@ -161,6 +161,14 @@ func TestAckPhase(t *testing.T) {
 		if nchild != 1 {
 			t.Errorf("nack: on_failure child fired %d times, want once", nchild)
 		}
+		// Fire lateness counts the first attempts of the 4 fires (2 tasks, 2
+		// children), not the ACKs, late by their ack_delay_ms on purpose.
+		m := tn.metricsText(t)
+		for _, want := range []string{"chime_fire_lateness_seconds_count 4\n", `chime_fire_start_lag_seconds_count{stage="loop"} 4` + "\n"} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %q", want)
+			}
+		}
 	})
 }
 

@@ -90,7 +90,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			n++
 			continue
 		}
-		if t.Inflight.Attempt == 1 {
+		if t.Inflight.Attempt == 1 && !t.Inflight.Ack { // an ACK waits ack_delay_ms on purpose
 			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
 			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
 		}
