@@ -165,8 +165,11 @@ const (
 	finishRetry                           // the attempt failed and will be retried at Inflight.NextAttemptAt
 	finishSuccess                         // the fire succeeded
 	finishFailed                          // the fire failed for good (retries exhausted, or the endpoint is gone)
-	finishAwaitAck                        // the callback succeeded; the fire's ACK phase starts (Inflight.Ack)
 )
+
+// finishAwaitAck: the callback succeeded and the fire's ACK phase starts
+// (Inflight.Ack); the fire has not finished.
+const finishAwaitAck finishResult = 64
 
 // maxResultBytes is how much of a callback's response body is kept.
 const maxResultBytes = 512

@@ -17,8 +17,11 @@ const (
 	StatusFailed                      // one-shot task whose fire failed, or got 404/410
 	StatusInactive                    // periodic task stopped by max_fails or 404/410
 	StatusCompleted                   // periodic task that reached its end_at or max_runs
-	StatusAwaitingAck                 // one-shot task whose callback succeeded, its ACK (ack_url) not yet
 )
+
+// StatusAwaitingAck is a one-shot task whose callback succeeded and whose
+// ACK (Spec.AckURL) is pending. Not final.
+const StatusAwaitingAck Status = StatusCompleted + 1
 
 // String returns the API name of the status.
 func (s Status) String() string {
