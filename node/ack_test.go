@@ -2,8 +2,10 @@ package node
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -287,5 +289,80 @@ func TestAckURLAddressPolicy(t *testing.T) {
 				t.Errorf("GET %s after a refused create: %d, want 404", tc.body["id"], code)
 			}
 		}
+	})
+}
+
+// TestAckPhaseChainPayloadAndRetry: the on_success child of a fire with an
+// ACK phase takes the callback's answer (payload_from_parent), not the
+// ACK's; an awaiting_ack task cannot be paused; a task failed by its ACK
+// can be retried: a new fire, reason cleared, callback then ACK again.
+func TestAckPhaseChainPayloadAndRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tnet := netOf(t)
+		addr := tnet.newAddr()
+		var mu sync.Mutex
+		bodies := map[string][]string{} // task id → bodies received
+		ackFail := true
+		srv := servePipe(tnet.pn.listen(addr), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			id, ack := r.Header.Get("X-Chime-Task-Id"), r.Header.Get("X-Chime-Ack") == "1"
+			mu.Lock()
+			bodies[id] = append(bodies[id], string(b))
+			fail := ack && id == "retry" && ackFail
+			mu.Unlock()
+			switch {
+			case fail:
+				w.WriteHeader(500)
+			case ack:
+				_, _ = io.WriteString(w, `{"from":"ack"}`)
+			default:
+				_, _ = io.WriteString(w, `{"from":"callback"}`)
+			}
+		}))
+		t.Cleanup(srv.close)
+		base := "http://" + addr
+		tn := startNode(t, nil)
+		for _, body := range []string{
+			`{"id":"p","callback_url":"` + base + `/cb","delay_ms":0,"ack_url":"` + base + `/ack","ack_delay_ms":1000,` +
+				`"on_success":[{"id":"p-child","callback_url":"` + base + `/child","delay_ms":0,"payload_from_parent":true}]}`,
+			`{"id":"retry","callback_url":"` + base + `/cb","delay_ms":0,"ack_url":"` + base + `/ack","ack_delay_ms":1000,"ack_retries":0}`,
+		} {
+			if code := tn.do(t, "POST", "/v1/tasks", body, nil); code != 201 {
+				t.Fatalf("create %s: %d", body, code)
+			}
+		}
+		waitTask(t, tn, "p", func(m map[string]any) bool { return m["status"] == "awaiting_ack" })
+		if code := tn.do(t, "POST", "/v1/tasks/p/pause", nil, nil); code != http.StatusConflict {
+			t.Errorf("pause an awaiting_ack task: %d, want 409", code)
+		}
+		waitTask(t, tn, "p", func(m map[string]any) bool { return m["status"] == "done" })
+		waitFor(t, 10*time.Second, "the child's fire", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(bodies["p-child"]) > 0
+		})
+		mu.Lock()
+		if got := bodies["p-child"]; len(got) != 1 || got[0] != `{"from":"callback"}` {
+			t.Errorf("child payloads %q, want the callback's answer", got)
+		}
+		mu.Unlock()
+
+		task := waitTask(t, tn, "retry", func(m map[string]any) bool { return m["status"] == "failed" })
+		if task["fail_reason"] != "ack" {
+			t.Fatalf("retry: %v, want failed by its ack", task)
+		}
+		mu.Lock()
+		ackFail = false
+		mu.Unlock()
+		var got map[string]any
+		if code := tn.do(t, "POST", "/v1/tasks/retry/retry", nil, &got); code != 200 || got["status"] != "scheduled" || got["fail_reason"] != nil {
+			t.Fatalf("retry: %d %v, want scheduled without fail_reason", code, got)
+		}
+		waitTask(t, tn, "retry", func(m map[string]any) bool { return m["status"] == "done" })
+		mu.Lock()
+		if n := len(bodies["retry"]); n != 4 { // callback, failed ACK, callback, ACK
+			t.Errorf("retry: %d requests, want 4", n)
+		}
+		mu.Unlock()
 	})
 }
