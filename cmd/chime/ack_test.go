@@ -53,3 +53,23 @@ func TestCreateAckFlags(t *testing.T) {
 		assertJSON(t, f.onlyRequest(t).Body, tt.want)
 	}
 }
+
+// TestTaskTableAck: `task get` shows the ACK phase's rows when the task
+// has them.
+func TestTaskTableAck(t *testing.T) {
+	answer := `{"id":"a","callback_url":"http://x/cb","due_at":"2030-01-01T00:00:00Z","ack_url":"http://x/ack","ack_delay_ms":1000,"ack_retries":3,` +
+		`"slot":1,"status":"awaiting_ack","next_ack_at":"2030-01-01T00:00:01Z","fire_count":1,"fail_count":0,"timeout_ms":5000,"max_retries":3}`
+	f := newFakeNode(t, constant(200, answer))
+	res := runCLI(t, f, "", nil, "get", "a")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	for key, want := range map[string]string{"status": "awaiting_ack", "ack url": "http://x/ack", "next ack": "2030-01-01T00:00:01Z"} {
+		if got := fieldOf(t, res.stdout, key); got != want {
+			t.Errorf("row %q = %q, want %q:\n%s", key, got, want, res.stdout)
+		}
+	}
+	if strings.Contains(res.stdout, "fail reason") {
+		t.Errorf("a fail reason row without one:\n%s", res.stdout)
+	}
+}
