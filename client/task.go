@@ -17,7 +17,14 @@ const (
 	StatusFailed    Status = "failed"    // a one-shot whose fire failed
 	StatusInactive  Status = "inactive"  // a periodic task stopped by max_fails or a gone endpoint
 	StatusCompleted Status = "completed" // a periodic task that reached its EndAt or MaxRuns (final)
+	// StatusAwaitingAck: a one-shot task with an AckURL whose callback
+	// succeeded; its ACK is pending (then done, or failed with
+	// FailReason "ack").
+	StatusAwaitingAck Status = "awaiting_ack"
 )
+
+// FailReasonAck is Task.FailReason of a task failed by its ACK phase.
+const FailReasonAck = "ack"
 
 // Misfire is what a periodic task does about fires missed while no node
 // could fire it.
@@ -131,6 +138,18 @@ type Task struct {
 	// X-Chime-Fire-Id, signed like a callback. Empty: none.
 	SuccessURL string
 	FailureURL string
+	// AckURL gives a one-shot task an ACK phase (API.md "The ACK
+	// phase"): after its callback's 2xx the task awaits its ACK, and
+	// AckDelay later the node POSTs AckURL with the same body and
+	// X-Chime-* headers plus X-Chime-Ack: 1; a 2xx makes it done,
+	// anything else is retried AckRetries times, then it is failed with
+	// FailReason "ack". "": no ACK phase. Not for periodic tasks.
+	AckURL string
+	// AckDelay is the wait before the first ACK attempt (nil: 1 s; at
+	// most 1 h); milliseconds on the wire (ack_delay_ms).
+	AckDelay *time.Duration
+	// AckRetries is the ACK attempts after the first (nil: 3; at most 100).
+	AckRetries *int
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -158,6 +177,10 @@ type Task struct {
 	PendingChildren []string
 	// PendingNotices counts the result callbacks still to be delivered.
 	PendingNotices int
+	// NextAckAt is when the next ACK attempt starts (StatusAwaitingAck);
+	// FailReason is "ack" (FailReasonAck) on a task failed by its ACK.
+	NextAckAt  time.Time
+	FailReason string
 }
 
 // LastFire summarizes a task's most recent finished fire.
@@ -184,6 +207,9 @@ type Execution struct {
 	// Children: on the attempt that finished the fire, the ids of the
 	// tasks its chain creates.
 	Children []string
+	// Phase is "ack" on an attempt of the fire's ACK phase (Attempt
+	// counts the ACK attempts), "" on a callback attempt.
+	Phase string
 }
 
 // taskJSON is Task on the wire: the field names of API.md.
@@ -214,6 +240,9 @@ type taskJSON struct {
 	FromParent  bool              `json:"payload_from_parent,omitempty"`
 	SuccessURL  string            `json:"success_url,omitempty"`
 	FailureURL  string            `json:"failure_url,omitempty"`
+	AckURL      string            `json:"ack_url,omitempty"`
+	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
+	AckRetries  *int              `json:"ack_retries,omitempty"`
 
 	// The answer's state; never sent.
 	Slot       uint16        `json:"slot,omitempty"`
@@ -232,6 +261,8 @@ type taskJSON struct {
 	ParentFire string        `json:"parent_fire_id,omitempty"`
 	Pending    []string      `json:"pending_children,omitempty"`
 	Notices    int           `json:"pending_notices,omitempty"`
+	NextAckAt  string        `json:"next_ack_at,omitempty"`
+	FailReason string        `json:"fail_reason,omitempty"`
 }
 
 type lastFireJSON struct {
@@ -254,6 +285,7 @@ type executionJSON struct {
 	Error      string   `json:"error,omitempty"`
 	Result     string   `json:"result,omitempty"`
 	Children   []string `json:"children,omitempty"`
+	Phase      string   `json:"phase,omitempty"`
 }
 
 // request renders t as a request body: the request fields only.
@@ -266,6 +298,11 @@ func (t *Task) request() taskJSON {
 		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
 		MaxCatchup: t.MaxCatchup, FromParent: t.PayloadFromParent,
 		SuccessURL: t.SuccessURL, FailureURL: t.FailureURL,
+		AckURL: t.AckURL, AckRetries: t.AckRetries,
+	}
+	if t.AckDelay != nil {
+		d := t.AckDelay.Milliseconds()
+		w.AckDelayMs = &d
 	}
 	for _, c := range t.OnSuccess {
 		w.OnSuccess = append(w.OnSuccess, c.request())
@@ -301,6 +338,11 @@ func (w *taskJSON) task() Task {
 		MaxCatchup: w.MaxCatchup, SkippedFires: w.Skipped,
 		PayloadFromParent: w.FromParent, ParentID: w.ParentID, ParentFireID: w.ParentFire, PendingChildren: w.Pending,
 		SuccessURL: w.SuccessURL, FailureURL: w.FailureURL, PendingNotices: w.Notices,
+		AckURL: w.AckURL, AckRetries: w.AckRetries, NextAckAt: parseInstant(w.NextAckAt), FailReason: w.FailReason,
+	}
+	if w.AckDelayMs != nil {
+		d := ms(*w.AckDelayMs)
+		t.AckDelay = &d
 	}
 	for i := range w.OnSuccess {
 		t.OnSuccess = append(t.OnSuccess, w.OnSuccess[i].task())
@@ -330,7 +372,7 @@ func (w *taskJSON) task() Task {
 func (w *executionJSON) execution() Execution {
 	return Execution{FireID: w.FireID, DueAt: parseInstant(w.DueAt), StartedAt: parseInstant(w.StartedAt),
 		FinishedAt: parseInstant(w.FinishedAt), Attempt: w.Attempt, StatusCode: w.StatusCode, Error: w.Error, Result: w.Result,
-		Children: w.Children}
+		Children: w.Children, Phase: w.Phase}
 }
 
 // instant renders t as the API does: RFC 3339 in UTC, "" for the zero time.

@@ -29,6 +29,7 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	w.ParentID, w.ParentFire, w.Pending = t.ParentID, t.ParentFireID, t.PendingChildren
 	w.Notices = t.PendingNotices
 	w.Finished, w.Expires = instant(t.FinishedAt), instant(t.ExpiresAt)
+	w.NextAckAt, w.FailReason = instant(t.NextAckAt), t.FailReason
 	if t.MaxRuns > 0 || t.Runs > 0 {
 		w.Runs = &t.Runs // a node answers runs with max_runs, 0 included
 	}
@@ -62,7 +63,7 @@ func (t *Task) UnmarshalJSON(b []byte) error {
 func (e Execution) MarshalJSON() ([]byte, error) {
 	return json.Marshal(executionJSON{FireID: e.FireID, DueAt: instant(e.DueAt), StartedAt: instant(e.StartedAt),
 		FinishedAt: instant(e.FinishedAt), Attempt: e.Attempt, StatusCode: e.StatusCode, Error: e.Error, Result: e.Result,
-		Children: e.Children})
+		Children: e.Children, Phase: e.Phase})
 }
 
 // scheduleFields are the request fields that set a task's schedule.

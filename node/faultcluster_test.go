@@ -853,6 +853,7 @@ type fire struct {
 	Attempt int
 	Due     time.Time // X-Chime-Due-At
 	At      time.Time // arrival, fake time
+	Ack     bool      // X-Chime-Ack: 1, an ACK attempt (API.md "The ACK phase")
 }
 
 func (f fire) String() string {
@@ -894,6 +895,7 @@ func (r *fireRecorder) serve(w http.ResponseWriter, req *http.Request) {
 	f.Epoch, _ = strconv.ParseUint(h.Get("X-Chime-Slot-Epoch"), 10, 64)
 	f.Attempt, _ = strconv.Atoi(h.Get("X-Chime-Attempt"))
 	f.Due, _ = time.Parse(time.RFC3339Nano, h.Get("X-Chime-Due-At"))
+	f.Ack = h.Get("X-Chime-Ack") == "1"
 	r.mu.Lock()
 	r.fires = append(r.fires, f)
 	d := time.Duration(r.rnd.Int64N(int64(faultAnswerDelay)))

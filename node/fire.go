@@ -167,6 +167,10 @@ const (
 	finishFailed                          // the fire failed for good (retries exhausted, or the endpoint is gone)
 )
 
+// finishAwaitAck: the callback succeeded and the fire's ACK phase starts
+// (Inflight.Ack); the fire has not finished.
+const finishAwaitAck finishResult = 64
+
 // maxResultBytes is how much of a callback's response body is kept.
 const maxResultBytes = 512
 
@@ -201,6 +205,10 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 		StatusCode: r.StatusCode,
 		Error:      r.Err,
 		Result:     body,
+		Ack:        inf.Ack,
+	}
+	if inf.Ack {
+		return ex, finishAck(t, r, now, rnd)
 	}
 	// Only a plain failure is retried: gone and denied (a refused callback
 	// address: retrying cannot help, and must not dial it) end the fire.
@@ -227,6 +235,9 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 		t.FireCount++
 		t.FailCount = 0
 		if !inf.Trigger {
+			if startAck(t, inf, now) {
+				return ex, finishAwaitAck
+			}
 			advance(t, inf, now)
 		}
 		return ex, finishSuccess
@@ -259,6 +270,51 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 	return ex, finishFailed
 }
 
+// FailReasonAck is Task.FailReason of a task whose ACK phase failed.
+const FailReasonAck = "ack"
+
+// startAck starts the ACK phase of fire inf, whose callback just
+// succeeded, if the task has one (a one-shot task with an ack_url; not an
+// extra fire): the task awaits its ACK, and the same fire is in flight
+// again, its first ACK attempt due ack_delay_ms from now. It is the
+// task's wake, so a restart or the slot's next owner resumes it.
+func startAck(t *storage.Task, inf *storage.Inflight, now int64) bool {
+	if t.Spec.Kind != storage.KindOnce || t.Spec.AckURL == "" || inf.Trigger {
+		return false
+	}
+	t.Status = storage.StatusAwaitingAck
+	t.NextDue = 0
+	t.Inflight = &storage.Inflight{
+		Seq:           inf.Seq,
+		Due:           inf.Due,
+		NextAttemptAt: now + t.Spec.AckDelayMs*int64(time.Millisecond),
+		Ack:           true,
+	}
+	return true
+}
+
+// finishAck applies the result of one ACK attempt: a 2xx makes the task
+// done; anything else is retried with the usual backoff until ack_retries
+// are spent (a refused address at once), then the task failed with reason
+// "ack". Either way this ends the fire: its chain starts now.
+func finishAck(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) finishResult {
+	inf := t.Inflight
+	if r.Outcome != dispatch.OutcomeSuccess && r.Outcome != dispatch.OutcomeDenied && inf.Attempt <= t.Spec.AckRetries {
+		inf.NextAttemptAt = now + int64(schedule.Backoff(inf.Attempt, r.RetryAfter, rnd))
+		return finishRetry
+	}
+	t.Inflight = nil
+	t.NextDue = 0
+	if r.Outcome == dispatch.OutcomeSuccess {
+		t.Status = storage.StatusDone
+		return finishSuccess
+	}
+	t.Status = storage.StatusFailed
+	t.FailReason = FailReasonAck
+	t.FailCount++
+	return finishFailed
+}
+
 // advance moves the schedule past the fire inf: a one-shot task is done, a
 // periodic one is due at its next occurrence.
 func advance(t *storage.Task, inf *storage.Inflight, now int64) {
@@ -285,7 +341,7 @@ func advance(t *storage.Task, inf *storage.Inflight, now int64) {
 // jobFor builds the dispatcher job for the attempt described by t.Inflight.
 func jobFor(t *storage.Task) *dispatch.Job {
 	inf := t.Inflight
-	return &dispatch.Job{
+	j := &dispatch.Job{
 		TaskID:  t.ID,
 		Slot:    t.Slot,
 		Seq:     inf.Seq,
@@ -296,4 +352,8 @@ func jobFor(t *storage.Task) *dispatch.Job {
 		Headers: t.Spec.Headers,
 		Timeout: time.Duration(t.Spec.TimeoutMs) * time.Millisecond,
 	}
+	if inf.Ack {
+		j.URL, j.Ack = t.Spec.AckURL, true
+	}
+	return j
 }

@@ -252,7 +252,7 @@ func (m *metrics) observeResult(r *dispatch.Result) {
 		m.firesFailure.Inc()
 	}
 	m.callback.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
-	if r.Job.Attempt == 1 {
+	if r.Job.Attempt == 1 && !r.Job.Ack { // an ACK is late by its ack_delay_ms on purpose
 		m.lateness.Observe(float64(r.StartedAt.UnixNano()-r.Job.Due) / 1e9)
 	}
 }

@@ -80,7 +80,11 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		// that a held one leaves the record as it was.
 		var host string
 		if w.breakers != nil {
-			if host = dispatch.HostKey(t.Spec.CallbackURL); w.breakers.Gating(host) {
+			u := t.Spec.CallbackURL
+			if t.Inflight != nil && t.Inflight.Ack {
+				u = t.Spec.AckURL // an ACK attempt goes to the ack_url's host
+			}
+			if host = dispatch.HostKey(u); w.breakers.Gating(host) {
 				t = cloneTask(t)
 			} else {
 				host = ""
@@ -111,7 +115,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 				continue
 			}
 		}
-		if t.Inflight.Attempt == 1 {
+		if t.Inflight.Attempt == 1 && !t.Inflight.Ack { // an ACK waits ack_delay_ms on purpose
 			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
 			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
 		}
@@ -174,8 +178,14 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		w.metrics.retries.Inc()
 	case finishSuccess, finishFailed:
 		// The chain's children are recorded with the outcome, in the
-		// same write: they replicate with it (chain.go).
-		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, ex.Result)
+		// same write: they replicate with it (chain.go). After an ACK
+		// phase the outcome is the ACK's, the parent's result the
+		// callback's.
+		res := ex.Result
+		if ex.Ack && t.LastFire != nil {
+			res = t.LastFire.Result
+		}
+		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, res)
 		w.addNotice(t, r.Job.Seq, fr == finishFailed, op.now) // result callback, same write (notice.go)
 	}
 	b.AppendExecution(t, ex)

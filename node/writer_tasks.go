@@ -269,6 +269,7 @@ func (w *writer) applyOne(b *storage.Batch, g *syncGroup, op *oneOp) {
 		}
 		t.Status = storage.StatusScheduled
 		t.FailCount = 0
+		t.FailReason = ""
 		t.NextDue = op.now
 	case opTrigger:
 		if len(t.Triggers) >= maxPendingTriggers {

@@ -16,21 +16,22 @@ import (
 //	           Triggers|nil, CreatedAt, UpdatedAt, FireCount, FailCount,
 //	           LastFire|nil, HistSeq, Version, Runs, TriggerDues|nil,
 //	           SkippedFires, Backfill|nil, FinishedAt, ExpireAt, ParentID,
-//	           ParentFire, Children|nil, Notices|nil]
+//	           ParentFire, Children|nil, Notices|nil, FailReason]
 //	Spec      [CallbackURL, Kind, DelayMs, DueAt, EveryMs, Cron, Timezone,
 //	           StartAt, Payload|nil, Headers|nil, TimeoutMs, MaxRetries,
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
 //	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet,
 //	           OnSuccess|nil, OnFailure|nil,   (each an array of bin)
-//	           SuccessURL, FailureURL]
-//	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired]
+//	           SuccessURL, FailureURL, AckURL, AckDelayMs, AckRetries]
+//	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired,
+//	           Ack]
 //	Backfill  [Next, To, Left, At]
 //	PendingChild [ID, Seq, Index, Failure, At, Body, Result]
 //	PendingNotice [Seq, Failure, URL, DueAt, Body, Attempts, At]
 //	LastFire  [FireID, DueAt, FinishedAt, Attempts, StatusCode, Error,
 //	           Result|nil]
 //	Execution [1, FireID, DueAt, StartedAt, FinishedAt, Attempt, StatusCode,
-//	           Error, Result|nil, Children|nil]
+//	           Error, Result|nil, Children|nil, Ack]
 //
 // The leading 1 is the record's format version (taskFormat,
 // executionFormat); nested structs have none and follow their record's.
@@ -66,12 +67,12 @@ const (
 // Array lengths written for each struct (fields plus the version where
 // there is one). Appending a field means bumping its count.
 const (
-	taskFields      = 26
-	specFields      = 26
-	inflightFields  = 7
+	taskFields      = 27
+	specFields      = 29
+	inflightFields  = 8
 	lastFireFields  = 7
 	backfillFields  = 4
-	executionFields = 10
+	executionFields = 11
 	childFields     = 7
 	noticeFields    = 7
 )
@@ -104,6 +105,7 @@ func appendTask(b []byte, t *Task) []byte {
 	b = appendStr(b, t.ParentFire)
 	b = appendChildren(b, t.Children)
 	b = appendNotices(b, t.Notices)
+	b = appendStr(b, t.FailReason)
 	return b
 }
 
@@ -197,6 +199,9 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendBins(b, s.OnFailure)
 	b = appendStr(b, s.SuccessURL)
 	b = appendStr(b, s.FailureURL)
+	b = appendStr(b, s.AckURL)
+	b = appendInt(b, s.AckDelayMs)
+	b = appendInt(b, int64(s.AckRetries))
 	return b
 }
 
@@ -224,6 +229,7 @@ func appendInflight(b []byte, f *Inflight) []byte {
 	b = appendInt(b, f.StartedAt)
 	b = appendBool(b, f.Trigger)
 	b = appendBool(b, f.Misfired)
+	b = appendBool(b, f.Ack)
 	return b
 }
 
@@ -254,6 +260,7 @@ func appendExecution(b []byte, e *Execution) []byte {
 	b = appendStr(b, e.Error)
 	b = appendBin(b, e.Result)
 	b = appendStrs(b, e.Children)
+	b = appendBool(b, e.Ack)
 	return b
 }
 
@@ -367,6 +374,9 @@ func (r *reader) task(t *Task) {
 	}
 	if field(&n) {
 		t.Notices = r.notices()
+	}
+	if field(&n) {
+		t.FailReason = r.str()
 	}
 	r.skip(n, 0)
 }
@@ -579,6 +589,15 @@ func (r *reader) spec(s *Spec) {
 	if field(&n) {
 		s.FailureURL = r.str()
 	}
+	if field(&n) {
+		s.AckURL = r.str()
+	}
+	if field(&n) {
+		s.AckDelayMs = r.int64()
+	}
+	if field(&n) {
+		s.AckRetries = r.int()
+	}
 	r.skip(n, 0)
 }
 
@@ -630,6 +649,9 @@ func (r *reader) inflight() *Inflight {
 	}
 	if field(&n) {
 		f.Misfired = r.bool()
+	}
+	if field(&n) {
+		f.Ack = r.bool()
 	}
 	r.skip(n, 0)
 	return f
@@ -694,6 +716,9 @@ func (r *reader) execution(e *Execution) {
 	}
 	if field(&n) {
 		e.Children = r.strs()
+	}
+	if field(&n) {
+		e.Ack = r.bool()
 	}
 	r.skip(n, 0)
 }

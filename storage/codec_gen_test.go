@@ -156,6 +156,9 @@ func (g recordGen) spec() Spec {
 		OnFailure:    g.bins(),
 		SuccessURL:   g.str(),
 		FailureURL:   g.str(),
+		AckURL:       g.str(),
+		AckDelayMs:   g.int64(),
+		AckRetries:   g.int(),
 	}
 }
 
@@ -227,6 +230,7 @@ func (g recordGen) inflight() *Inflight {
 		StartedAt:     g.int64(),
 		Trigger:       g.oneIn(2),
 		Misfired:      g.oneIn(2),
+		Ack:           g.oneIn(2),
 	}
 }
 
@@ -273,6 +277,7 @@ func (g recordGen) task() *Task {
 		ParentFire:   g.str(),
 		Children:     g.children(),
 		Notices:      g.notices(),
+		FailReason:   g.str(),
 	}
 }
 
@@ -294,5 +299,6 @@ func (g recordGen) execution() *Execution {
 		Error:      g.str(),
 		Result:     g.bytes(),
 		Children:   g.strs(),
+		Ack:        g.oneIn(2),
 	}
 }

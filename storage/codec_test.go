@@ -165,11 +165,11 @@ func TestRecordGolden(t *testing.T) {
 		want   []string // hex, one field per line
 	}{
 		{"task", func() ([]byte, error) { return EncodeTask(task) }, []string{
-			"dc001a",             // array16 of 26
+			"dc001b",             // array16 of 27
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc001a",             // Spec: array16 of 26
+			"dc001d",             // Spec: array16 of 29
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -196,10 +196,13 @@ func TestRecordGolden(t *testing.T) {
 			"c0",                 //   OnFailure nil
 			"a0",                 //   SuccessURL ""
 			"a0",                 //   FailureURL ""
+			"a0",                 //   AckURL ""
+			"00",                 //   AckDelayMs
+			"00",                 //   AckRetries
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq
-			"97",                 // Inflight: fixarray of 7
+			"98",                 // Inflight: fixarray of 8
 			"02",                 //   Seq
 			"cf0000010000000000", // Due 1<<40
 			"01",                 //   Attempt
@@ -207,6 +210,7 @@ func TestRecordGolden(t *testing.T) {
 			"00",                 //   StartedAt
 			"c3",                 //   Trigger
 			"c2",                 //   Misfired
+			"c2",                 //   Ack
 			"9105",               // Triggers [5]
 			"01",                 // CreatedAt
 			"d1ff38",             // UpdatedAt -200
@@ -225,9 +229,10 @@ func TestRecordGolden(t *testing.T) {
 			"a0",                 // ParentFire ""
 			"c0",                 // Children nil
 			"c0",                 // Notices nil
+			"a0",                 // FailReason ""
 		}},
 		{"execution", func() ([]byte, error) { return EncodeExecution(exec) }, []string{
-			"9a",         // fixarray of 10
+			"9b",         // fixarray of 11
 			"01",         // format version
 			"a3613a32",   // FireID "a:2"
 			"ce00011170", // DueAt 70000
@@ -238,6 +243,7 @@ func TestRecordGolden(t *testing.T) {
 			"a178",       // Error "x"
 			"c0",         // Result nil
 			"c0",         // Children nil
+			"c2",         // Ack
 		}},
 	}
 	for _, tt := range tests {
@@ -348,7 +354,9 @@ func fullTask() *Task {
 	tk.Spec.EndAt, tk.Spec.MaxRuns, tk.Runs = 1<<60, 5, 4
 	tk.Triggers = []int64{7, 8}
 	tk.LastFire.Error = "boom"
-	tk.Inflight.Trigger, tk.Inflight.Misfired = true, true
+	tk.Inflight.Trigger, tk.Inflight.Misfired, tk.Inflight.Ack = true, true, true
+	tk.Spec.AckURL, tk.Spec.AckDelayMs, tk.Spec.AckRetries = "https://a/ack", 1000, 3
+	tk.FailReason = "ack"
 	return tk
 }
 
@@ -391,7 +399,7 @@ func TestDecodeOlderRecord(t *testing.T) {
 		}
 	}
 	t.Run("Execution", func(t *testing.T) {
-		e := &Execution{FireID: "f:1", DueAt: 1, StartedAt: 2, FinishedAt: 3, Attempt: 4, StatusCode: 500, Error: "e", Result: []byte("r")}
+		e := &Execution{FireID: "f:1", DueAt: 1, StartedAt: 2, FinishedAt: 3, Attempt: 4, StatusCode: 500, Error: "e", Result: []byte("r"), Children: []string{"c"}, Ack: true}
 		enc, _ := EncodeExecution(e)
 		for keep := 1; keep <= executionFields; keep++ {
 			want := *e

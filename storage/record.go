@@ -19,6 +19,10 @@ const (
 	StatusCompleted                   // periodic task that reached its end_at or max_runs
 )
 
+// StatusAwaitingAck is a one-shot task whose callback succeeded and whose
+// ACK (Spec.AckURL) is pending. Not final.
+const StatusAwaitingAck Status = StatusCompleted + 1
+
 // String returns the API name of the status.
 func (s Status) String() string {
 	switch s {
@@ -34,6 +38,8 @@ func (s Status) String() string {
 		return "inactive"
 	case StatusCompleted:
 		return "completed"
+	case StatusAwaitingAck:
+		return "awaiting_ack"
 	}
 	return "unknown"
 }
@@ -47,7 +53,7 @@ func (s Status) Final() bool {
 // ParseStatus is the inverse of Status.String. It returns 0, false for an
 // unknown name.
 func ParseStatus(name string) (Status, bool) {
-	for s := StatusScheduled; s <= StatusCompleted; s++ {
+	for s := StatusScheduled; s <= StatusAwaitingAck; s++ {
 		if s.String() == name {
 			return s, true
 		}
@@ -172,6 +178,13 @@ type Spec struct {
 	// outcome. "" = none.
 	SuccessURL string `msgpack:"su,omitempty"`
 	FailureURL string `msgpack:"fu,omitempty"`
+	// AckURL is the one-shot task's ACK endpoint (API.md "The ACK
+	// phase"), "" = none. AckDelayMs is the wait after the callback's 2xx
+	// before the first ACK attempt, AckRetries the ACK attempts after the
+	// first; both as normalized at create (defaults filled in).
+	AckURL     string `msgpack:"au,omitempty"`
+	AckDelayMs int64  `msgpack:"ad,omitempty"`
+	AckRetries int    `msgpack:"ar,omitempty"`
 }
 
 // PendingNotice is a result notification of a finished fire still to be
@@ -213,6 +226,10 @@ type Inflight struct {
 	StartedAt     int64  `msgpack:"t"`  // when the current attempt started
 	Trigger       bool   `msgpack:"tr"` // an extra fire from the trigger endpoint
 	Misfired      bool   `msgpack:"m"`  // started late enough to count as missed (misfire policy applies on completion)
+	// Ack marks the fire's ACK phase (Spec.AckURL): its callback
+	// succeeded and Attempt counts the ACK attempts (0 = none yet, the
+	// first at NextAttemptAt). Same fire, same Seq.
+	Ack bool `msgpack:"ak"`
 }
 
 // Backfill is a pending backfill (POST /v1/tasks/{id}/backfill): the
@@ -284,6 +301,10 @@ type Task struct {
 	// At is part of the task's wake.
 	Notices []PendingNotice `msgpack:"nt,omitempty"`
 
+	// FailReason says why a failed task failed when it is not its
+	// callback: "ack" (its ACK phase failed); "" otherwise.
+	FailReason string `msgpack:"fr,omitempty"`
+
 	// stored is what this copy knows of the record stored under its task
 	// key (prior.go): set by Get, DecodeStoredTask, PutTask, DeleteTask
 	// and Replaces, kept by copies. It lets PutTask and DeleteTask keep
@@ -344,6 +365,8 @@ type Execution struct {
 	// Children are the ids of the tasks the fire's chain creates
 	// (on_success or on_failure), on the execution that finished the fire.
 	Children []string `msgpack:"ch,omitempty"`
+	// Ack marks an attempt of the fire's ACK phase (POST ack_url).
+	Ack bool `msgpack:"ak,omitempty"`
 }
 
 // Failed reports whether the attempt failed: an error (no answer, timeout,

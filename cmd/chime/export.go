@@ -47,6 +47,9 @@ type exportRecord struct {
 	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
 	SuccessURL  string            `json:"success_url,omitempty"`
 	FailureURL  string            `json:"failure_url,omitempty"`
+	AckURL      string            `json:"ack_url,omitempty"`
+	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
+	AckRetries  *int              `json:"ack_retries,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -84,7 +87,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
 	var cf commonFlags
 	fs := tc.commandFlags("export", exportUsage, &cf)
-	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive, completed)")
+	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, awaiting_ack, done, failed, inactive, completed)")
 	page := fs.Int("page", 1000, "tasks per listing request (`N`, 1..1000); lower it if pages of large tasks exceed the client's answer limit")
 	pos, help, err := parseArgs(fs, args)
 	if help || err != nil {
@@ -214,6 +217,9 @@ type importRequest struct {
 	OnFailure   []json.RawMessage `json:"on_failure,omitempty"`
 	SuccessURL  string            `json:"success_url,omitempty"`
 	FailureURL  string            `json:"failure_url,omitempty"`
+	AckURL      string            `json:"ack_url,omitempty"`
+	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
+	AckRetries  *int              `json:"ack_retries,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -232,14 +238,15 @@ var errFinished = errors.New("finished task")
 //   - a paused task is created paused.
 //
 // Done, failed, inactive and completed tasks return errFinished: the API cannot create
-// a task in those states.
+// a task in those states; nor awaiting_ack (its callback was delivered: a
+// re-created task would send it again).
 func importRequestOf(r *exportRecord) (*importRequest, error) {
 	if r.ID == "" {
 		return nil, errors.New("id is missing")
 	}
 	switch r.Status {
 	case "scheduled", "paused":
-	case "done", "failed", "inactive", "completed":
+	case "done", "failed", "inactive", "completed", "awaiting_ack":
 		return nil, errFinished
 	default:
 		return nil, fmt.Errorf("unknown status %q", clipText(r.Status))
@@ -247,7 +254,8 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 	q := &importRequest{ID: r.ID, CallbackURL: r.CallbackURL, Timezone: r.Timezone, StartAt: r.StartAt,
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
 		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs,
-		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL}
+		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL,
+		AckURL: r.AckURL, AckDelayMs: r.AckDelayMs, AckRetries: r.AckRetries}
 	if r.MaxRuns > 0 {
 		// A re-created task counts its runs from 0: it gets the runs left.
 		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)
@@ -303,7 +311,7 @@ const importUsage = `usage: chime import [--replace] [--file F] [flags] < tasks.
 
 Re-creates the tasks of a chime export, by id, with the same status and next
 due time. A task that exists is left alone and counted as skipped, unless
---replace (then it is replaced). Done, failed, inactive and completed tasks are not
+--replace (then it is replaced). Done, failed, inactive, completed and awaiting_ack tasks are not
 re-created (counted as finished). A bad line is reported with its number; the
 others are imported and import exits non-zero at the end.
 

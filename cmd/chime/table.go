@@ -59,6 +59,9 @@ type taskView struct {
 	FailCount   text `json:"fail_count"`
 	Owner       text `json:"owner"`
 	LastFire    text `json:"last_fire"` // a fireView object; kept as text so odd shapes still print
+	AckURL      text `json:"ack_url"`
+	NextAckAt   text `json:"next_ack_at"`
+	FailReason  text `json:"fail_reason"`
 }
 
 // fireView is a task's last_fire.
@@ -88,7 +91,7 @@ const maxErrorCell = 60
 
 // writeTask renders one task as a vertical key/value table.
 func writeTask(buf *bytes.Buffer, t taskView) error {
-	return writeTable(buf, [][]string{
+	rows := [][]string{
 		{"id", cell(t.ID)},
 		{"status", cell(t.Status)},
 		{"schedule", cell(text(scheduleText(t)))},
@@ -97,7 +100,17 @@ func writeTask(buf *bytes.Buffer, t taskView) error {
 		{"fires", cell(t.FireCount)},
 		{"fails", cell(t.FailCount)},
 		{"last fire", cell(text(lastFireText(t.LastFire)))},
-	})
+	}
+	// The ACK phase's rows only on a task that has one (API.md "The ACK phase").
+	for _, r := range []struct {
+		key string
+		v   text
+	}{{"ack url", t.AckURL}, {"next ack", t.NextAckAt}, {"fail reason", t.FailReason}} {
+		if r.v != "" {
+			rows = append(rows, []string{r.key, cell(r.v)})
+		}
+	}
+	return writeTable(buf, rows)
 }
 
 // writeTaskList renders tasks one row each, then "next cursor: …" when the

@@ -414,7 +414,7 @@ func (tc *taskCmd) list(ctx context.Context, args []string) error {
 	fs := tc.newFlagSet("list", "[--status S] [--label k:v] [--limit N] [--cursor C] [--all] [flags]")
 	var cf commonFlags
 	cf.register(fs)
-	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, done, failed, inactive, completed)")
+	status := fs.String("status", "", "only tasks with this `status` (scheduled, paused, awaiting_ack, done, failed, inactive, completed)")
 	label := fs.String("label", "", "only tasks with this label, as `key:value`")
 	limit := fs.Int("limit", 0, "at most `N` tasks per page (default: the server's)")
 	cursor := fs.String("cursor", "", "continue from this `cursor` (a previous next_cursor)")
@@ -491,6 +491,8 @@ type createFlags struct {
 	payload                   string
 	timeoutMS, retries, fails int
 	headers, labels           kvFlag
+	ackDelay                  millisFlag
+	ackRetries                int
 }
 
 // create runs `create`: from flags, or from --file.
@@ -527,6 +529,9 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.IntVar(&f.fails, "max-fails", 0, "periodic or cron: consecutive failed fires before inactive; 0 = never (server default 0)")
 	fs.StringVar(&f.gap, "gap", "", "cron: a local time that does not exist (spring forward): shift or skip (server default shift)")
 	fs.StringVar(&f.overlap, "overlap", "", "cron: a local time that occurs twice (fall back): first or both (server default first)")
+	fs.StringVar(&t.AckURL, "ack-url", "", "one-shot: after the callback's 2xx, POST this `URL` (same body, X-Chime-Ack: 1); the task is done on its 2xx, failed (reason ack) after --ack-retries")
+	fs.Var(&f.ackDelay, "ack-delay", "with --ack-url: wait this `duration` after the callback's 2xx (duration or ms, ≤ 1h; server default 1s)")
+	fs.IntVar(&f.ackRetries, "ack-retries", 0, "with --ack-url: retries of the ACK after its first attempt (≤ 100; server default 3)")
 	fs.StringVar(&file, "file", "", "read the task from this JSON `file` (- = stdin), in the API's request shape; other create flags are then not allowed")
 	fs.BoolVar(&replace, "replace", false, "PUT /v1/tasks/{id}: create or replace (needs --id, or an id in --file)")
 	pos, help, err := parseArgs(fs, args)
@@ -667,6 +672,13 @@ func (tc *taskCmd) fillCreate(t *client.Task, set map[string]bool, f *createFlag
 	}
 	if set["gap"] || set["overlap"] {
 		t.DST = &client.DST{Gap: client.DSTGap(f.gap), Overlap: client.DSTOverlap(f.overlap)}
+	}
+	if set["ack-delay"] {
+		d := time.Duration(f.ackDelay.ms) * time.Millisecond
+		t.AckDelay = &d
+	}
+	if set["ack-retries"] {
+		t.AckRetries = &f.ackRetries
 	}
 	return nil
 }

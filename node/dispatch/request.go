@@ -56,6 +56,9 @@ func (d *Dispatcher) buildRequest(req *fasthttp.Request, j *Job, s *scratch) {
 	if j.Epoch > 0 {
 		req.Header.SetBytesV("X-Chime-Slot-Epoch", b[attemptEnd:])
 	}
+	if j.Ack {
+		req.Header.Set("X-Chime-Ack", "1")
+	}
 	if len(s.macs) > 0 {
 		s.sig = signature.Append(s.sig[:0], s.macs, &s.sum, d.clock.Now().Unix(), b[:fireEnd], j.Payload)
 		req.Header.SetBytesV("X-Chime-Signature", s.sig)

@@ -32,6 +32,7 @@ type Job struct {
 	Headers map[string]string // user's extra headers
 	Timeout time.Duration     // this attempt's timeout; <= 0 means defaultTimeout
 	Notice  bool              // a result callback (the node's bookkeeping); not sent
+	Ack     bool              // an attempt of the fire's ACK phase (URL is the ack_url) -> X-Chime-Ack: 1
 }
 
 // Outcome classifies one attempt. The zero value is invalid on purpose.

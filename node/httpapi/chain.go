@@ -95,6 +95,9 @@ func (r *TaskRequest) validateChains(now time.Time, lim Limits, depth int, spec 
 				return prefixed(path, e)
 			}
 			r.chainURLs = append(r.chainURLs, chainURL{path + ".callback_url", cs.CallbackURL})
+			if cs.AckURL != "" {
+				r.chainURLs = append(r.chainURLs, chainURL{path + ".ack_url", cs.AckURL})
+			}
 			for _, u := range child.chainURLs {
 				r.chainURLs = append(r.chainURLs, chainURL{path + "." + u.field, u.url})
 			}

@@ -60,6 +60,11 @@ type TaskRequest struct {
 	// that outcome (API.md "Result callbacks"); "" = none.
 	SuccessURL string `json:"success_url,omitempty"`
 	FailureURL string `json:"failure_url,omitempty"`
+	// AckURL, AckDelayMs and AckRetries are a one-shot task's ACK phase
+	// (API.md "The ACK phase"): "" and nil = none / the defaults.
+	AckURL     string `json:"ack_url,omitempty"`
+	AckDelayMs *int64 `json:"ack_delay_ms,omitempty"`
+	AckRetries *int   `json:"ack_retries,omitempty"`
 
 	// decoded is set by decodeTaskRequest: Payload is known to be valid
 	// JSON and scheduleKeys is meaningful.
@@ -156,6 +161,7 @@ var requestFieldTypes = map[string]string{
 	"status": "a string", "dst": "an object", "dst.gap": "a string", "dst.overlap": "a string",
 	"on_success": "an array of task objects", "on_failure": "an array of task objects", "payload_from_parent": "a boolean",
 	"success_url": "a string", "failure_url": "a string",
+	"ack_url": "a string", "ack_delay_ms": "an integer", "ack_retries": "an integer",
 }
 
 // syntaxError reports why data is not one valid JSON value.
@@ -245,7 +251,7 @@ type requestField struct {
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
 		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup", "retention_ms",
-		"on_success", "on_failure", "payload_from_parent", "success_url", "failure_url"}
+		"on_success", "on_failure", "payload_from_parent", "success_url", "failure_url", "ack_url", "ack_delay_ms", "ack_retries"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}

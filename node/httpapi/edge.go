@@ -267,5 +267,6 @@ func redactTasks(ts []TaskResponse) {
 	for i := range ts {
 		ts[i].CallbackURL = RedactURL(ts[i].CallbackURL)
 		ts[i].SuccessURL, ts[i].FailureURL = redactOpt(ts[i].SuccessURL), redactOpt(ts[i].FailureURL)
+		ts[i].AckURL = RedactURL(ts[i].AckURL)
 	}
 }

@@ -82,6 +82,15 @@ type TaskResponse struct {
 	PendingChildren []string `json:"pending_children,omitempty"`
 	// PendingNotices counts the result callbacks still to deliver.
 	PendingNotices int `json:"pending_notices,omitempty"`
+	// AckURL, AckDelayMs and AckRetries are the ACK phase (API.md "The
+	// ACK phase"), with their effective values, when the task has one.
+	// NextAckAt is when its next ACK attempt starts (awaiting_ack);
+	// FailReason is "ack" on a task failed by its ACK phase.
+	AckURL     string `json:"ack_url,omitempty"`
+	AckDelayMs *int64 `json:"ack_delay_ms,omitempty"`
+	AckRetries *int   `json:"ack_retries,omitempty"`
+	NextAckAt  string `json:"next_ack_at,omitempty"`
+	FailReason string `json:"fail_reason,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
@@ -125,6 +134,9 @@ type ExecutionResponse struct {
 	// Children are the ids of the tasks the fire's chain created, on the
 	// execution that finished the fire (API.md "Chains").
 	Children []string `json:"children,omitempty"`
+	// Phase is "ack" on an attempt of the fire's ACK phase (POST
+	// ack_url; Attempt counts the ACK attempts); absent on a callback's.
+	Phase string `json:"phase,omitempty"`
 }
 
 // taskResponse renders t, served by the node named owner. The response
@@ -202,6 +214,14 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 	for _, c := range t.Children {
 		r.PendingChildren = append(r.PendingChildren, c.ID)
 	}
+	if s.AckURL != "" {
+		delay, retries := s.AckDelayMs, s.AckRetries
+		r.AckURL, r.AckDelayMs, r.AckRetries = s.AckURL, &delay, &retries
+	}
+	if inf := t.Inflight; inf != nil && inf.Ack && inf.NextAttemptAt != 0 {
+		r.NextAckAt = formatInstant(inf.NextAttemptAt)
+	}
+	r.FailReason = t.FailReason
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{
 			FireID:     lf.FireID,
@@ -228,7 +248,16 @@ func executionResponse(e *storage.Execution) ExecutionResponse {
 		Error:      e.Error,
 		Result:     resultText(e.Result),
 		Children:   e.Children,
+		Phase:      phase(e),
 	}
+}
+
+// phase is the phase of the attempt e: "ack" or "" (the callback).
+func phase(e *storage.Execution) string {
+	if e.Ack {
+		return "ack"
+	}
+	return ""
 }
 
 // rawList returns stored JSON bodies as raw messages (nil for none).

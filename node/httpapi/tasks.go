@@ -72,6 +72,11 @@ func (s *Server) parseTask(body []byte, pathID string, now time.Time) (t *storag
 	if err := s.b.CheckCallback(spec.CallbackURL); err != nil {
 		return nil, false, Invalid("callback_url", "%s", err.Error())
 	}
+	if spec.AckURL != "" {
+		if err := s.b.CheckCallback(spec.AckURL); err != nil {
+			return nil, false, Invalid("ack_url", "%s", err.Error())
+		}
+	}
 	for _, u := range req.chainURLs {
 		if err := s.b.CheckCallback(u.url); err != nil {
 			return nil, false, Invalid(u.field, "%s", err.Error())

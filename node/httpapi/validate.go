@@ -123,6 +123,9 @@ func (r *TaskRequest) validateAt(now time.Time, lim Limits, depth int) (string, 
 	if e := r.validateSchedule(now, &spec); e != nil {
 		return "", storage.Spec{}, e
 	}
+	if e := r.validateAck(&spec); e != nil {
+		return "", storage.Spec{}, e
+	}
 
 	if len(r.Payload) > lim.MaxPayloadBytes {
 		return "", storage.Spec{}, &Error{
@@ -442,6 +445,52 @@ func validateID(id string) *Error {
 func isIDChar(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '.' || c == '_' || c == '~' || c == ':' || c == '-' || c == '{' || c == '}'
+}
+
+// ACK phase bounds (API.md "The ACK phase").
+const (
+	defaultAckDelayMs = 1000
+	maxAckDelayMs     = 3600000 // 1 h
+	defaultAckRetries = 3
+	maxAckRetries     = 100
+)
+
+// validateAck checks ack_url, ack_delay_ms and ack_retries (API.md "The
+// ACK phase") and fills them into spec with their defaults: only on a
+// one-shot task, the delay and retries only with an ack_url. The
+// address policy checks ack_url like callback_url (parseTask).
+func (r *TaskRequest) validateAck(spec *storage.Spec) *Error {
+	if r.AckURL == "" {
+		if r.AckDelayMs != nil {
+			return Invalid("ack_delay_ms", "applies only with ack_url")
+		}
+		if r.AckRetries != nil {
+			return Invalid("ack_retries", "applies only with ack_url")
+		}
+		return nil
+	}
+	if spec.Kind != storage.KindOnce {
+		return Invalid("ack_url", "applies only to one-shot tasks (delay_ms or due_at)")
+	}
+	if e := validateURL("ack_url", r.AckURL); e != nil {
+		return e
+	}
+	spec.AckURL = r.AckURL
+	spec.AckDelayMs = defaultAckDelayMs
+	if r.AckDelayMs != nil {
+		if *r.AckDelayMs < 0 || *r.AckDelayMs > maxAckDelayMs {
+			return Invalid("ack_delay_ms", "must be between 0 and %d (1 hour), got %d", maxAckDelayMs, *r.AckDelayMs)
+		}
+		spec.AckDelayMs = *r.AckDelayMs
+	}
+	spec.AckRetries = defaultAckRetries
+	if r.AckRetries != nil {
+		if *r.AckRetries < 0 || *r.AckRetries > maxAckRetries {
+			return Invalid("ack_retries", "must be between 0 and %d, got %d", maxAckRetries, *r.AckRetries)
+		}
+		spec.AckRetries = *r.AckRetries
+	}
+	return nil
 }
 
 // validateCallbackURL checks that u is an absolute http or https URL with a host.

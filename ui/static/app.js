@@ -1147,6 +1147,9 @@
     add('Schedule', scheduleText(t));
     add('Next due', when(t.next_due_at));
     add('Callback', el('span', { class: 'mono', text: t.callback_url }));
+    if (t.ack_url) add('ACK', el('span', null, el('span', { class: 'mono', text: t.ack_url }), ' · after ' + fmtSpan(t.ack_delay_ms) + ' · up to ' + t.ack_retries + ' retries'));
+    if (t.next_ack_at) add('Next ACK', when(t.next_ack_at));
+    if (t.fail_reason) add('Failed by', t.fail_reason);
     add('Fires', fmtInt(t.fire_count) + ' fired · ' + fmtInt(t.fail_count) + ' failed');
     add('Retries', 'up to ' + t.max_retries + ' · timeout ' + fmtSpan(t.timeout_ms));
     if (t.misfire) add('Misfire', t.misfire + (t.max_fails ? ' · inactive after ' + t.max_fails + ' failed fires' : ''));
