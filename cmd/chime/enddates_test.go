@@ -48,17 +48,9 @@ func TestImportEndDates(t *testing.T) {
 func TestImportChains(t *testing.T) {
 	line := `{"id":"p","callback_url":"http://x/","every_ms":1000,"status":"scheduled","next_due_at":"2030-01-01T00:00:00Z",` +
 		`"on_success":[{"callback_url":"http://x/a","delay_ms":5}],"on_failure":[{"callback_url":"http://x/b","delay_ms":0,"payload_from_parent":true}]}`
-	var r exportRecord
-	if err := json.Unmarshal([]byte(line), &r); err != nil {
-		t.Fatal(err)
-	}
-	q, err := importRequestOf(&r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := json.Marshal(q)
+	out := importRequestJSON(t, line)
 	for _, want := range []string{`"on_success":[{"callback_url":"http://x/a","delay_ms":5}]`, `"on_failure":[{"callback_url":"http://x/b","delay_ms":0,"payload_from_parent":true}]`} {
-		if !strings.Contains(string(out), want) {
+		if !strings.Contains(out, want) {
 			t.Errorf("import request %s lacks %s", out, want)
 		}
 	}
@@ -69,6 +61,18 @@ func TestImportChains(t *testing.T) {
 func TestImportResultCallbacks(t *testing.T) {
 	line := `{"id":"p","callback_url":"http://x/","every_ms":1000,"status":"scheduled","next_due_at":"2030-01-01T00:00:00Z",` +
 		`"success_url":"http://x/ok","failure_url":"http://x/ko"}`
+	out := importRequestJSON(t, line)
+	for _, want := range []string{`"success_url":"http://x/ok"`, `"failure_url":"http://x/ko"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("import request %s lacks %s", out, want)
+		}
+	}
+}
+
+// importRequestJSON decodes one exported line and answers the JSON of the
+// create request its import sends.
+func importRequestJSON(t *testing.T, line string) string {
+	t.Helper()
 	var r exportRecord
 	if err := json.Unmarshal([]byte(line), &r); err != nil {
 		t.Fatal(err)
@@ -77,10 +81,9 @@ func TestImportResultCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := json.Marshal(q)
-	for _, want := range []string{`"success_url":"http://x/ok"`, `"failure_url":"http://x/ko"`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("import request %s lacks %s", out, want)
-		}
+	out, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return string(out)
 }

@@ -24,19 +24,28 @@ Run 'chime executions list -h' for the flags.
 // runExecutions runs `chime executions list …`. args excludes "executions".
 func runExecutions(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
+	return runVerb(ctx, "executions", executionsUsage, args, stderr, map[string]func(context.Context, []string) error{
+		"list": tc.execLog,
+	})
+}
+
+// runVerb runs the verb args[0] of command name with the rest of args,
+// or prints usage: for help (no error), for a missing or unknown verb.
+func runVerb(ctx context.Context, name, usage string, args []string, stderr io.Writer, verbs map[string]func(context.Context, []string) error) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, executionsUsage)
-		return errors.New("executions: missing verb")
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%s: missing verb", name)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, executionsUsage)
+		fmt.Fprint(stderr, usage)
 		return nil
-	case "list":
-		return tc.execLog(ctx, args[1:])
 	}
-	fmt.Fprint(stderr, executionsUsage)
-	return fmt.Errorf("executions: unknown verb %q", args[0])
+	if run, ok := verbs[args[0]]; ok {
+		return run(ctx, args[1:])
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("%s: unknown verb %q", name, args[0])
 }
 
 // execLogPage is what `executions list --json` prints.

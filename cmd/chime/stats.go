@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,19 +22,9 @@ hour, or the busiest slots. Run 'chime stats due -h' for the flags.
 // runStats runs `chime stats due …`. args excludes "stats".
 func runStats(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
 	tc := &taskCmd{stdin: os.Stdin, stdout: stdout, stderr: stderr, env: env}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, statsUsage)
-		return errors.New("stats: missing verb")
-	}
-	switch args[0] {
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, statsUsage)
-		return nil
-	case "due":
-		return tc.statsDue(ctx, args[1:])
-	}
-	fmt.Fprint(stderr, statsUsage)
-	return fmt.Errorf("stats: unknown verb %q", args[0])
+	return runVerb(ctx, "stats", statsUsage, args, stderr, map[string]func(context.Context, []string) error{
+		"due": tc.statsDue,
+	})
 }
 
 func (tc *taskCmd) statsDue(ctx context.Context, args []string) error {
