@@ -55,6 +55,16 @@ func (m *Machine) onReplicated(ev Replicated) {
 				m.setPending(s)
 			}
 		}
+		if si.synced && si.leader != ev.From && si.role == RoleFollower && m.inPosition(s) &&
+			(!si.pending || !m.now.Before(si.retryAt)) {
+			// Our copy follows another node (a follower's copy fetched
+			// after a restart), but the owner of our epoch heartbeats us
+			// (only owners heartbeat): take its copy, or we never accept its
+			// grant and the slot never fires (sim seed 34010). Ours stays
+			// valid until then.
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
+			m.setPending(s)
+		}
 		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo, Inc: m.heldInc(s), Gen: m.pairGen})
 		return
 	}

@@ -71,7 +71,11 @@ func TestSimulation(t *testing.T) {
 	// offered; fixed by AskOffer), 1227 and 2305 (any release holder
 	// asking: two owners of one epoch, or an epoch handed over twice and
 	// taken by nobody), 5854 (a draining node answered an AskOffer).
-	all := []uint64{1227, 2305, 2332, 2776, 4448, 5667, 5854, 9825, 14850, 22062, 25134, 25389, 30224, 32400, 36823}
+	// 34010 (a slot unfired for good: a restarted follower held a copy it
+	// had fetched from another follower and so never accepted its live
+	// owner's grant; it now fetches the owner's copy when the owner
+	// heartbeats it).
+	all := []uint64{1227, 2305, 2332, 2776, 4448, 5667, 5854, 9825, 14850, 22062, 25134, 25389, 30224, 32400, 34010, 36823}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}
