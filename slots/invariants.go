@@ -17,11 +17,20 @@ import "fmt"
 // Invariants between nodes (at most one node fires a slot, one owner per
 // epoch ever, epochs never decrease, no replica without a copy) are checked
 // by the multi-node tests. Tests call it after every Step. O(NumSlots).
+//
+// Also the bookkeeping a Tick's full pass rests on (tickSlots): a slot's
+// busy bit is set exactly when it is not idle, and a slot in neither busy
+// nor idleOwned is one the pass may skip (tickIdle).
 func (m *Machine) checkInvariants() error {
 	for s := range m.slots {
 		si := &m.slots[s]
 		owner := si.role == RoleOwner || si.role == RoleSealing
+		busy, idleOwned := m.busy[s/64]&(1<<(s%64)) != 0, m.idleOwned[s/64]&(1<<(s%64)) != 0
 		switch {
+		case busy == si.idle:
+			return fmt.Errorf("slots: %s slot %d idle=%v but busy bit %v", m.cfg.Self, s, si.idle, busy)
+		case !busy && !idleOwned && !m.tickIdle(Slot(s)):
+			return fmt.Errorf("slots: %s slot %d skipped by a full Tick pass but not idle (%v)", m.cfg.Self, s, si.role)
 		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.covered(Slot(s)) ||
 			len(si.dropped) > 0 && !m.evMajority):
 			return fmt.Errorf("slots: %s slot %d fires as %v synced=%v majority=%v covered=%v", m.cfg.Self, s,

@@ -254,9 +254,19 @@ func (m *Machine) tickSlots() {
 		m.fullAt = m.now.Add(m.cfg.Lease / 4)
 	case m.staleTick() || !m.now.Before(m.fullAt):
 		m.fullAt = m.now.Add(m.cfg.Lease / 4)
-		for s := range m.slots {
-			if !m.tickIdle(Slot(s)) {
-				m.advance(Slot(s))
+		// A slot is idle exactly when its busy bit is clear (setIdle,
+		// setBusy, reset), and an idle slot in any role but owner stays
+		// as it is (tickIdle): only the busy slots and the idle owners
+		// need a look, not every slotInfo (O(NumSlots) memory touched
+		// every Lease/4 on every node, idle or not).
+		for w := range m.busy {
+			word := m.busy[w] | m.idleOwned[w]
+			for word != 0 {
+				b := word & -word
+				word &^= b
+				if s := Slot(w*64 + bits.TrailingZeros64(b)); !m.tickIdle(s) {
+					m.advance(s)
+				}
 			}
 		}
 	default:
@@ -287,6 +297,11 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 		m.busy[s/64] &^= 1 << (s % 64)
 	} else {
 		m.busy[s/64] |= 1 << (s % 64)
+	}
+	if si.idle && si.role == RoleOwner {
+		m.idleOwned[s/64] |= 1 << (s % 64)
+	} else {
+		m.idleOwned[s/64] &^= 1 << (s % 64)
 	}
 }
 

@@ -70,6 +70,9 @@ type Machine struct {
 	// idle (tickIdle).
 	lastGlobal globalKey
 	busy       []uint64  // bit s: slot s is not idle (see tickSlots)
+	// idleOwned: bit s: slot s was idle in role owner when advance last
+	// left it (see setIdle): the only idle slots a full Tick pass looks at.
+	idleOwned []uint64
 	fullAt     time.Time // the next Tick looks at every slot
 }
 
@@ -176,7 +179,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
-		busy: make([]uint64, (cfg.NumSlots+63)/64),
+		busy: make([]uint64, (cfg.NumSlots+63)/64), idleOwned: make([]uint64, (cfg.NumSlots+63)/64),
 	}
 	for s := range cfg.NumSlots {
 		m.busy[s/64] |= 1 << (s % 64)
@@ -756,6 +759,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	m.stopFiring(s)
 	old := m.slots[s]
 	si := &m.slots[s]
+	m.busy[s/64] |= 1 << (s % 64) // not idle: see tickSlots
 	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail,
 		held: old.held, heldLeader: old.heldLeader, heldEpoch: old.heldEpoch, heldInc: old.heldInc}
 	if e == old.epoch || e == old.takeEpoch+1 {

@@ -256,7 +256,7 @@ func (e *Executor) logStuck() {
 	}
 	logged := 0
 	for s := range slots.Count {
-		r := e.m.State(slots.Slot(s)).Role
+		r, _, _ := e.m.Pub(slots.Slot(s)) // State would copy every slot's suspects
 		stuck := r == slots.RoleImporting || r == slots.RoleUnavailable
 		if r == slots.RoleFollower && e.view != nil {
 			if l := e.m.Leader(slots.Slot(s)); l != "" {

@@ -216,8 +216,12 @@ func (e *Executor) step(tick bool) {
 		e.lastTick = now
 		effs = append(effs, e.m.Step(slots.Tick{Now: now, Stalled: stalled, StallKnown: true})...)
 		e.ticks++
-		counts = e.ticks%4 == 0
-		all = e.ticks%16 == 0 // a safety net: everything is republished now and then
+		counts = e.ticks%8 == 0
+		// A safety net: everything is republished now and then (every
+		// effect and view change publishes what it touched anyway). Each
+		// round reads all 16,384 slots: at 16 ticks it was ~10 % of an
+		// idle node's CPU (docs/BENCHMARKS.md, issue 17 item 1).
+		all = e.ticks%64 == 0
 		if e.tablePending && e.view != nil {
 			e.tablePending = false
 			te, stepped := e.tableEvent(e.view)
