@@ -18,6 +18,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -79,6 +80,10 @@ type ExecQuery struct {
 	// its slot.
 	ID     string
 	IDSlot uint16
+	// Match, when set, keeps only the executions of the tasks it reports
+	// true for (the flow_key filter); the others are skipped before their
+	// record is read and do not count toward Limit.
+	Match func(slot uint16, id string) bool
 }
 
 // LoggedExecution is one execution of the log, with where it is stored.
@@ -209,7 +214,14 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		hd := h[0]
 		p := hd.pos
 		c.key = appendHistKey(c.key[:0], p.Slot, p.ID, p.Seq)
-		v, closer, gerr := snap.Get(c.key)
+		var (
+			v      []byte
+			closer io.Closer
+			gerr   = pebble.ErrNotFound // skipped: as if gone
+		)
+		if q.Match == nil || q.Match(p.Slot, p.ID) {
+			v, closer, gerr = snap.Get(c.key)
+		}
 		switch {
 		case gerr == nil:
 			var e Execution
@@ -251,6 +263,9 @@ func (s *Store) taskExecutions(q ExecQuery) (out []LoggedExecution, more bool, e
 	}
 	defer closeIter(it, &err)
 	for valid := it.First(); valid; valid = it.Next() {
+		if q.Match != nil && !q.Match(q.IDSlot, q.ID) {
+			break
+		}
 		_, _, seq, ok := decodeHistKey(it.Key())
 		v, verr := it.ValueAndErr()
 		if verr != nil {
