@@ -84,6 +84,35 @@ type ExecQuery struct {
 	// true for (the flow_key filter); the others are skipped before their
 	// record is read and do not count toward Limit.
 	Match func(slot uint16, id string) bool
+	// FlowKey, when set, keeps only the executions of the tasks whose
+	// Spec.FlowKey it is (their record is read once per task and call).
+	FlowKey string
+}
+
+// flowMatcher returns q's FlowKey check, reading task records from r
+// (nil when q has no FlowKey).
+func (q *ExecQuery) flowMatcher(get func(key []byte) ([]byte, io.Closer, error)) func(slot uint16, id string) bool {
+	if q.FlowKey == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var key []byte
+	return func(slot uint16, id string) bool {
+		if ok, there := seen[id]; there {
+			return ok
+		}
+		ok := false
+		key = appendTaskKey(key[:0], slot, id)
+		if v, closer, err := get(key); err == nil {
+			var t Task
+			ok = DecodeTask(v, &t) == nil && t.Spec.FlowKey == q.FlowKey
+			_ = closer.Close()
+		}
+		if len(seen) < 100_000 {
+			seen[id] = ok
+		}
+		return ok
+	}
 }
 
 // LoggedExecution is one execution of the log, with where it is stored.
@@ -205,6 +234,7 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		}
 	}
 	heap.Init(&h)
+	flow := q.flowMatcher(snap.Get)
 	c := getCodec()
 	defer putCodec(c)
 	for h.Len() > 0 {
@@ -219,7 +249,7 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 			closer io.Closer
 			gerr   = pebble.ErrNotFound // skipped: as if gone
 		)
-		if q.Match == nil || q.Match(p.Slot, p.ID) {
+		if (q.Match == nil || q.Match(p.Slot, p.ID)) && (flow == nil || flow(p.Slot, p.ID)) {
 			v, closer, gerr = snap.Get(c.key)
 		}
 		switch {
@@ -262,10 +292,10 @@ func (s *Store) taskExecutions(q ExecQuery) (out []LoggedExecution, more bool, e
 		return nil, false, fmt.Errorf("storage: new iterator: %w", err)
 	}
 	defer closeIter(it, &err)
+	if flow := q.flowMatcher(s.db.Get); (q.Match != nil && !q.Match(q.IDSlot, q.ID)) || (flow != nil && !flow(q.IDSlot, q.ID)) {
+		return nil, false, nil
+	}
 	for valid := it.First(); valid; valid = it.Next() {
-		if q.Match != nil && !q.Match(q.IDSlot, q.ID) {
-			break
-		}
 		_, _, seq, ok := decodeHistKey(it.Key())
 		v, verr := it.ValueAndErr()
 		if verr != nil {
