@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -462,6 +463,85 @@ func TestFlowRateSurvivesRestart(t *testing.T) {
 		}
 		if len(delivered) != len(ids) {
 			t.Errorf("%d of %d tasks delivered", len(delivered), len(ids))
+		}
+	})
+}
+
+// TestFlowKeyFilters: GET /v1/executions?flow_key= lists the executions of
+// the key's tasks only (not those of a task with the key's hash tag but no
+// flow_key, nor another key's), GET /v1/tasks?flow_key= its tasks, and
+// POST /v1/tasks:retry with a flow_key filter retries the key's failed
+// tasks only.
+func TestFlowKeyFilters(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		rcv := newReceiver(t)
+		rcv.setRespond(func(h hit, _ int) int {
+			if strings.Contains(h.TaskID, "fail") {
+				return 500
+			}
+			return 200
+		})
+		tn := startNode(t, nil)
+		due := time.Now().Add(time.Second).Format(time.RFC3339Nano)
+		for _, c := range []struct{ id, key string }{
+			{"{k}fail-1", "k"}, {"{k}fail-2", "k"}, {"{k}fail-3", "k"}, {"{k}ok-1", "k"},
+			{"{j}fail-1", "j"}, {"{k}fail-nokey", ""},
+		} {
+			body := map[string]any{"id": c.id, "callback_url": rcv.url("/cb"), "due_at": due, "max_retries": 0}
+			if c.key != "" {
+				body["flow_key"] = c.key
+			}
+			if code := tn.do(t, "POST", "/v1/tasks", body, nil); code != 201 {
+				t.Fatalf("create %s: %d", c.id, code)
+			}
+		}
+		time.Sleep(5 * time.Second)
+		tasksOf := func(path string, field string) []string {
+			t.Helper()
+			var page map[string]json.RawMessage
+			if code := tn.do(t, "GET", path, nil, &page); code != 200 {
+				t.Fatalf("GET %s: %d", path, code)
+			}
+			var list []map[string]any
+			if err := json.Unmarshal(page[field], &list); err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, e := range list {
+				id, _ := e["task_id"].(string)
+				if id == "" {
+					id, _ = e["id"].(string)
+				}
+				out = append(out, id)
+			}
+			slices.Sort(out)
+			return out
+		}
+		if got := tasksOf("/v1/executions?flow_key=k&status=failed", "executions"); !slices.Equal(got, []string{"{k}fail-1", "{k}fail-2", "{k}fail-3"}) {
+			t.Errorf("failed executions of k: %v", got)
+		}
+		if got := tasksOf("/v1/executions?flow_key=k", "executions"); len(got) != 4 {
+			t.Errorf("executions of k: %v, want 4", got)
+		}
+		if got := tasksOf("/v1/tasks?flow_key=k", "tasks"); !slices.Equal(got, []string{"{k}fail-1", "{k}fail-2", "{k}fail-3", "{k}ok-1"}) {
+			t.Errorf("tasks of k: %v", got)
+		}
+		var ans struct {
+			Retried int `json:"retried"`
+		}
+		if code := tn.do(t, "POST", "/v1/tasks:retry", map[string]any{"status": "failed", "flow_key": "k"}, &ans); code != 200 || ans.Retried != 3 {
+			t.Fatalf("retry flow_key k: %d %+v", code, ans)
+		}
+		time.Sleep(3 * time.Second)
+		n := map[string]int{}
+		for _, h := range rcv.hits() {
+			n[h.TaskID]++
+		}
+		for id, want := range map[string]int{"{k}fail-1": 2, "{k}fail-2": 2, "{k}fail-3": 2, "{k}ok-1": 1, "{j}fail-1": 1, "{k}fail-nokey": 1} {
+			if n[id] != want {
+				t.Errorf("%s fired %d times, want %d", id, n[id], want)
+			}
 		}
 	})
 }
