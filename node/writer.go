@@ -114,8 +114,9 @@ type writer struct {
 	// each slot's flows were first needed at its epoch, and the held
 	// fires' keys. Lazily made.
 	flows       map[string]*flowState
-	flowSince   map[uint16]flowSince
+	slotSince   *[slots.Count]slotSince
 	flowWaitIdx map[string]*flowState
+	bornAt      int64 // when the writer was made (Unix ns)
 	// pendingFlows are the flow definitions the current group wrote
 	// (nil: deleted).
 	pendingFlows map[string]*storage.Flow
@@ -152,6 +153,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		hot:         hotCache{m: make(map[string][]byte)},
 		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
+		bornAt:      cfg.Clock.Now().UnixNano(),
 	}
 }
 

@@ -27,16 +27,12 @@ func (w *writer) undispatched(j *dispatch.Job) {
 	w.metrics.fireDeferred.Inc()
 	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
 		delete(w.running, j.TaskID)
-		if rf.flow != nil {
-			if j.Started != nil && j.Started.Load() == 0 {
-				j.Started.Store(w.now().UnixNano()) // never sent; counted as sent now
-			}
-			g := &syncGroup{}
-			w.flowDone(g, rf.flow, j.TaskID, j.Seq, w.now().UnixNano())
-			if len(g.wakes) > 0 {
-				w.notify(g.wakes)
-			}
-		}
+	}
+	if j.Started != nil && j.Started.Load() == 0 {
+		// Never sent: its start in a flow's rate window counts from now.
+		// Its in-flight mark is the writer's to drop (flowAllow, when the
+		// fire starts again; a delete): this may run on the syncer.
+		j.Started.Store(w.now().UnixNano())
 	}
 	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
 }
@@ -87,6 +83,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		}
 		if !w.active(t.Slot) {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
+		}
+		if w.ctl != nil {
+			w.noteSlot(t.Slot, w.ctl.Holds(t.Slot), op.now) // for the flow limiter's knownSince
 		}
 		w.claimChildren(g, t, op.now)
 		w.claimNotice(g, t, op.now) // notice.go: never waits for the fire

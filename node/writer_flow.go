@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -179,45 +180,71 @@ func (w *writer) flowOf(key string, slot uint16, now int64) *flowState {
 }
 
 // newFlowState makes and keeps the state of key. This node knows every
-// start of the slot's keys since it first held the slot at epoch (every
-// one went through this writer); before that, the previous owner (or this
-// node before a restart) may have started fires this node cannot see, so
-// a state made within one period of that moment starts no fire before it
-// has passed: the rate stays exact across a handover, a failover or a
-// restart, at the cost of at most one period's pause.
+// start of the slot's keys since knownSince (every one went through this
+// writer); before that, the previous owner (or this node before a
+// restart) may have started fires this node cannot see, so a state made
+// within one period of that moment starts no fire before it has passed:
+// the rate stays exact across a handover, a failover or a restart, at the
+// cost of at most one period's pause. (A state dropped by trimFlows had no
+// start in its window, so making it again later loses nothing.)
 func (w *writer) newFlowState(key string, slot uint16, epoch uint64, f *storage.Flow, now int64) *flowState {
 	if len(w.flows) >= maxFlowStates {
 		w.trimFlows(now)
 	}
-	if w.flowSince == nil {
-		w.flowSince = make(map[uint16]flowSince)
+	if w.flows == nil {
 		w.flows = make(map[string]*flowState)
 		w.flowWaitIdx = make(map[string]*flowState)
 	}
-	since, ok := w.flowSince[slot]
-	if !ok || since.epoch != epoch {
-		since = flowSince{epoch: epoch, at: now}
-		w.flowSince[slot] = since
-	}
+	since := w.knownSince(slot, epoch, now)
 	fs := &flowState{key: key, slot: slot, epoch: epoch, inflight: make(map[string]uint64),
 		waiting: flowHeap{at: make(map[string]int)}}
 	fs.setLimits(f)
 	if fs.rate > 0 {
-		fs.blockedUntil = since.at + fs.period
+		fs.blockedUntil = since + fs.period
 	}
 	if old := w.flows[key]; old != nil {
 		for id := range old.waiting.at {
 			delete(w.flowWaitIdx, id)
 		}
+	} else if !fs.limited() && len(w.flows) >= maxFlowStates {
+		return fs // full of busy keys: read again at the next fire
 	}
 	w.flows[key] = fs
 	return fs
 }
 
-// flowSince is when this node first needed a flow of a slot at an epoch.
-type flowSince struct {
+// slotSince is when this node first fired a slot at an epoch.
+type slotSince struct {
 	epoch uint64
 	at    int64
+}
+
+// knownSince is the instant since which this node has started every
+// fire of slot at epoch: standalone, since the writer was made (a
+// restart forgets); in a cluster, since its first fire of the slot at
+// that epoch (noteSlot), or now.
+func (w *writer) knownSince(slot uint16, epoch uint64, now int64) int64 {
+	if w.ctl == nil {
+		return w.bornAt
+	}
+	if w.slotSince == nil {
+		w.slotSince = new([slots.Count]slotSince)
+	}
+	s := &w.slotSince[slot]
+	if s.epoch != epoch || s.at == 0 {
+		s.epoch, s.at = epoch, now
+	}
+	return s.at
+}
+
+// noteSlot records a fire of slot (held at epoch) at now for knownSince.
+func (w *writer) noteSlot(slot uint16, epoch uint64, now int64) {
+	if w.slotSince == nil {
+		w.slotSince = new([slots.Count]slotSince)
+	}
+	if s := &w.slotSince[slot]; s.epoch != epoch || s.at == 0 {
+		s.epoch, s.at = epoch, now
+	}
 }
 
 // trimFlows drops the states that hold nothing.
@@ -240,6 +267,9 @@ func (w *writer) trimFlows(now int64) {
 // key waits). When not, it remembers it as held and returns the wake to
 // file it at (a fallback: the kicks wake it as soon as it may go).
 func (w *writer) flowAllow(fs *flowState, id string, due, now int64) (ok bool, wake int64) {
+	// The fire is not at the dispatcher (applyFire checked): an in-flight
+	// mark of it is stale (the dispatcher refused its last attempt).
+	delete(fs.inflight, id)
 	n, _ := fs.room(now)
 	if n > 0 && (fs.waiting.Len() == 0 || !earlier(fs.waiting.items[0], flowWait{id, due})) {
 		return true, 0
@@ -365,6 +395,21 @@ func (w *writer) rewait(g *syncGroup, id string, now int64) {
 	}
 	if fs := w.unwait(id); fs != nil {
 		w.flowKick(g, fs, now)
+	}
+}
+
+// flowDeleted drops the stale in-flight mark a deleted task t may have
+// left in its key's state (an attempt the dispatcher refused): a running
+// attempt's result drops its own.
+func (w *writer) flowDeleted(g *syncGroup, t *storage.Task, now int64) {
+	if t.Spec.FlowKey == "" || w.isRunning(t) {
+		return
+	}
+	if fs := w.flows[t.Spec.FlowKey]; fs != nil {
+		if _, ok := fs.inflight[t.ID]; ok {
+			delete(fs.inflight, t.ID)
+			w.flowKick(g, fs, now)
+		}
 	}
 }
 

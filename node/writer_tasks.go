@@ -130,7 +130,10 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 func (w *writer) del(b *storage.Batch, g *syncGroup, t *storage.Task) {
 	b.DeleteTask(t)
 	w.hot.drop(t.ID)
-	w.rewait(g, t.ID, w.now().UnixNano())
+	if now := w.now().UnixNano(); t.Spec.FlowKey != "" {
+		w.rewait(g, t.ID, now)
+		w.flowDeleted(g, t, now)
+	}
 	w.counted(-1)
 	w.pending[t.ID] = nil
 	if rf, ok := w.running[t.ID]; ok {

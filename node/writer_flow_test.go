@@ -1,0 +1,59 @@
+package node
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chime-scheduler/chime/storage"
+)
+
+// TestFlowStateRoom: the limiter's arithmetic. An attempt not sent yet
+// fills the rate window until it is (polled); a sent one leaves it a
+// period after it was sent; starts sent out of order keep the count high
+// rather than low; parallelism counts the marks in flight; a new owner's
+// first period holds everything.
+func TestFlowStateRoom(t *testing.T) {
+	sec := int64(time.Second)
+	fs := &flowState{inflight: map[string]uint64{}}
+	fs.setLimits(&storage.Flow{Rate: 2, PeriodMs: 1000, Parallelism: 3})
+	start := func(sent int64) *atomic.Int64 {
+		s := flowStart{sent: new(atomic.Int64)}
+		s.sent.Store(sent)
+		fs.starts = append(fs.starts, s)
+		return s.sent
+	}
+	if n, _ := fs.room(0); n != 2 {
+		t.Fatalf("empty: room %d, want 2 (rate)", n)
+	}
+	a := start(0) // not sent yet
+	start(10 * sec)
+	if n, at := fs.room(20 * sec); n != 0 || at != 20*sec+flowPoll {
+		t.Errorf("window full, oldest unsent: room %d at %d, want 0 at now+poll", n, at)
+	}
+	a.Store(11 * sec) // sent after the second one
+	if n, at := fs.room(11*sec + sec - 1); n != 0 || at != 11*sec+sec {
+		t.Errorf("oldest sent at 11s: room %d at %d, want 0 until 12s", n, at)
+	}
+	// At 11.5 s the second start (10 s) has left the window, but it is
+	// behind the first one (11 s): still counted until 12 s, never less.
+	if n, _ := fs.room(11*sec + sec/2); n != 0 {
+		t.Errorf("out-of-order sends: room %d, want 0 (counted high)", n)
+	}
+	if n, _ := fs.room(12 * sec); n != 2 || len(fs.starts) != 0 {
+		t.Errorf("at 12 s: room %d, %d starts left; want 2, 0", n, len(fs.starts))
+	}
+	fs.inflight["x"], fs.inflight["y"] = 1, 1
+	if n, _ := fs.room(12 * sec); n != 1 {
+		t.Errorf("2 of 3 in flight, rate free: room %d, want 1", n)
+	}
+	fs.inflight["z"] = 1
+	if n, at := fs.room(12 * sec); n != 0 || at != 0 {
+		t.Errorf("3 of 3 in flight: room %d at %d, want 0 until a result (0)", n, at)
+	}
+	fs.blockedUntil = 20 * sec
+	delete(fs.inflight, "z")
+	if n, at := fs.room(19 * sec); n != 0 || at != 20*sec {
+		t.Errorf("blocked: room %d at %d, want 0 until 20s", n, at)
+	}
+}
