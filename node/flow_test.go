@@ -545,3 +545,37 @@ func TestFlowKeyFilters(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultFlowLimitsFailover: the key's owner n2 crashes while its
+// queue is long; n3 takes the slot over once n2 is declared dead, with
+// the replicated flow definition, and holds the limits (its first period
+// included); every task is delivered, the ones n2 had in flight repeated
+// with their fire id.
+func TestFaultFlowLimitsFailover(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultCluster(t, 3, 47)
+		fr := newFlowReceiver()
+		const addr = "10.0.9.13:80"
+		srv := servePipe(c.hnet.listen(addr), http.HandlerFunc(fr.serve))
+		defer srv.close()
+		key := flowClusterKey(c)
+		t0 := time.Now().Truncate(time.Second).Add(3 * time.Second)
+		ids, dues := runFlowCluster(t, c, key, "http://"+addr+"/cb", 50, t0)
+		sleepUntil(t0.Add(2 * time.Second))
+		c.crash(1)
+		sleepUntil(t0.Add(40 * time.Second))
+		calls := fr.all()
+		for _, b := range checkFlowCalls(calls, ids, dues, false) {
+			t.Error(b)
+		}
+		by := map[string]int{}
+		for _, cl := range calls {
+			by[cl.node]++
+		}
+		if by["n2"] == 0 || by["n3"] == 0 {
+			t.Errorf("calls by node %v: want both the crashed owner n2 and its successor n3", by)
+		}
+		c.close()
+	})
+}
