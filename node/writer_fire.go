@@ -102,7 +102,13 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		// record as it was.
 		var fs *flowState
 		if key := t.Spec.FlowKey; key != "" && (t.Inflight == nil || !t.Inflight.Ack) {
-			if fs = w.flowOf(key, t.Slot, op.now); fs != nil {
+			var err error
+			if fs, err = w.flowOf(key, t.Slot, op.now); err != nil {
+				w.log.Error("read flow to fire: the fire waits", "task", e.ID, "flow", key, "err", err)
+				g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+				continue
+			}
+			if fs != nil {
 				t = cloneTask(t)
 			}
 		}

@@ -23,6 +23,7 @@ package node
 
 import (
 	"container/heap"
+	"errors"
 	"sync/atomic"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
@@ -154,29 +155,33 @@ func (fs *flowState) room(now int64) (n int64, at int64) {
 
 // flowOf returns the limiter's state of key (in slot) for a fire at now,
 // or nil when the key has no limits. A state of an earlier epoch of the
-// slot (the slot moved away and back) is started afresh.
-func (w *writer) flowOf(key string, slot uint16, now int64) *flowState {
+// slot (the slot moved away and back) is started afresh. An error reading
+// the definition is returned (the fire waits and tries again); a record
+// that does not decode limits nothing (storage counted and logged it;
+// anti-entropy repairs it from the replica) and is read again next time.
+func (w *writer) flowOf(key string, slot uint16, now int64) (*flowState, error) {
 	epoch, _ := w.holds(slot)
 	fs := w.flows[key]
 	if fs != nil && fs.epoch == epoch {
 		if !fs.limited() {
-			return nil
+			return nil, nil
 		}
-		return fs
+		return fs, nil
 	}
 	f, err := w.store.GetFlow(slot, key)
-	if err != nil && err != storage.ErrNotFound {
-		w.log.Error("read flow: its fires go unlimited", "flow", key, "err", err)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
 		f = nil
-	}
-	if err == storage.ErrNotFound {
-		f = nil
+	case errors.Is(err, storage.ErrCorrupt):
+		return nil, nil
+	case err != nil:
+		return nil, err
 	}
 	fs = w.newFlowState(key, slot, epoch, f, now)
 	if !fs.limited() {
-		return nil
+		return nil, nil
 	}
-	return fs
+	return fs, nil
 }
 
 // newFlowState makes and keeps the state of key. This node knows every
