@@ -96,8 +96,9 @@ type flowState struct {
 	// The limits; 0 = none. period is in ns.
 	rate, period, par int64
 	inflight          map[string]uint64 // task id -> fire seq of its callback in flight
-	starts            []flowStart       // the rate window, in start order
-	blockedUntil      int64             // no start before (a new owner's first period)
+	starts            []flowStart       // the rate window, in start order, from head on
+	head              int
+	blockedUntil      int64 // no start before (a new owner's first period)
 	waiting           flowHeap
 }
 
@@ -113,20 +114,29 @@ func (fs *flowState) setLimits(f *storage.Flow) {
 }
 
 // prune drops the starts that left the window; it stops at the first one
-// not sent yet, so the count is never too low.
+// not sent yet, so the count is never too low. The window's slice is
+// compacted once its dropped head is the larger part.
 func (fs *flowState) prune(now int64) {
-	i := 0
+	i := fs.head
 	for i < len(fs.starts) {
 		s := fs.starts[i].sent.Load()
 		if s == 0 || s+fs.period > now {
 			break
 		}
+		fs.starts[i] = flowStart{}
 		i++
 	}
-	if i > 0 {
-		fs.starts = append(fs.starts[:0], fs.starts[i:]...)
+	fs.head = i
+	if fs.head == len(fs.starts) {
+		fs.starts, fs.head = fs.starts[:0], 0
+	} else if fs.head > 64 && fs.head > len(fs.starts)/2 {
+		n := copy(fs.starts, fs.starts[fs.head:])
+		fs.starts, fs.head = fs.starts[:n], 0
 	}
 }
+
+// inWindow is the number of starts in the rate window (after a prune).
+func (fs *flowState) inWindow() int { return len(fs.starts) - fs.head }
 
 // room returns how many fires may start now, and when there is none, when
 // there may be (0: when a callback of the key finishes).
@@ -140,9 +150,9 @@ func (fs *flowState) room(now int64) (n int64, at int64) {
 	}
 	if fs.rate > 0 {
 		fs.prune(now)
-		if r := fs.rate - int64(len(fs.starts)); r <= 0 {
+		if r := fs.rate - int64(fs.inWindow()); r <= 0 {
 			at = now + flowPoll
-			if s := fs.starts[0].sent.Load(); s != 0 {
+			if s := fs.starts[fs.head].sent.Load(); s != 0 {
 				at = s + fs.period
 			}
 			return 0, at
@@ -258,7 +268,7 @@ func (w *writer) trimFlows(now int64) {
 		if len(fs.inflight) == 0 && fs.waiting.Len() == 0 {
 			if fs.rate > 0 {
 				fs.prune(now)
-				if len(fs.starts) > 0 {
+				if fs.inWindow() > 0 {
 					continue
 				}
 			}
@@ -370,7 +380,7 @@ func (w *writer) putFlow(g *syncGroup, f *storage.Flow, created bool, now int64)
 	}
 	fs.setLimits(f)
 	if fs.rate == 0 {
-		fs.starts = nil
+		fs.starts, fs.head = nil, 0
 	}
 	w.flowKick(g, fs, now)
 }
@@ -466,7 +476,7 @@ func (w *writer) applyFlow(b *storage.Batch, g *syncGroup, op *flowOp) int {
 			if fs.rate > 0 {
 				fs.prune(op.now)
 			}
-			op.live = flowLive{InFlight: len(fs.inflight), RateCount: len(fs.starts), Waiting: fs.waiting.Len()}
+			op.live = flowLive{InFlight: len(fs.inflight), RateCount: fs.inWindow(), Waiting: fs.waiting.Len()}
 			if fs.waiting.Len() > 0 {
 				op.live.OldestWaitingDue = fs.waiting.items[0].due
 			}

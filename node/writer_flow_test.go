@@ -40,9 +40,22 @@ func TestFlowStateRoom(t *testing.T) {
 	if n, _ := fs.room(11*sec + sec/2); n != 0 {
 		t.Errorf("out-of-order sends: room %d, want 0 (counted high)", n)
 	}
-	if n, _ := fs.room(12 * sec); n != 2 || len(fs.starts) != 0 {
-		t.Errorf("at 12 s: room %d, %d starts left; want 2, 0", n, len(fs.starts))
+	if n, _ := fs.room(12 * sec); n != 2 || fs.inWindow() != 0 {
+		t.Errorf("at 12 s: room %d, %d starts left; want 2, 0", n, fs.inWindow())
 	}
+	// A long window: pruning keeps the count exact as its head moves.
+	fs.setLimits(&storage.Flow{Rate: 1000, PeriodMs: 1000})
+	for i := range 500 {
+		start(1 + int64(i)*sec/500) // 0 would be "not sent"
+	}
+	for i := range 500 {
+		now := 1 + sec + int64(i)*sec/500
+		if n, _ := fs.room(now); n != 1000-int64(500-i-1) {
+			t.Fatalf("at %d: room %d, want %d", now, n, 1000-(500-i-1))
+		}
+	}
+	fs.setLimits(&storage.Flow{Rate: 2, PeriodMs: 1000, Parallelism: 3})
+	fs.starts, fs.head = nil, 0
 	fs.inflight["x"], fs.inflight["y"] = 1, 1
 	if n, _ := fs.room(12 * sec); n != 1 {
 		t.Errorf("2 of 3 in flight, rate free: room %d, want 1", n)
