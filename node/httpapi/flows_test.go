@@ -156,6 +156,7 @@ func TestTaskFlowKey(t *testing.T) {
 		{"id with another tag", `{"id":"{b}x",` + cb + `,"delay_ms":1,"flow_key":"a"}`, "id"},
 		{"id with the tag later", `{"id":"x{b}{a}",` + cb + `,"delay_ms":1,"flow_key":"a"}`, "id"},
 		{"child with a foreign id", `{` + cb + `,"delay_ms":1,"on_success":[{"id":"{b}c",` + cb + `,"delay_ms":1,"flow_key":"a"}]}`, "on_success[0].id"},
+		{"child without an id, key too long for its id", `{` + cb + `,"delay_ms":1,"on_failure":[{` + cb + `,"delay_ms":1,"flow_key":"` + strings.Repeat("k", maxChildFlowKey+1) + `"}]}`, "on_failure[0].flow_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFake()
@@ -191,6 +192,14 @@ func TestTaskFlowKey(t *testing.T) {
 		}
 	}
 	// A chain's child with a flow_key and no id gets the key as its tag.
+	long := strings.Repeat("k", maxChildFlowKey)
+	for _, c := range []struct{ parent, key string }{{"p", "tenant-7"}, {"{tenant-7}p", "tenant-7"}, {strings.Repeat("p", 128), "tenant-7"}, {strings.Repeat("p", 128), long}} {
+		parent, body := c.parent, []byte(`{"flow_key":"`+c.key+`"}`)
+		id := ChildID(body, parent, 1<<64-1, 15)
+		if slots.HashKey(id) != c.key || len(id) > maxIDLen || validateID(id) != nil {
+			t.Errorf("ChildID of %q = %q: not tagged by the key, or too long", parent, id)
+		}
+	}
 	for _, parent := range []string{"p", "{tenant-7}p", strings.Repeat("p", 128)} {
 		id := ChildID([]byte(`{"flow_key":"tenant-7"}`), parent, 3, 1)
 		if slots.HashKey(id) != "tenant-7" || len(id) > maxIDLen || validateID(id) != nil {

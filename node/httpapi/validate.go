@@ -114,6 +114,10 @@ func (r *TaskRequest) validateAt(now time.Time, lim Limits, depth int) (string, 
 	if e != nil {
 		return "", storage.Spec{}, e
 	}
+	if depth > 0 && r.ID == "" && len(key) > maxChildFlowKey {
+		// ChildID: "{key}h<16 hex>.<seq>.<index>" must fit in an id.
+		return "", storage.Spec{}, Invalid("flow_key", "a chain's task without an id takes a flow key of at most %d characters (its id is made from it); give it an id", maxChildFlowKey)
+	}
 
 	spec := storage.Spec{CallbackURL: r.CallbackURL, FlowKey: key}
 	if e := validateCallbackURL(r.CallbackURL); e != nil {
@@ -455,6 +459,11 @@ func (r *TaskRequest) validateIDAndFlow() (id, key string, e *Error) {
 	}
 	return id, key, nil
 }
+
+// maxChildFlowKey bounds the flow key of a chain's task without an id:
+// ChildID's "{key}h<16 hex>.<seq>.<index>" (seq up to 20 digits, index 2)
+// fits in maxIDLen.
+const maxChildFlowKey = maxIDLen - 2 - 17 - 24
 
 // validateFlowKey checks a flow key given as field.
 func validateFlowKey(field, key string) *Error {
