@@ -262,9 +262,15 @@ func (w *writer) noteSlot(slot uint16, epoch uint64, now int64) {
 	}
 }
 
-// trimFlows drops the states that hold nothing.
+// trimFlows drops the states that hold nothing, and those of a slot this
+// node no longer holds at their epoch (with their held fires: their new
+// owner fires them).
 func (w *writer) trimFlows(now int64) {
 	for k, fs := range w.flows {
+		if ep, _ := w.holds(fs.slot); ep != fs.epoch {
+			w.dropFlow(k)
+			continue
+		}
 		if len(fs.inflight) == 0 && fs.waiting.Len() == 0 {
 			if fs.rate > 0 {
 				fs.prune(now)

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,5 +70,74 @@ func TestFlowStateRoom(t *testing.T) {
 	delete(fs.inflight, "z")
 	if n, at := fs.room(19 * sec); n != 0 || at != 20*sec {
 		t.Errorf("blocked: room %d at %d, want 0 until 20s", n, at)
+	}
+}
+
+// TestFlowHeldOrder: on a bare writer (standalone), fires over a key's
+// parallelism are held and remembered in due order; a result wakes the
+// earliest; a held fire whose task changes is forgotten and the next one
+// woken; a fire with room waits behind an earlier held one; trimFlows
+// drops idle states and keeps busy ones; a deleted flow releases its held
+// fires.
+func TestFlowHeldOrder(t *testing.T) {
+	v := standaloneView("n", "127.0.0.1:1")
+	w := &writer{writerDeps: writerDeps{metrics: newMetrics(gauges{}), log: slog.New(slog.DiscardHandler),
+		view: func() *view { return v }}, cfg: &Config{Window: time.Minute}}
+	fs := w.newFlowState("k", 5, 0, &storage.Flow{Key: "k", Parallelism: 1}, 0)
+	if !fs.limited() || fs.blockedUntil != 0 {
+		t.Fatalf("state %+v", fs)
+	}
+	const now = int64(1000)
+	if ok, _ := w.flowAllow(fs, "a", 10, now); !ok {
+		t.Fatal("first fire held")
+	}
+	fs.inflight["a"] = 1
+	for _, c := range []struct {
+		id  string
+		due int64
+	}{{"c", 30}, {"b", 20}, {"d", 20}} {
+		if ok, wake := w.flowAllow(fs, c.id, c.due, now); ok || wake <= now {
+			t.Fatalf("%s allowed (or woken at %d) over parallelism 1", c.id, wake)
+		}
+	}
+	if fs.waiting.Len() != 3 || fs.waiting.items[0].id != "b" {
+		t.Fatalf("held %v, want b first (due 20, then d by id)", fs.waiting.items)
+	}
+	g := &syncGroup{}
+	w.flowDone(g, fs, "a", 1, now)
+	if len(g.wakes) != 1 || g.wakes[0] != (wakeChange{"b", now + 1}) {
+		t.Fatalf("after a's result: wakes %v, want b now", g.wakes)
+	}
+	// e comes up with room, but b (earlier) waits: e is held, b woken.
+	g = &syncGroup{}
+	if ok, _ := w.flowAllow(fs, "e", 5000, now); ok {
+		t.Fatal("e went before the earlier held b")
+	}
+	w.flowKick(g, fs, now)
+	if len(g.wakes) != 1 || g.wakes[0].id != "b" {
+		t.Fatalf("kick woke %v, want b", g.wakes)
+	}
+	// b is replaced meanwhile: forgotten, and d (next) woken.
+	g = &syncGroup{}
+	w.rewait(g, "b", now)
+	if _, held := fs.waiting.at["b"]; held || len(g.wakes) != 1 || g.wakes[0].id != "d" {
+		t.Fatalf("after b changed: held %v, wakes %v; want d woken", fs.waiting.items, g.wakes)
+	}
+	// d comes up: unwaited at the entry, allowed (room, nothing earlier).
+	if w.unwait("d") != fs {
+		t.Fatal("d was not held")
+	}
+	if ok, _ := w.flowAllow(fs, "d", 20, now); !ok {
+		t.Fatal("d held with room and nothing earlier")
+	}
+	w.newFlowState("idle", 6, 0, &storage.Flow{Key: "idle", Parallelism: 1}, 0)
+	w.trimFlows(now)
+	if w.flows["idle"] != nil || w.flows["k"] != fs {
+		t.Errorf("trim: %v, want the idle state dropped, k kept (it holds fires)", w.flows)
+	}
+	ids := w.dropFlow("k")
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"c", "e"}) || len(w.flowWaitIdx) != 0 {
+		t.Errorf("dropFlow released %v (index %v), want c and e", ids, w.flowWaitIdx)
 	}
 }
