@@ -342,6 +342,20 @@ func TestFaultFlowLimitsCluster(t *testing.T) {
 		key := flowClusterKey(c)
 		t0 := time.Now().Truncate(time.Second).Add(3 * time.Second)
 		ids, dues := runFlowCluster(t, c, key, "http://"+addr+"/cb", 40, t0)
+		sleepUntil(t0.Add(1500 * time.Millisecond))
+		// The state is the owner's, asked through n1.
+		var st struct {
+			Owner    string `json:"owner"`
+			InFlight int    `json:"in_flight"`
+			Waiting  int    `json:"waiting"`
+		}
+		if code, _ := c.send(0, http.MethodGet, "/v1/flows/"+key, nil, http.StatusOK); code != http.StatusOK {
+			t.Errorf("GET flow via n1: %d", code)
+		} else if code, data := c.request(0, http.MethodGet, "/v1/flows/"+key, nil); code == http.StatusOK {
+			if json.Unmarshal(data, &st) != nil || st.Owner != "n2" || st.InFlight > flowPar || st.Waiting < 10 {
+				t.Errorf("GET flow via n1 mid-run: %s; want the owner n2's state, a queue", data)
+			}
+		}
 		sleepUntil(t0.Add(12 * time.Second))
 		calls := fr.all()
 		for _, b := range checkFlowCalls(calls, ids, dues, true) {
@@ -372,6 +386,12 @@ func TestFaultFlowLimitsCluster(t *testing.T) {
 		}
 		if code != 200 || json.Unmarshal(data, &page) != nil || len(page.Flows) != 1 || page.Flows[0].Key != key || page.Flows[0].Owner != "n2" {
 			t.Errorf("GET /v1/flows via n3: %d %s", code, data)
+		}
+		if code, _ := c.send(2, http.MethodDelete, "/v1/flows/"+key, nil, http.StatusNoContent); code != http.StatusNoContent {
+			t.Errorf("DELETE flow via n3: %d", code)
+		}
+		if code, _ := c.send(0, http.MethodGet, "/v1/flows/"+key, nil, http.StatusNotFound); code != http.StatusNotFound {
+			t.Errorf("GET flow after its delete: %d, want 404", code)
 		}
 		c.close()
 	})
