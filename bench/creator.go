@@ -385,6 +385,7 @@ type taskTemplate struct {
 	url      string // the callback URL
 	callback []byte // the same, as a quoted JSON string
 	payload  []byte // JSON object
+	flowKey  string // the tasks' flow_key; "" = none (bench fire --flow-key)
 }
 
 func newTaskTemplate(prefix, callback, run string) taskTemplate {
@@ -421,6 +422,10 @@ func (tt taskTemplate) appendHead(dst []byte, i int) []byte {
 	dst = append(dst, `{"id":"`...)
 	dst = append(dst, tt.prefix...)
 	dst = strconv.AppendInt(dst, int64(i), 10)
+	if tt.flowKey != "" {
+		dst = append(dst, `","flow_key":"`...)
+		dst = append(dst, tt.flowKey...) // validFlowKey: no escapes
+	}
 	dst = append(dst, `","callback_url":`...)
 	dst = append(dst, tt.callback...)
 	dst = append(dst, `,"payload":`...)

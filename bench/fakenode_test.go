@@ -43,6 +43,8 @@ type fakeNode struct {
 	timers  []*time.Timer
 	creates int
 	fired   sync.WaitGroup
+	flows   []string // PUT /v1/flows/{key}: "key body"
+	keyed   int      // tasks created with a flow_key
 }
 
 // taskReq is the part of a task request the fake reads.
@@ -52,6 +54,7 @@ type taskReq struct {
 	DueAt       string          `json:"due_at"`
 	DelayMs     *int64          `json:"delay_ms"`
 	Payload     json.RawMessage `json:"payload"`
+	FlowKey     string          `json:"flow_key"`
 }
 
 func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
@@ -63,6 +66,13 @@ func startFakeNode(t *testing.T, throttle int, rejectSuffix string) *fakeNode {
 	mux.HandleFunc("POST /v1/tasks", f.createOne)
 	mux.HandleFunc("POST /v1/tasks:batch", f.createBatch)
 	mux.HandleFunc("GET /v1/cluster", f.clusterView)
+	mux.HandleFunc("PUT /v1/flows/{key}", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.flows = append(f.flows, r.PathValue("key")+" "+string(body))
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	})
 	mux.HandleFunc("GET /v1/cluster/slots", f.slotMap)
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "# TYPE chime_fake_metric counter\nchime_fake_metric 1\n")
@@ -239,6 +249,9 @@ func (f *fakeNode) accept(tr taskReq) (int, string) {
 		return http.StatusServiceUnavailable, "this node does not serve the slot right now (it is moving); retry"
 	}
 	f.ids[tr.ID] = true
+	if tr.FlowKey != "" {
+		f.keyed++
+	}
 	if tr.DueAt == "" {
 		return http.StatusCreated, "" // delayed tasks are stored, never fired
 	}

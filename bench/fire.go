@@ -43,6 +43,13 @@ type FireConfig struct {
 	Settle time.Duration `json:"settle_ns"`
 	// SkipBaseline skips baseline-http (no ratios then).
 	SkipBaseline bool `json:"skip_baseline"`
+	// FlowKey, when set, makes the run fire twice against the same node:
+	// N tasks without a flow key, then N more whose flow_key is FlowKey
+	// (ids "{FlowKey}bf-…"), under a flow whose limits never bind
+	// (parallelism and rate 100,000 per ms), so the limiter runs on every
+	// fire without holding one. The summary compares the two rounds.
+	// All tasks of a key are in one slot: on a cluster one node fires them.
+	FlowKey string `json:"flow_key,omitempty"`
 	// Baseline configures baseline-http.
 	Baseline HTTPBaselineConfig `json:"baseline"`
 	// Progress reports the phases.
@@ -61,6 +68,9 @@ func (c FireConfig) Validate() error {
 	errs := []error{c.Target.validate(), validateLoad(c.N, c.Concurrency, c.Batch)}
 	if !(c.Rate > 0) {
 		errs = append(errs, fmt.Errorf("bench: rate %v must be > 0", c.Rate))
+	}
+	if c.FlowKey != "" && !validFlowKey(c.FlowKey) {
+		errs = append(errs, fmt.Errorf("bench: flow key %q: 1-100 characters of A-Z a-z 0-9 . _ ~ : -", c.FlowKey))
 	}
 	if c.Lead < 0 || c.Timeout < 0 || c.Settle < 0 {
 		errs = append(errs, errors.New("bench: lead, timeout and settle must be ≥ 0"))
@@ -103,6 +113,9 @@ type FireStats struct {
 	// Receiver is everything the receiver recorded: lateness, early fires,
 	// duplicates, the arrivals timeline.
 	Receiver ReceiverStats `json:"receiver"`
+	// Flow is the second round of a run with FlowKey: the same workload
+	// with the key on every task.
+	Flow *FireStats `json:"flow,omitempty"`
 }
 
 // RunFire runs the fire workload. Problems stopping a spawned node after
@@ -119,13 +132,14 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 	}
 
 	run := runID(time.Now())
-	prefix := "bf-" + run + "-"
+	var prefix atomic.Pointer[string] // the round's task id prefix
+	prefix.Store(new(string))
 	var firstDue atomic.Int64 // unix ms; 0 until the dues are fixed
 	dueOf := func(i int) time.Time {
 		return time.UnixMilli(firstDue.Load() + int64(float64(i)*1000/cfg.Rate))
 	}
 	rcv, err := NewReceiver(ReceiverConfig{Expect: func(fireID string) (time.Time, bool) {
-		i, ok := fireIndex(fireID, prefix, cfg.N)
+		i, ok := fireIndex(fireID, *prefix.Load(), cfg.N)
 		if !ok || firstDue.Load() == 0 {
 			return time.Time{}, false
 		}
@@ -154,68 +168,128 @@ func RunFire(ctx context.Context, cfg FireConfig) (res Result, err error) {
 	defer func() { res.Warnings = appendErr(res.Warnings, tg.close()) }()
 	res.Warnings = append(res.Warnings, tg.warnings...)
 
-	createStart := time.Now()
-	first := createStart.Add(cfg.Lead).Truncate(time.Millisecond)
-	firstDue.Store(first.UnixMilli())
-	lastDue := dueOf(cfg.N - 1)
-	rcv.Reset(first)
-	tt := newTaskTemplate(prefix, rcv.URL()+"/fire", run)
-	plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: tg.spread(),
-		task: func(dst []byte, i int) []byte { return tt.appendDue(dst, i, dueOf(i)) }}
-	cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("create", int64(cfg.N)))
-	if err != nil {
-		return res, err
-	}
-	createEnd := time.Now()
+	// round creates and fires N tasks with ids p<i> (and flow_key key when
+	// set) and measures the fire phase.
+	round := func(p, key string) (FireStats, error) {
+		prefix.Store(&p)
+		firstDue.Store(0)
+		createStart := time.Now()
+		first := createStart.Add(cfg.Lead).Truncate(time.Millisecond)
+		firstDue.Store(first.UnixMilli())
+		lastDue := dueOf(cfg.N - 1)
+		rcv.Reset(first)
+		tt := newTaskTemplate(p, rcv.URL()+"/fire", run)
+		tt.flowKey = key
+		plan := createPlan{n: cfg.N, batch: cfg.Batch, concurrency: cfg.Concurrency, via: tg.spread(),
+			task: func(dst []byte, i int) []byte { return tt.appendDue(dst, i, dueOf(i)) }}
+		cs, err := createTasks(ctx, tg.api, tg, plan, cfg.Progress.startPhase("create", int64(cfg.N)))
+		if err != nil {
+			return FireStats{}, err
+		}
+		createEnd := time.Now()
 
-	// The fire phase runs from the first due until the last fire arrived;
-	// CPU is measured over exactly that span.
-	cfg.Progress.logf("first due in %s, last due in %s", time.Until(first).Round(time.Millisecond), time.Until(lastDue).Round(time.Millisecond))
-	if err := sleepCtx(ctx, time.Until(first)); err != nil {
-		return res, err
+		// The fire phase runs from the first due until the last fire arrived;
+		// CPU is measured over exactly that span.
+		cfg.Progress.logf("first due in %s, last due in %s", time.Until(first).Round(time.Millisecond), time.Until(lastDue).Round(time.Millisecond))
+		if err := sleepCtx(ctx, time.Until(first)); err != nil {
+			return FireStats{}, err
+		}
+		node0, nodeOK := tg.sample()
+		self0 := selfCPU()
+		timedOut, err := waitFires(ctx, rcv, uint64(cs.Acked), lastDue.Add(cfg.Timeout), cfg.Progress.startPhase("fire", cs.Acked))
+		if err != nil {
+			return FireStats{}, err
+		}
+		node1, nodeOK1 := tg.sample()
+		selfCPUUsed := selfCPU() - self0
+		if !timedOut {
+			if err := sleepCtx(ctx, cfg.Settle); err != nil {
+				return FireStats{}, err
+			}
+		}
+		st := rcv.Stats()
+
+		fs := FireStats{
+			Tasks:         cfg.N,
+			OfferedRate:   cfg.Rate,
+			Create:        cs,
+			FirstDue:      first,
+			SpreadSeconds: lastDue.Sub(first).Seconds(),
+			SlackSeconds:  first.Sub(createEnd).Seconds(),
+			Fired:         st.Delivered,
+			Completion:    float64(st.Delivered) / float64(cfg.N),
+			TimedOut:      timedOut,
+			PeakRate:      peakRate(st.Timeline, st.Step),
+			Receiver:      st,
+		}
+		if span := st.Last.Sub(st.First); span > 0 && st.Delivered > 1 {
+			fs.FireRate = float64(st.Delivered-1) / span.Seconds()
+		}
+		fs.ReceiverCPUPerFire = perOp(selfCPUUsed, int64(st.Delivered))
+		if nodeOK && nodeOK1 {
+			fs.NodeCPUPerFire = perOp(node1.cpu-node0.cpu, int64(st.Delivered))
+		}
+		return fs, nil
 	}
-	node0, nodeOK := tg.sample()
-	self0 := selfCPU()
-	timedOut, err := waitFires(ctx, rcv, uint64(cs.Acked), lastDue.Add(cfg.Timeout), cfg.Progress.startPhase("fire", cs.Acked))
+	fs, err := round("bf-"+run+"-", "")
 	if err != nil {
 		return res, err
 	}
-	node1, nodeOK1 := tg.sample()
-	selfCPUUsed := selfCPU() - self0
-	if !timedOut {
-		if err := sleepCtx(ctx, cfg.Settle); err != nil {
+	if cfg.FlowKey != "" {
+		limits := []byte(`{"rate":100000,"period_ms":1,"parallelism":100000}`)
+		if a, err := tg.api.do(ctx, "PUT", "/v1/flows/"+cfg.FlowKey, limits); err != nil || a.status/100 != 2 {
+			return res, fmt.Errorf("bench: define flow %s: %d %v", cfg.FlowKey, a.status, err)
+		}
+		ff, err := round("{"+cfg.FlowKey+"}bf-"+run+"-f-", cfg.FlowKey)
+		if err != nil {
 			return res, err
 		}
-	}
-	st := rcv.Stats()
-
-	fs := FireStats{
-		Tasks:         cfg.N,
-		OfferedRate:   cfg.Rate,
-		Create:        cs,
-		FirstDue:      first,
-		SpreadSeconds: lastDue.Sub(first).Seconds(),
-		SlackSeconds:  first.Sub(createEnd).Seconds(),
-		Fired:         st.Delivered,
-		Completion:    float64(st.Delivered) / float64(cfg.N),
-		TimedOut:      timedOut,
-		PeakRate:      peakRate(st.Timeline, st.Step),
-		Receiver:      st,
-	}
-	if span := st.Last.Sub(st.First); span > 0 && st.Delivered > 1 {
-		fs.FireRate = float64(st.Delivered-1) / span.Seconds()
-	}
-	fs.ReceiverCPUPerFire = perOp(selfCPUUsed, int64(st.Delivered))
-	if nodeOK && nodeOK1 {
-		fs.NodeCPUPerFire = perOp(node1.cpu-node0.cpu, int64(st.Delivered))
+		fs.Flow = &ff
 	}
 	res.Fire = &fs
 	res.Node, res.Nodes = tg.allStats()
 	res.Summary = fireRows(fs, res.HTTPBaseline, res.Node, len(tg.nodes))
 	res.Warnings = append(res.Warnings, fireWarnings(fs, res.HTTPBaseline)...)
+	if ff := fs.Flow; ff != nil {
+		res.Summary = append(res.Summary, flowRows(fs, *ff)...)
+		for _, w := range fireWarnings(*ff, res.HTTPBaseline) {
+			res.Warnings = append(res.Warnings, "with flow_key: "+w)
+		}
+	}
 	res.Charts = fireCharts(fs)
 	res.Seconds = time.Since(res.Started).Seconds()
 	return res, nil
+}
+
+// flowRows compare the round with a flow key on every task (ff) with the
+// round without (fs): fire rate and node CPU per fire, and the overhead.
+func flowRows(fs, ff FireStats) []Row {
+	rows := []Row{
+		row(fmt.Sprintf("fire rate with flow_key (offered %s/s)", fmtNum(ff.OfferedRate)), ff.FireRate, "fires/s", fs.FireRate, "without flow_key"),
+		row("completion with flow_key", 100*ff.Completion, "%", 0, ""),
+		row("lateness p99 with flow_key", float64(ff.Receiver.Lateness.P99)/1e3, "ms", float64(fs.Receiver.Lateness.P99)/1e3, "without flow_key"),
+		row("early requests with flow_key", float64(ff.Receiver.Early), "", 0, ""),
+	}
+	if fs.NodeCPUPerFire > 0 && ff.NodeCPUPerFire > 0 {
+		rows = append(rows,
+			row("node CPU per fire with flow_key", ff.NodeCPUPerFire, "µs", fs.NodeCPUPerFire, "without flow_key"),
+			row("flow_key CPU overhead per fire", 100*(ff.NodeCPUPerFire/fs.NodeCPUPerFire-1), "%", 0, ""))
+	}
+	return rows
+}
+
+// validFlowKey reports whether k can be a flow key whose generated ids fit
+// (storage.ValidFlowKey, at most 100 characters).
+func validFlowKey(k string) bool {
+	if len(k) == 0 || len(k) > 100 {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("._~:-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // fireIndex parses the task index out of a fire id "<prefix><i>:<seq>".

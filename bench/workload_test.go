@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,6 +263,43 @@ func TestRunFireAgainstFakeNode(t *testing.T) {
 		if !strings.Contains(joined, w) {
 			t.Errorf("summary metrics %q lack %q", metrics, w)
 		}
+	}
+}
+
+// TestRunFireFlowKeyAgainstFakeNode: --flow-key defines the flow, fires a
+// second round of tasks with the key (ids with the key as their hash
+// tag), and adds the comparison rows.
+func TestRunFireFlowKeyAgainstFakeNode(t *testing.T) {
+	f := startFakeNode(t, 0, "")
+	cfg := DefaultFireConfig()
+	cfg.Target.URLs = []string{f.url}
+	cfg.N, cfg.Rate, cfg.Batch, cfg.Concurrency = 60, 400, 30, 2
+	cfg.Lead, cfg.Timeout, cfg.Settle = 300*time.Millisecond, 10*time.Second, 50*time.Millisecond
+	cfg.SkipBaseline = true
+	cfg.FlowKey = "tenant-7"
+	res, err := RunFire(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("RunFire: %v", err)
+	}
+	if fs := res.Fire; fs == nil || fs.Fired != 60 || fs.Flow == nil || fs.Flow.Fired != 60 || fs.Flow.Receiver.Early != 0 {
+		t.Fatalf("Fire = %+v, want 60 fires in each round", res.Fire)
+	}
+	f.mu.Lock()
+	flows, keyed, ids := slices.Clone(f.flows), f.keyed, len(f.ids)
+	f.mu.Unlock()
+	if len(flows) != 1 || !strings.HasPrefix(flows[0], "tenant-7 {") || keyed != 60 || ids != 120 {
+		t.Errorf("flows %q, %d keyed tasks of %d; want one PUT of tenant-7, 60 of 120", flows, keyed, ids)
+	}
+	var metrics []string
+	for _, r := range res.Summary {
+		metrics = append(metrics, r.Metric)
+	}
+	if j := strings.Join(metrics, "|"); !strings.Contains(j, "fire rate with flow_key") || !strings.Contains(j, "completion with flow_key") {
+		t.Errorf("summary metrics %q lack the flow_key rows", metrics)
+	}
+	cfg.FlowKey = "a{b"
+	if err := cfg.Validate(); err == nil {
+		t.Error("a flow key with a brace validated")
 	}
 }
 

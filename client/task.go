@@ -150,6 +150,10 @@ type Task struct {
 	AckDelay *time.Duration
 	// AckRetries is the ACK attempts after the first (nil: 3; at most 100).
 	AckRetries *int
+	// FlowKey holds the task's fires to the limits of that flow key
+	// (API.md "Flow keys"); the task's ID must then have the key as its
+	// hash tag ("{key}…"), or be empty ("{key}<ulid>" is made up).
+	FlowKey string
 
 	// Status is the task's state; in a request only StatusPaused counts.
 	Status    Status
@@ -243,6 +247,7 @@ type taskJSON struct {
 	AckURL      string            `json:"ack_url,omitempty"`
 	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
 	AckRetries  *int              `json:"ack_retries,omitempty"`
+	FlowKey     string            `json:"flow_key,omitempty"`
 
 	// The answer's state; never sent.
 	Slot       uint16        `json:"slot,omitempty"`
@@ -298,7 +303,7 @@ func (t *Task) request() taskJSON {
 		DST: t.DST, EndAt: instant(t.EndAt), MaxRuns: t.MaxRuns,
 		MaxCatchup: t.MaxCatchup, FromParent: t.PayloadFromParent,
 		SuccessURL: t.SuccessURL, FailureURL: t.FailureURL,
-		AckURL: t.AckURL, AckRetries: t.AckRetries,
+		AckURL: t.AckURL, AckRetries: t.AckRetries, FlowKey: t.FlowKey,
 	}
 	if t.AckDelay != nil {
 		d := t.AckDelay.Milliseconds()
@@ -339,6 +344,7 @@ func (w *taskJSON) task() Task {
 		PayloadFromParent: w.FromParent, ParentID: w.ParentID, ParentFireID: w.ParentFire, PendingChildren: w.Pending,
 		SuccessURL: w.SuccessURL, FailureURL: w.FailureURL, PendingNotices: w.Notices,
 		AckURL: w.AckURL, AckRetries: w.AckRetries, NextAckAt: parseInstant(w.NextAckAt), FailReason: w.FailReason,
+		FlowKey: w.FlowKey,
 	}
 	if w.AckDelayMs != nil {
 		d := ms(*w.AckDelayMs)

@@ -214,7 +214,13 @@ func (a api) Retry(ctx context.Context, id string) (*storage.Task, error) {
 // RecentExecutions is this node's part of GET /v1/executions: the newest
 // executions in the slots it owns (storage.Store.RecentExecutions).
 func (a api) RecentExecutions(q storage.ExecQuery) ([]storage.LoggedExecution, bool, error) {
-	return a.n.store.RecentExecutions(a.n.view.Load().Owns, q)
+	owned := a.n.view.Load().Owns
+	if q.FlowKey != "" {
+		fs := slots.Of(q.FlowKey) // every task of the key is in its slot
+		all := owned
+		owned = func(s uint16) bool { return s == fs && all(s) }
+	}
+	return a.n.store.RecentExecutions(owned, q)
 }
 
 // one applies a single-task op to task id and returns the task after it
@@ -391,4 +397,61 @@ func (a api) SlotEpoch(s uint16) uint64 {
 		return epoch
 	}
 	return 0
+}
+
+// PutFlow creates or replaces flow f on this owner of its slot
+// (writer_flow.go).
+func (a api) PutFlow(ctx context.Context, f *storage.Flow) (*storage.Flow, bool, error) {
+	a.awaitHeld(ctx, f.Slot)
+	op := &flowOp{writeOp: writeOp{kind: opFlowPut, now: a.n.now().UnixNano()}, flow: f}
+	if err := a.submit(ctx, op); err != nil {
+		return nil, false, err
+	}
+	if op.refused != nil {
+		return nil, false, op.refused
+	}
+	return op.out, op.created, nil
+}
+
+// GetFlow reads flow key and its limiter's state on this owner.
+func (a api) GetFlow(ctx context.Context, key string) (httpapi.FlowState, error) {
+	slot := slots.Of(key)
+	if !a.awaitHeld(ctx, slot) {
+		return httpapi.FlowState{}, errNotOwner
+	}
+	op := &flowOp{writeOp: writeOp{kind: opFlowGet, now: a.n.now().UnixNano()}, key: key, slot: slot}
+	if err := a.submit(ctx, op); err != nil {
+		return httpapi.FlowState{}, err
+	}
+	if op.refused != nil {
+		return httpapi.FlowState{}, op.refused
+	}
+	if op.out == nil {
+		return httpapi.FlowState{}, httpapi.ErrFlowNotFound
+	}
+	l := op.live
+	return httpapi.FlowState{Flow: op.out, InFlight: l.InFlight, RateCount: l.RateCount, Waiting: l.Waiting,
+		OldestWaitingDue: l.OldestWaitingDue}, nil
+}
+
+// DeleteFlow deletes flow key: its held fires go at once, unlimited.
+func (a api) DeleteFlow(ctx context.Context, key string) error {
+	slot := slots.Of(key)
+	a.awaitHeld(ctx, slot)
+	op := &flowOp{writeOp: writeOp{kind: opFlowDel, now: a.n.now().UnixNano()}, key: key, slot: slot}
+	if err := a.submit(ctx, op); err != nil {
+		return err
+	}
+	if op.refused == errNotFound {
+		return httpapi.ErrFlowNotFound
+	}
+	if op.refused != nil {
+		return op.refused
+	}
+	return nil
+}
+
+// ScanFlows lists the stored flows (GET /v1/flows).
+func (a api) ScanFlows(from storage.Position, owned func(uint16) bool, f func(*storage.Flow) bool) error {
+	return a.n.store.ScanFlows(from, owned, f)
 }

@@ -62,6 +62,8 @@ type metrics struct {
 	circuitOpen  *prometheus.GaugeVec
 	circuitHeld  *prometheus.GaugeVec
 	circuitHolds prometheus.Counter
+	// flowHolds counts fire starts held by a flow key's limits (writer_flow.go).
+	flowHolds prometheus.Counter
 
 	// noticesDelivered and noticesDropped count result callbacks
 	// (notice.go); dropped by reason: overflow, attempts, gone, denied.
@@ -176,6 +178,9 @@ func newMetrics(g gauges) *metrics {
 	m.circuitHolds = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "chime_callback_circuit_holds_total", Help: "Fire starts held back by an open circuit (a fire held across several probe times counts each time)."})
 	reg.MustRegister(m.circuitOpen, m.circuitHeld, m.circuitHolds)
+	m.flowHolds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "chime_flow_holds_total", Help: "Fire starts held back by their flow key's rate or parallelism (a fire held several times counts each time)."})
+	reg.MustRegister(m.flowHolds)
 	reg.MustRegister(m.slotsOwned, m.slotsFollowing, m.members, m.tableChanges, m.forwarded, m.takeovers, m.aeChecks, m.aeResyncs, m.internalRejected)
 	m.firesSuccess = m.fires.WithLabelValues("success")
 	m.firesFailure = m.fires.WithLabelValues("failure")

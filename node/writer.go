@@ -110,6 +110,16 @@ type writer struct {
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
 	held      heldFires // fires held by an open circuit (writer_breaker.go)
+	// The flow limiter (writer_flow.go): the state per flow key, when
+	// each slot's flows were first needed at its epoch, and the held
+	// fires' keys. Lazily made.
+	flows       map[string]*flowState
+	slotSince   *[slots.Count]slotSince
+	flowWaitIdx map[string]*flowState
+	bornAt      int64 // when the writer was made (Unix ns)
+	// pendingFlows are the flow definitions the current group wrote
+	// (nil: deleted).
+	pendingFlows map[string]*storage.Flow
 	// noticing holds the tasks whose first result callback is at the
 	// dispatcher: task id -> its fire sequence (notice.go). Lazily made.
 	noticing map[string]uint64
@@ -143,6 +153,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		hot:         hotCache{m: make(map[string][]byte)},
 		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
+		bornAt:      cfg.Clock.Now().UnixNano(),
 	}
 }
 
@@ -259,6 +270,7 @@ func (w *writer) group(first request) {
 		n += w.apply(b, g, op)
 	}
 	clear(w.pending)
+	clear(w.pendingFlows)
 	w.closeSnaps()
 	var msgs []replication.Msg
 	if w.replicate != nil {
@@ -371,7 +383,7 @@ func (w *writer) syncLoop() {
 					// follow each other.
 					for _, r := range g.ops {
 						op := r.op()
-						if op.reply != nil && op.kind >= opReplica && !op.answered {
+						if op.reply != nil && !op.kind.apiWrite() && !op.answered {
 							close(op.reply)
 							op.answered = true
 						}

@@ -5,6 +5,7 @@ package node
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
@@ -27,6 +28,12 @@ func (w *writer) undispatched(j *dispatch.Job) {
 	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
 		delete(w.running, j.TaskID)
 	}
+	if j.Started != nil && j.Started.Load() == 0 {
+		// Never sent: its start in a flow's rate window counts from now.
+		// Its in-flight mark is the writer's to drop (flowAllow, when the
+		// fire starts again; a delete): this may run on the syncer.
+		j.Started.Store(w.now().UnixNano())
+	}
 	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
 }
 
@@ -42,7 +49,18 @@ const maxQuarantined = 10000
 func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 	n := 0
 	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
+	var kicks []*flowState // flows whose held fires came up: kicked at the end
+	defer func() {
+		for _, fs := range kicks {
+			w.flowKick(g, fs, op.now)
+		}
+	}()
 	for _, e := range op.fires {
+		if len(w.flowWaitIdx) > 0 {
+			if fs := w.unwait(e.ID); fs != nil && !slices.Contains(kicks, fs) {
+				kicks = append(kicks, fs)
+			}
+		}
 		if _, ok := w.quarantined[e.ID]; ok {
 			continue // the loader files it again at every scan; it stays out
 		}
@@ -66,6 +84,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		if !w.active(t.Slot) {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
+		if w.ctl != nil {
+			w.noteSlot(t.Slot, w.ctl.Holds(t.Slot), op.now) // for the flow limiter's knownSince
+		}
 		w.claimChildren(g, t, op.now)
 		w.claimNotice(g, t, op.now) // notice.go: never waits for the fire
 		if w.isRunning(t) {
@@ -76,6 +97,21 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.metrics.fireDeferred.Inc()
 			continue
 		}
+		// A flow key with limits (writer_flow.go): its callback attempts
+		// (not the ACK's) start on a copy, so that a held one leaves the
+		// record as it was.
+		var fs *flowState
+		if key := t.Spec.FlowKey; key != "" && (t.Inflight == nil || !t.Inflight.Ack) {
+			var err error
+			if fs, err = w.flowOf(key, t.Slot, op.now); err != nil {
+				w.log.Error("read flow to fire: the fire waits", "task", e.ID, "flow", key, "err", err)
+				g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+				continue
+			}
+			if fs != nil {
+				t = cloneTask(t)
+			}
+		}
 		// A host whose circuit is open: the fire starts on a copy, so
 		// that a held one leaves the record as it was.
 		var host string
@@ -85,7 +121,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 				u = t.Spec.AckURL // an ACK attempt goes to the ack_url's host
 			}
 			if host = dispatch.HostKey(u); w.breakers.Gating(host) {
-				t = cloneTask(t)
+				if fs == nil {
+					t = cloneTask(t)
+				}
 			} else {
 				host = ""
 			}
@@ -109,6 +147,15 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			n++
 			continue
 		}
+		if fs != nil {
+			if ok, at := w.flowAllow(fs, t.ID, prev, op.now); !ok {
+				g.wakes = append(g.wakes, wakeChange{t.ID, at})
+				if !slices.Contains(kicks, fs) {
+					kicks = append(kicks, fs)
+				}
+				continue
+			}
+		}
 		if host != "" {
 			if ok, at := w.gate(host, t, prev, op.now); !ok {
 				g.wakes = append(g.wakes, wakeChange{t.ID, at})
@@ -119,10 +166,16 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
 			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
 		}
-		w.running[t.ID] = runningFire{seq: t.Inflight.Seq}
+		w.running[t.ID] = runningFire{seq: t.Inflight.Seq, flow: fs}
 		w.put(b, g, t, prev, op.now)
 		j := jobFor(t)
 		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
+		if fs != nil {
+			w.flowStarted(fs, t, j)
+			if fs.waiting.Len() > 0 && !slices.Contains(kicks, fs) {
+				kicks = append(kicks, fs) // room left: the next held ones go too
+			}
+		}
 		g.jobs = append(g.jobs, j)
 		n++
 	}
@@ -138,6 +191,9 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 	t, err := w.get(id)
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
 		delete(w.running, id)
+		if rf.flow != nil {
+			w.flowDone(g, rf.flow, id, r.Job.Seq, op.now)
+		}
 	}
 	if r.StatusCode == 0 && r.Err == dispatch.Shutdown {
 		// Cut off by a shutdown, not answered by the endpoint: leave the fire

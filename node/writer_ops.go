@@ -35,7 +35,14 @@ const (
 	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
 	opRetry                       // fire one failed task again now
 	opChainDone                   // drop a parent's settled pending children (internal, chain.go)
+	opFlowPut                     // create or replace a flow definition (writer_flow.go)
+	opFlowDel                     // delete a flow definition
+	opFlowGet                     // read a flow's definition and its limiter state (answered without a sync of its own)
 )
+
+// apiWrite reports whether ops of kind k are API writes: their reply also
+// waits for the followers.
+func (k opKind) apiWrite() bool { return k < opReplica || k == opFlowPut || k == opFlowDel }
 
 // writeOp is what every request to the writer shares, whatever its kind.
 // The syncer closes reply once the op's writes are durable.
@@ -153,9 +160,9 @@ type checkSumsOp struct {
 func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 	g.ops = append(g.ops, r)
 	op := r.op()
-	if op.reply != nil && op.kind != opSnapshot && !op.kind.readsAfterCommit() { // reads answer at once
+	if op.reply != nil && op.kind != opSnapshot && op.kind != opFlowGet && !op.kind.readsAfterCommit() { // reads answer at once
 		g.acked = true
-		if op.kind < opReplica {
+		if op.kind.apiWrite() {
 			g.api = true
 		}
 	}
@@ -174,6 +181,8 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 		return w.applyDone(b, g, r)
 	case *chainDoneOp:
 		return w.applyChainDone(b, g, r)
+	case *flowOp:
+		return w.applyFlow(b, g, r)
 	case *replicaOp:
 		return w.applyReplica(b, g, r)
 	case *persistOp:

@@ -20,8 +20,9 @@ import (
 // result does not read the record back from the store. The copy is never
 // handed out (get returns clones), so nothing else can see it change.
 type runningFire struct {
-	seq uint64
-	rec *storage.Task
+	seq  uint64
+	rec  *storage.Task
+	flow *flowState // the flow limiter's state it counts against; nil: none (writer_flow.go)
 }
 
 // cloneTask copies the parts of a record the writer mutates in place.
@@ -109,6 +110,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	settleFinal(t, now, w.cfg.Retention)
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
+	w.rewait(g, t.ID, now)
 	delete(w.quarantined, t.ID) // a good record again
 	wake := w.wakeOf(t)
 	if rf, ok := w.running[t.ID]; ok {
@@ -128,6 +130,10 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 func (w *writer) del(b *storage.Batch, g *syncGroup, t *storage.Task) {
 	b.DeleteTask(t)
 	w.hot.drop(t.ID)
+	if now := w.now().UnixNano(); t.Spec.FlowKey != "" {
+		w.rewait(g, t.ID, now)
+		w.flowDeleted(g, t, now)
+	}
 	w.counted(-1)
 	w.pending[t.ID] = nil
 	if rf, ok := w.running[t.ID]; ok {

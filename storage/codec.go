@@ -22,7 +22,8 @@ import (
 //	           Misfire, MaxFails, Labels|nil, DSTGap, DSTOverlap, EndAt,
 //	           MaxRuns, MaxCatchup, RetentionMs, RetentionSet,
 //	           OnSuccess|nil, OnFailure|nil,   (each an array of bin)
-//	           SuccessURL, FailureURL, AckURL, AckDelayMs, AckRetries]
+//	           SuccessURL, FailureURL, AckURL, AckDelayMs, AckRetries,
+//	           FlowKey]
 //	Inflight  [Seq, Due, Attempt, NextAttemptAt, StartedAt, Trigger, Misfired,
 //	           Ack]
 //	Backfill  [Next, To, Left, At]
@@ -68,7 +69,7 @@ const (
 // there is one). Appending a field means bumping its count.
 const (
 	taskFields      = 27
-	specFields      = 29
+	specFields      = 30
 	inflightFields  = 8
 	lastFireFields  = 7
 	backfillFields  = 4
@@ -202,6 +203,7 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendStr(b, s.AckURL)
 	b = appendInt(b, s.AckDelayMs)
 	b = appendInt(b, int64(s.AckRetries))
+	b = appendStr(b, s.FlowKey)
 	return b
 }
 
@@ -597,6 +599,9 @@ func (r *reader) spec(s *Spec) {
 	}
 	if field(&n) {
 		s.AckRetries = r.int()
+	}
+	if field(&n) {
+		s.FlowKey = r.str()
 	}
 	r.skip(n, 0)
 }

@@ -159,6 +159,7 @@ func (g recordGen) spec() Spec {
 		AckURL:       g.str(),
 		AckDelayMs:   g.int64(),
 		AckRetries:   g.int(),
+		FlowKey:      g.str(),
 	}
 }
 

@@ -169,7 +169,7 @@ func TestRecordGolden(t *testing.T) {
 			"01",                 // format version
 			"a161",               // ID "a"
 			"cd012c",             // Slot 300
-			"dc001d",             // Spec: array16 of 29
+			"dc001e",             // Spec: array16 of 30
 			"a175",               //   CallbackURL "u"
 			"02",                 //   Kind every
 			"00",                 //   DelayMs
@@ -199,6 +199,7 @@ func TestRecordGolden(t *testing.T) {
 			"a0",                 //   AckURL ""
 			"00",                 //   AckDelayMs
 			"00",                 //   AckRetries
+			"a0",                 //   FlowKey ""
 			"01",                 // Status scheduled
 			"ff",                 // NextDue -1
 			"02",                 // FireSeq

@@ -24,13 +24,14 @@
 //	due index  's' slot 'D' wake(uint64, unix ns) id        empty; wake = Task.Wake()
 //	history    's' slot 'H' id 0x00 seq(uint64)             msgpack Execution
 //	exec log   's' slot 'E' outcome finished(uint64) id 0x00 seq(uint64)  empty; one per history record (execlog.go)
+//	flow       's' slot 'F' key                             Flow (flow.go); slot = the key's slot
 //	slot meta  's' slot 'M'                                 msgpack SlotMeta (epoch, seq, role)
 //	checksum   's' slot 'C'                                 Checksum: sum(u64) count(u64)
 //	node meta  'n' name                                     node-local ("checksums": scheme version; "voters")
 //
 // Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
 // streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.
-// The task, due index, history and execution log keys are the slot's data: what is
+// The task, due index, history, execution log and flow keys are the slot's data: what is
 // replicated, snapshotted and covered by the checksum. The meta and
 // checksum keys are each node's own and travel with none of them.
 // Ids are 1-128 characters of A-Z a-z 0-9 . _ ~ : - { } (ValidID), so they never

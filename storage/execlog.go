@@ -18,6 +18,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -79,6 +80,39 @@ type ExecQuery struct {
 	// its slot.
 	ID     string
 	IDSlot uint16
+	// Match, when set, keeps only the executions of the tasks it reports
+	// true for (the flow_key filter); the others are skipped before their
+	// record is read and do not count toward Limit.
+	Match func(slot uint16, id string) bool
+	// FlowKey, when set, keeps only the executions of the tasks whose
+	// Spec.FlowKey it is (their record is read once per task and call).
+	FlowKey string
+}
+
+// flowMatcher returns q's FlowKey check, reading task records from r
+// (nil when q has no FlowKey).
+func (q *ExecQuery) flowMatcher(get func(key []byte) ([]byte, io.Closer, error)) func(slot uint16, id string) bool {
+	if q.FlowKey == "" {
+		return nil
+	}
+	seen := map[string]bool{}
+	var key []byte
+	return func(slot uint16, id string) bool {
+		if ok, there := seen[id]; there {
+			return ok
+		}
+		ok := false
+		key = appendTaskKey(key[:0], slot, id)
+		if v, closer, err := get(key); err == nil {
+			var t Task
+			ok = DecodeTask(v, &t) == nil && t.Spec.FlowKey == q.FlowKey
+			_ = closer.Close()
+		}
+		if len(seen) < 100_000 {
+			seen[id] = ok
+		}
+		return ok
+	}
 }
 
 // LoggedExecution is one execution of the log, with where it is stored.
@@ -200,6 +234,7 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		}
 	}
 	heap.Init(&h)
+	flow := q.flowMatcher(snap.Get)
 	c := getCodec()
 	defer putCodec(c)
 	for h.Len() > 0 {
@@ -209,7 +244,14 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		hd := h[0]
 		p := hd.pos
 		c.key = appendHistKey(c.key[:0], p.Slot, p.ID, p.Seq)
-		v, closer, gerr := snap.Get(c.key)
+		var (
+			v      []byte
+			closer io.Closer
+			gerr   = pebble.ErrNotFound // skipped: as if gone
+		)
+		if (q.Match == nil || q.Match(p.Slot, p.ID)) && (flow == nil || flow(p.Slot, p.ID)) {
+			v, closer, gerr = snap.Get(c.key)
+		}
 		switch {
 		case gerr == nil:
 			var e Execution
@@ -250,6 +292,9 @@ func (s *Store) taskExecutions(q ExecQuery) (out []LoggedExecution, more bool, e
 		return nil, false, fmt.Errorf("storage: new iterator: %w", err)
 	}
 	defer closeIter(it, &err)
+	if flow := q.flowMatcher(s.db.Get); (q.Match != nil && !q.Match(q.IDSlot, q.ID)) || (flow != nil && !flow(q.IDSlot, q.ID)) {
+		return nil, false, nil
+	}
 	for valid := it.First(); valid; valid = it.Next() {
 		_, _, seq, ok := decodeHistKey(it.Key())
 		v, verr := it.ValueAndErr()

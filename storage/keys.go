@@ -14,6 +14,7 @@ const (
 	sectionTask     byte = 'T' // task: id -> Task
 	sectionChecksum byte = 'C' // the slot's checksum: nothing after the section byte
 	sectionExecLog  byte = 'E' // execution log index: outcome finished(u64 BE) id 0x00 seq(u64 BE) -> empty
+	sectionFlow     byte = 'F' // flow definition: key -> Flow (flow.go)
 )
 
 // Outcome bytes of an execution log index key (sectionExecLog).
@@ -26,7 +27,8 @@ const (
 // is replicated (captured, snapshotted) and what the slot checksum covers.
 // The meta and checksum keys are each node's own bookkeeping.
 func isDataSection(section byte) bool {
-	return section == sectionTask || section == sectionDue || section == sectionHistory || section == sectionExecLog
+	return section == sectionTask || section == sectionDue || section == sectionHistory || section == sectionExecLog ||
+		section == sectionFlow
 }
 
 // Node-local keys ('n' name). Written to disk: never change a name.

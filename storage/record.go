@@ -185,6 +185,11 @@ type Spec struct {
 	AckURL     string `msgpack:"au,omitempty"`
 	AckDelayMs int64  `msgpack:"ad,omitempty"`
 	AckRetries int    `msgpack:"ar,omitempty"`
+	// FlowKey is the task's flow key (API.md "Flow keys"), "" = none: its
+	// fires are held to the limits of the flow of that key (Flow), and
+	// its id's hash tag is the key, so every task of a key is in the
+	// key's slot.
+	FlowKey string `msgpack:"fk,omitempty"`
 }
 
 // PendingNotice is a result notification of a finished fire still to be

@@ -85,6 +85,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		fs.BoolVar(&cfg.SkipBaseline, "no-baseline", false, "skip baseline-http")
 		fs.IntVar(&cfg.Baseline.Requests, "baseline-requests", cfg.Baseline.Requests, "requests baseline-http times")
 		fs.IntVar(&cfg.Baseline.Concurrency, "baseline-concurrency", cfg.Baseline.Concurrency, "baseline-http requests in flight")
+		fs.StringVar(&cfg.FlowKey, "flow-key", "", "fire a second round of n tasks with this flow_key on every task (a flow whose limits never bind) and compare")
 		run = func() (bench.Result, error) {
 			cfg.Target, cfg.Progress = tf.config(env), prog
 			return bench.RunFire(ctx, cfg)

@@ -50,6 +50,7 @@ type exportRecord struct {
 	AckURL      string            `json:"ack_url,omitempty"`
 	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
 	AckRetries  *int              `json:"ack_retries,omitempty"`
+	FlowKey     string            `json:"flow_key,omitempty"`
 
 	Status    string `json:"status"`
 	NextDueAt string `json:"next_due_at,omitempty"`
@@ -220,6 +221,7 @@ type importRequest struct {
 	AckURL      string            `json:"ack_url,omitempty"`
 	AckDelayMs  *int64            `json:"ack_delay_ms,omitempty"`
 	AckRetries  *int              `json:"ack_retries,omitempty"`
+	FlowKey     string            `json:"flow_key,omitempty"`
 	Status      string            `json:"status,omitempty"`
 }
 
@@ -255,7 +257,7 @@ func importRequestOf(r *exportRecord) (*importRequest, error) {
 		Payload: r.Payload, Headers: r.Headers, TimeoutMs: r.TimeoutMs, MaxRetries: r.MaxRetries,
 		Misfire: r.Misfire, MaxFails: r.MaxFails, Labels: r.Labels, DST: r.DST, EndAt: r.EndAt, RetentionMs: r.RetentionMs,
 		OnSuccess: r.OnSuccess, OnFailure: r.OnFailure, SuccessURL: r.SuccessURL, FailureURL: r.FailureURL,
-		AckURL: r.AckURL, AckDelayMs: r.AckDelayMs, AckRetries: r.AckRetries}
+		AckURL: r.AckURL, AckDelayMs: r.AckDelayMs, AckRetries: r.AckRetries, FlowKey: r.FlowKey}
 	if r.MaxRuns > 0 {
 		// A re-created task counts its runs from 0: it gets the runs left.
 		q.MaxRuns = max(r.MaxRuns-int64(min(r.Runs, uint64(r.MaxRuns))), 1)

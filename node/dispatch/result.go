@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -33,6 +34,10 @@ type Job struct {
 	Timeout time.Duration     // this attempt's timeout; <= 0 means defaultTimeout
 	Notice  bool              // a result callback (the node's bookkeeping); not sent
 	Ack     bool              // an attempt of the fire's ACK phase (URL is the ack_url) -> X-Chime-Ack: 1
+	// Started, when set, is stored the attempt's start (Unix ns of
+	// Deps.Clock) just before its request is built and sent: the flow
+	// limiter's rate window counts an attempt from when it leaves.
+	Started *atomic.Int64
 }
 
 // Outcome classifies one attempt. The zero value is invalid on purpose.
@@ -78,6 +83,9 @@ type Result struct {
 // short response) it allocates only the result's copy of the body.
 func (d *Dispatcher) attempt(j *Job, s *scratch) Result {
 	res := Result{Job: j, Outcome: OutcomeFailure, StartedAt: d.clock.Now()}
+	if j.Started != nil {
+		j.Started.Store(res.StartedAt.UnixNano())
+	}
 	timeout := j.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout

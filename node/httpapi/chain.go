@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -122,18 +123,26 @@ func (r *TaskRequest) validateChains(now time.Time, lim Limits, depth int, spec 
 // A default id longer than a task id may be (128 bytes) keeps its suffix
 // and replaces the parent's id with a hash of it, so it stays unique and
 // the same at every repeat.
+//
+// A child with a flow_key and no id gets the key as its id's hash tag
+// (API.md "Flow keys"): the parent's default id when its tag is the key
+// already, else "{key}h<hash of the parent's id>.<seq>.<index>".
 func ChildID(body []byte, parent string, seq uint64, index int) string {
 	var b struct {
-		ID string `json:"id"`
+		ID      string `json:"id"`
+		FlowKey string `json:"flow_key"`
 	}
 	if json.Unmarshal(body, &b) == nil && b.ID != "" {
 		return b.ID
 	}
 	suffix := "." + strconv.FormatUint(seq, 10) + "." + strconv.Itoa(index)
-	if len(parent)+len(suffix) <= maxIDLen {
+	if len(parent)+len(suffix) <= maxIDLen && (b.FlowKey == "" || slots.HashKey(parent+suffix) == b.FlowKey) {
 		return parent + suffix
 	}
 	sum := sha256.Sum256([]byte(parent))
+	if b.FlowKey != "" {
+		return "{" + b.FlowKey + "}h" + hex.EncodeToString(sum[:8]) + suffix
+	}
 	return "h" + hex.EncodeToString(sum[:16]) + suffix
 }
 

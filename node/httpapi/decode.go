@@ -65,6 +65,8 @@ type TaskRequest struct {
 	AckURL     string `json:"ack_url,omitempty"`
 	AckDelayMs *int64 `json:"ack_delay_ms,omitempty"`
 	AckRetries *int   `json:"ack_retries,omitempty"`
+	// FlowKey is the task's flow key (API.md "Flow keys"); "" = none.
+	FlowKey string `json:"flow_key,omitempty"`
 
 	// decoded is set by decodeTaskRequest: Payload is known to be valid
 	// JSON and scheduleKeys is meaningful.
@@ -162,6 +164,7 @@ var requestFieldTypes = map[string]string{
 	"on_success": "an array of task objects", "on_failure": "an array of task objects", "payload_from_parent": "a boolean",
 	"success_url": "a string", "failure_url": "a string",
 	"ack_url": "a string", "ack_delay_ms": "an integer", "ack_retries": "an integer",
+	"flow_key": "a string",
 }
 
 // syntaxError reports why data is not one valid JSON value.
@@ -251,7 +254,8 @@ type requestField struct {
 var requestFields = func() map[string]requestField {
 	names := []string{"id", "callback_url", fieldDelayMs, fieldDueAt, fieldEveryMs, fieldCron, "timezone",
 		"start_at", "payload", "headers", "timeout_ms", "max_retries", "misfire", "max_fails", "labels", "status", "dst", "end_at", "max_runs", "max_catchup", "retention_ms",
-		"on_success", "on_failure", "payload_from_parent", "success_url", "failure_url", "ack_url", "ack_delay_ms", "ack_retries"}
+		"on_success", "on_failure", "payload_from_parent", "success_url", "failure_url", "ack_url", "ack_delay_ms", "ack_retries",
+		"flow_key"}
 	m := make(map[string]requestField, len(names))
 	for i, n := range names {
 		m[n] = requestField{name: n, bit: 1 << i}

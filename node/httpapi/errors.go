@@ -87,10 +87,12 @@ func Invalid(field, format string, args ...any) *Error {
 
 // Errors every layer of the node returns for the common cases.
 var (
-	ErrNotFound   = &Error{Code: CodeNotFound, Message: "task not found"}
-	ErrExists     = &Error{Code: CodeConflict, Message: "a task with this id exists"}
-	ErrOverloaded = &Error{Code: CodeOverloaded, Message: "write queue is full; retry later"}
-	ErrStopping   = &Error{Code: CodeUnavailable, Message: "node is shutting down"}
+	ErrNotFound = &Error{Code: CodeNotFound, Message: "task not found"}
+	// ErrFlowNotFound answers for a flow key without a definition.
+	ErrFlowNotFound = &Error{Code: CodeNotFound, Message: "flow not found"}
+	ErrExists       = &Error{Code: CodeConflict, Message: "a task with this id exists"}
+	ErrOverloaded   = &Error{Code: CodeOverloaded, Message: "write queue is full; retry later"}
+	ErrStopping     = &Error{Code: CodeUnavailable, Message: "node is shutting down"}
 )
 
 // AsError converts any error into an *Error, wrapping unknown ones as internal.

@@ -33,7 +33,7 @@ func (s *Server) parseExecQuery(r *http.Request) (execQuery, *Error) {
 	q := r.URL.Query()
 	for k, v := range q {
 		switch k {
-		case "status", "task_id", "since", "until", "limit", "cursor":
+		case "status", "task_id", "flow_key", "since", "until", "limit", "cursor":
 			if len(v) > 1 {
 				return execQuery{}, Invalid(k, "given %d times", len(v))
 			}
@@ -59,6 +59,17 @@ func (s *Server) parseExecQuery(r *http.Request) (execQuery, *Error) {
 		eq.ID, eq.IDSlot = id, slots.Of(id)
 	} else if q.Has("task_id") {
 		return eq, Invalid("task_id", "must not be empty")
+	}
+	if k := q.Get("flow_key"); k != "" || q.Has("flow_key") {
+		if e := validateFlowKey("flow_key", k); e != nil {
+			return eq, e
+		}
+		// Every task of the key is in its slot, with the key as its id's
+		// hash tag: the others are skipped unread; the store then checks
+		// each remaining task's flow_key.
+		eq.FlowKey = k
+		slot := slots.Of(k)
+		eq.Match = func(s uint16, id string) bool { return s == slot && slots.HashKey(id) == k }
 	}
 	now := s.b.Now()
 	for _, f := range []struct {

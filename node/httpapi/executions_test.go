@@ -38,7 +38,11 @@ func TestExecLogValidation(t *testing.T) {
 		{"cursor=!!", "cursor"},
 		{"cursor=" + bad, "cursor"},
 		{"cursor=" + good + "A", "cursor"},
-		{"flow_key=x", "flow_key"},
+		{"flow_key=", "flow_key"},
+		{"flow_key=a%7Bb", "flow_key"},
+		{"flow_key=a%20b", "flow_key"},
+		{"flow_key=" + strings.Repeat("k", 129), "flow_key"},
+		{"flow_key=a&flow_key=b", "flow_key"},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			f := newFake()

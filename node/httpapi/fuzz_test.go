@@ -75,3 +75,24 @@ func FuzzSchedulePreview(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFlowRequest: whatever body a client PUTs to /v1/flows/{key}, the
+// decoder panics never and accepts only limits within their bounds.
+func FuzzFlowRequest(f *testing.F) {
+	f.Add([]byte(`{"rate":10,"period_ms":1000,"parallelism":2}`))
+	f.Add([]byte(`{"parallelism":1}`))
+	f.Add([]byte(`{"rate":1e400,"period_ms":-0}`))
+	f.Add([]byte(`{"rate":10,"period_ms":1000,"rate":1}`))
+	f.Add([]byte(`{"\u0072ate":1,"period_ms":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		fl, e := decodeFlowRequest(body, "k")
+		if e != nil {
+			return
+		}
+		if fl.Rate == 0 && fl.Parallelism == 0 || fl.Rate < 0 || fl.Rate > maxFlowRate ||
+			(fl.Rate > 0) != (fl.PeriodMs > 0) || fl.PeriodMs > maxFlowPeriodMs ||
+			fl.Parallelism < 0 || fl.Parallelism > maxFlowParallelism {
+			t.Fatalf("accepted %s as %+v", body, fl)
+		}
+	})
+}

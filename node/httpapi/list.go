@@ -35,6 +35,7 @@ type listQuery struct {
 	labelKey string
 	labelVal string
 	hasLabel bool
+	flowKey  string // only the tasks of this flow key (all in its slot); "" = any
 	start    storage.Position
 }
 
@@ -69,6 +70,12 @@ func parseListQuery(r *http.Request) (listQuery, *Error) {
 		}
 		lq.start = p
 	}
+	if k := q.Get("flow_key"); k != "" || q.Has("flow_key") {
+		if e := validateFlowKey("flow_key", k); e != nil {
+			return lq, e
+		}
+		lq.flowKey = k
+	}
 	return lq, nil
 }
 
@@ -81,7 +88,21 @@ func (s *Server) listLocal(q listQuery, owned func(uint16) bool) (tasks []TaskRe
 	var last *storage.Task
 	scanned := 0
 	more := false
-	err = s.b.ScanTasks(q.start, func(t *storage.Task) bool {
+	start, flowSlot := q.start, uint16(0)
+	if q.flowKey != "" {
+		// Every task of a flow key is in the key's slot: only it is read.
+		flowSlot = slots.Of(q.flowKey)
+		if start.Slot < flowSlot {
+			start = storage.Position{Slot: flowSlot}
+		}
+		if start.Slot > flowSlot {
+			return tasks, nil, nil
+		}
+	}
+	err = s.b.ScanTasks(start, func(t *storage.Task) bool {
+		if q.flowKey != "" && t.Slot != flowSlot {
+			return false
+		}
 		if len(tasks) == q.limit || scanned == listScanBudget {
 			more = true
 			return false
@@ -98,6 +119,9 @@ func (s *Server) listLocal(q listQuery, owned func(uint16) bool) (tasks []TaskRe
 			if v, ok := t.Spec.Labels[q.labelKey]; !ok || v != q.labelVal {
 				return true
 			}
+		}
+		if q.flowKey != "" && t.Spec.FlowKey != q.flowKey {
+			return true
 		}
 		tasks = append(tasks, taskResponse(t, s.cfg.Name))
 		return true

@@ -615,6 +615,14 @@ func TestOpenAPIAnswersMatchSchemas(t *testing.T) {
 		{"POST", "/v1/test/callback", "/v1/test/callback", "", 200},
 		{"GET", "/healthz", "/healthz", "", 200},
 		{"GET", "/readyz", "/readyz", "", 200},
+		{"POST", "/v1/tasks", "/v1/tasks", `{"callback_url":"https://example.com/p","delay_ms":5,"flow_key":"tenant-7"}`, 201},
+		{"PUT", "/v1/flows/tenant-7", "/v1/flows/{key}", `{"rate":10,"period_ms":1000,"parallelism":2}`, 201},
+		{"PUT", "/v1/flows/tenant-7", "/v1/flows/{key}", `{"parallelism":3}`, 200},
+		{"PUT", "/v1/flows/tenant-7", "/v1/flows/{key}", `{"rate":10}`, 400},
+		{"GET", "/v1/flows/tenant-7", "/v1/flows/{key}", "", 200},
+		{"GET", "/v1/flows/nope", "/v1/flows/{key}", "", 404},
+		{"GET", "/v1/flows?limit=5", "/v1/flows", "", 200},
+		{"GET", "/v1/flows?limit=0", "/v1/flows", "", 400},
 	} {
 		r := httptest.NewRequest(c.method, "http://localhost:7070"+c.path, strings.NewReader(c.body))
 		if c.body != "" {

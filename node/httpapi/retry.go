@@ -35,6 +35,8 @@ type retryRequest struct {
 	Until  *string  `json:"until"`
 	Cursor *string  `json:"cursor"`
 	Limit  *int     `json:"limit"`
+	// FlowKey retries only the tasks of that flow key (API.md "Flow keys").
+	FlowKey *string `json:"flow_key"`
 }
 
 // RetryResult is one task of the answer of POST /v1/tasks:retry.
@@ -76,7 +78,7 @@ func (s *Server) parseRetry(body []byte) (ids []string, f *retryFilter, e *Error
 	if dec.More() {
 		return nil, nil, Invalid("", "the body holds more than one JSON value")
 	}
-	filter := req.Status != nil || req.Label != nil || req.Since != nil || req.Until != nil || req.Cursor != nil || req.Limit != nil
+	filter := req.Status != nil || req.Label != nil || req.Since != nil || req.Until != nil || req.Cursor != nil || req.Limit != nil || req.FlowKey != nil
 	if req.IDs != nil {
 		if filter {
 			return nil, nil, Invalid("ids", "give ids or a filter, not both")
@@ -119,6 +121,12 @@ func (s *Server) parseRetry(body []byte) (ids []string, f *retryFilter, e *Error
 			return nil, nil, Invalid("label", "label filter must be key:value")
 		}
 		f.list.labelKey, f.list.labelVal, f.list.hasLabel = k, v, true
+	}
+	if req.FlowKey != nil {
+		if e := validateFlowKey("flow_key", *req.FlowKey); e != nil {
+			return nil, nil, e
+		}
+		f.list.flowKey = *req.FlowKey
 	}
 	now := s.b.Now()
 	if req.Since != nil {
@@ -215,6 +223,9 @@ func (q listQuery) rawQuery() string {
 	}
 	if q.hasLabel {
 		v.Set("label", q.labelKey+":"+q.labelVal)
+	}
+	if q.flowKey != "" {
+		v.Set("flow_key", q.flowKey)
 	}
 	if q.start != (storage.Position{}) {
 		v.Set("cursor", encodeCursor(q.start))

@@ -85,6 +85,19 @@ type Backend interface {
 	// key order (slot, then id), until f returns false.
 	ScanTasks(from storage.Position, f func(*storage.Task) bool) error
 
+	// PutFlow creates or replaces flow f (Key, Slot and limits set; the
+	// server routed it to the owner of f.Slot) and returns the stored one.
+	PutFlow(ctx context.Context, f *storage.Flow) (out *storage.Flow, created bool, err error)
+	// GetFlow returns flow key with its limiter's state (ErrFlowNotFound
+	// when there is none).
+	GetFlow(ctx context.Context, key string) (FlowState, error)
+	// DeleteFlow deletes flow key (ErrFlowNotFound when there is none).
+	DeleteFlow(ctx context.Context, key string) error
+	// ScanFlows calls f with the stored flows from position from on, in
+	// (slot, key) order, in the slots owned reports true for (nil: all),
+	// until f returns false.
+	ScanFlows(from storage.Position, owned func(uint16) bool, f func(*storage.Flow) bool) error
+
 	// Cluster describes the cluster as the node sees it (GET /v1/cluster),
 	// each member's slot ranges too if ranges.
 	Cluster(ranges bool) Cluster
@@ -222,6 +235,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/tasks/{id}/retry", s.handleOne(Backend.Retry, http.StatusOK))
 	mux.HandleFunc("POST /v1/tasks:retry", s.handleRetryMany)
 	mux.HandleFunc("GET /v1/executions", s.handleExecLog)
+	mux.HandleFunc("GET /v1/flows", s.handleFlowList)
+	mux.HandleFunc("PUT /v1/flows/{key}", s.handleFlowPut)
+	mux.HandleFunc("GET /v1/flows/{key}", s.handleFlowGet)
+	mux.HandleFunc("DELETE /v1/flows/{key}", s.handleFlowDelete)
 	mux.HandleFunc("GET /v1/tasks/{id}/preview", s.handleTaskPreview)
 	mux.HandleFunc("GET /v1/schedule:preview", s.handleSchedulePreview)
 	mux.HandleFunc("GET /v1/cluster", s.handleCluster)
@@ -240,6 +257,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /metrics", orNotFound(h.Metrics))
 	mux.HandleFunc("GET /internal/v1/tasks", s.handleInternalList)
 	mux.HandleFunc("GET /internal/v1/executions", s.handleInternalExecLog)
+	mux.HandleFunc("GET /internal/v1/flows", s.handleInternalFlows)
 	mux.HandleFunc("GET /internal/v1/stats/due", s.handleInternalDue)
 	mux.HandleFunc("POST /internal/v1/replicate", orNotFound(h.Replicate))
 	mux.HandleFunc("POST /internal/v1/ctl", orNotFound(h.Ctl))
@@ -250,7 +268,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /internal/v1/chain", orNotFound(h.Chain))
 	// Anything else under /v1/ (an unknown path, or a known path with the
 	// wrong method) gets a JSON error rather than the mux's plain text.
-	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks:retry", "/v1/executions", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}"} {
+	for _, p := range []string{"/v1/", "/v1/tasks", "/v1/tasks:batch", "/v1/tasks:retry", "/v1/executions", "/v1/tasks/{id}", "/v1/tasks/{id}/{action}",
+		"/v1/flows", "/v1/flows/{key}"} {
 		mux.HandleFunc(p, handleNoRoute)
 	}
 	return mux
@@ -291,7 +310,8 @@ func (s *Server) withCommon(next http.Handler) http.Handler {
 }
 
 func handleNoRoute(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/v1/tasks") && r.URL.Path != "/v1/tasks/" {
+	if (strings.HasPrefix(r.URL.Path, "/v1/tasks") && r.URL.Path != "/v1/tasks/") ||
+		(strings.HasPrefix(r.URL.Path, "/v1/flows") && r.URL.Path != "/v1/flows/") {
 		WriteError(w, &Error{Code: CodeInvalidArgument, Status: http.StatusMethodNotAllowed,
 			Message: "method " + r.Method + " is not allowed on " + r.URL.Path})
 		return

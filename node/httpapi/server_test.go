@@ -40,6 +40,7 @@ type fake struct {
 	dueQ     []storage.DueCountQuery // CountDue's queries
 	due      storage.DueCounts       // CountDue's answer
 	dueVer   uint64                  // DueVersion's answer
+	flows    map[string]*storage.Flow
 }
 
 func newFake() *fake {
@@ -107,6 +108,56 @@ func (f *fake) CreateBatch(_ context.Context, tasks []*storage.Task, _ time.Time
 		f.tasks[t.ID] = t
 	}
 	return errs, nil
+}
+
+func (f *fake) PutFlow(_ context.Context, fl *storage.Flow) (*storage.Flow, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.flows == nil {
+		f.flows = map[string]*storage.Flow{}
+	}
+	_, had := f.flows[fl.Key]
+	f.flows[fl.Key] = fl
+	return fl, !had, nil
+}
+
+func (f *fake) GetFlow(_ context.Context, key string) (FlowState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fl, ok := f.flows[key]; ok {
+		return FlowState{Flow: fl, InFlight: 1, RateCount: 2, Waiting: 3, OldestWaitingDue: fakeNow.UnixNano()}, nil
+	}
+	return FlowState{}, ErrFlowNotFound
+}
+
+func (f *fake) DeleteFlow(_ context.Context, key string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.flows[key]; !ok {
+		return ErrFlowNotFound
+	}
+	delete(f.flows, key)
+	return nil
+}
+
+func (f *fake) ScanFlows(from storage.Position, owned func(uint16) bool, fn func(*storage.Flow) bool) error {
+	f.mu.Lock()
+	var all []*storage.Flow
+	for _, fl := range f.flows {
+		all = append(all, fl)
+	}
+	f.mu.Unlock()
+	slices.SortFunc(all, func(a, b *storage.Flow) int { return cmp.Or(cmp.Compare(a.Slot, b.Slot), cmp.Compare(a.Key, b.Key)) })
+	for _, fl := range all {
+		c := cmp.Or(cmp.Compare(fl.Slot, from.Slot), cmp.Compare(fl.Key, from.ID))
+		if c < 0 || c == 0 && from.Exclusive || owned != nil && !owned(fl.Slot) {
+			continue
+		}
+		if !fn(fl) {
+			return nil
+		}
+	}
+	return nil
 }
 
 func (f *fake) Get(_ context.Context, id string) (*storage.Task, error) {

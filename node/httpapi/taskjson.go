@@ -91,6 +91,8 @@ type TaskResponse struct {
 	AckRetries *int   `json:"ack_retries,omitempty"`
 	NextAckAt  string `json:"next_ack_at,omitempty"`
 	FailReason string `json:"fail_reason,omitempty"`
+	// FlowKey is the task's flow key (API.md "Flow keys").
+	FlowKey string `json:"flow_key,omitempty"`
 }
 
 // BackfillPending is a task's pending backfill: the next occurrence to
@@ -222,6 +224,7 @@ func taskResponse(t *storage.Task, owner string) TaskResponse {
 		r.NextAckAt = formatInstant(inf.NextAttemptAt)
 	}
 	r.FailReason = t.FailReason
+	r.FlowKey = s.FlowKey
 	if lf := t.LastFire; lf != nil {
 		r.LastFire = &LastFireResponse{
 			FireID:     lf.FireID,

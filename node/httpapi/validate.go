@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chime-scheduler/chime/node/schedule"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/oklog/ulid/v2"
 )
@@ -109,14 +110,16 @@ func (r *TaskRequest) validate(now time.Time, lim Limits) (string, storage.Spec,
 // validateAt is validate of a task at depth in a chain (0: the request's
 // own task; API.md "Chains"). lim has its defaults.
 func (r *TaskRequest) validateAt(now time.Time, lim Limits, depth int) (string, storage.Spec, *Error) {
-	id := r.ID
-	if id == "" {
-		id = ulid.Make().String()
-	} else if e := validateID(id); e != nil {
+	id, key, e := r.validateIDAndFlow()
+	if e != nil {
 		return "", storage.Spec{}, e
 	}
+	if depth > 0 && r.ID == "" && len(key) > maxChildFlowKey {
+		// ChildID: "{key}h<16 hex>.<seq>.<index>" must fit in an id.
+		return "", storage.Spec{}, Invalid("flow_key", "a chain's task without an id takes a flow key of at most %d characters (its id is made from it); give it an id", maxChildFlowKey)
+	}
 
-	spec := storage.Spec{CallbackURL: r.CallbackURL}
+	spec := storage.Spec{CallbackURL: r.CallbackURL, FlowKey: key}
 	if e := validateCallbackURL(r.CallbackURL); e != nil {
 		return "", storage.Spec{}, e
 	}
@@ -425,6 +428,54 @@ func parseInstant(field, s string, now time.Time) (int64, *Error) {
 
 // validateID checks a client-chosen task id (storage.ValidID's characters;
 // braces make a hash tag, slots.HashKey).
+// validateIDAndFlow checks id and flow_key (API.md "Flow keys") and
+// returns the task's id (a new ULID when the request has none; with a
+// flow_key, the key as its hash tag: "{key}<ulid>") and its flow key. A
+// given id must hash by the flow key (slots.HashKey): every task of a key
+// is then in the key's slot, on the one owner that enforces its limits.
+func (r *TaskRequest) validateIDAndFlow() (id, key string, e *Error) {
+	key = r.FlowKey
+	if key != "" {
+		if e := validateFlowKey("flow_key", key); e != nil {
+			return "", "", e
+		}
+	}
+	id = r.ID
+	if id != "" {
+		if e := validateID(id); e != nil {
+			return "", "", e
+		}
+		if key != "" && slots.HashKey(id) != key {
+			return "", "", Invalid("id", "a task with flow_key %q needs an id whose hash tag is the key, like \"{%s}…\" (API.md \"Hash tags\")", key, key)
+		}
+		return id, key, nil
+	}
+	if key == "" {
+		return ulid.Make().String(), "", nil
+	}
+	id = "{" + key + "}" + ulid.Make().String()
+	if len(id) > maxIDLen {
+		return "", "", Invalid("flow_key", "is too long for a generated id ({key}<ulid> is at most %d characters): give an id with the key as its hash tag, or a key of at most %d characters", maxIDLen, maxIDLen-2-ulid.EncodedSize)
+	}
+	return id, key, nil
+}
+
+// maxChildFlowKey bounds the flow key of a chain's task without an id:
+// ChildID's "{key}h<16 hex>.<seq>.<index>" (seq up to 20 digits, index 2)
+// fits in maxIDLen.
+const maxChildFlowKey = maxIDLen - 2 - 17 - 24
+
+// validateFlowKey checks a flow key given as field.
+func validateFlowKey(field, key string) *Error {
+	if !storage.ValidFlowKey(key) {
+		if len(key) == 0 || len(key) > storage.MaxFlowKeyLen {
+			return Invalid(field, "must be 1 to %d characters, got %d", storage.MaxFlowKeyLen, len(key))
+		}
+		return Invalid(field, "may contain only A-Z a-z 0-9 . _ ~ : -, got %q", clip(key))
+	}
+	return nil
+}
+
 func validateID(id string) *Error {
 	if len(id) > maxIDLen {
 		return Invalid("id", "must be 1 to %d characters, got %d", maxIDLen, len(id))
