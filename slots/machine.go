@@ -69,11 +69,11 @@ type Machine struct {
 	// that finds it moved advances every slot, else only the slots not
 	// idle (tickIdle).
 	lastGlobal globalKey
-	busy       []uint64  // bit s: slot s is not idle (see tickSlots)
+	busy       []uint64 // bit s: slot s is not idle (see tickSlots)
 	// idleOwned: bit s: slot s was idle in role owner when advance last
 	// left it (see setIdle): the only idle slots a full Tick pass looks at.
 	idleOwned []uint64
-	fullAt     time.Time // the next Tick looks at every slot
+	fullAt    time.Time // the next Tick looks at every slot
 }
 
 // slotInfo is the machine's state for one slot.
