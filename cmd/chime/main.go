@@ -2,6 +2,7 @@
 //
 //	chime serve [flags]          run a node (flags also from CHIME_* variables)
 //	chime task <verb> [flags]    create, get, list, delete, pause, resume, trigger, retry, executions
+//	chime flow <verb> [flags]    put, get, list, delete: a flow key's limits
 //	chime cluster status         members, states and slots as one node sees them
 //	chime cluster forget NAME    declare a dead member gone for good
 //	chime cluster keys <op>      list, install, use, remove gossip keys (rotation)
@@ -46,6 +47,7 @@ commands:
   serve       run a node (chime serve -h for flags)
   task        manage tasks on a node: create|get|list|delete|pause|resume|trigger|retry|executions
   executions  the cluster's execution log, newest first: list (chime executions list -h)
+  flow        a flow key's limits: put|get|list|delete (chime flow -h)
   stats       the fires due ahead, per node and hour: due (chime stats due -h)
   cluster     the cluster as one node sees it: status, forget, keys
   bench       run a benchmark workload
@@ -69,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		return runTask(ctx, args[1:], stdout, stderr, env)
 	case "executions":
 		return runExecutions(ctx, args[1:], stdout, stderr, env)
+	case "flow", "flows":
+		return runFlow(ctx, args[1:], stdout, stderr, env)
 	case "stats":
 		return runStats(ctx, args[1:], stdout, stderr, env)
 	case "cluster":

@@ -532,7 +532,7 @@ func (tc *taskCmd) create(ctx context.Context, args []string) error {
 	fs.StringVar(&t.AckURL, "ack-url", "", "one-shot: after the callback's 2xx, POST this `URL` (same body, X-Chime-Ack: 1); the task is done on its 2xx, failed (reason ack) after --ack-retries")
 	fs.Var(&f.ackDelay, "ack-delay", "with --ack-url: wait this `duration` after the callback's 2xx (duration or ms, ≤ 1h; server default 1s)")
 	fs.IntVar(&f.ackRetries, "ack-retries", 0, "with --ack-url: retries of the ACK after its first attempt (≤ 100; server default 3)")
-	fs.StringVar(&t.FlowKey, "flow-key", "", "flow `key`: the fires wait for the limits of PUT /v1/flows/{key}; --id, if given, must have the key as its hash tag ({key}…)")
+	fs.StringVar(&t.FlowKey, "flow-key", "", "flow `key`: the fires wait for the limits chime flow put KEY gives the key; --id, if given, must have the key as its hash tag ({key}…)")
 	fs.StringVar(&file, "file", "", "read the task from this JSON `file` (- = stdin), in the API's request shape; other create flags are then not allowed")
 	fs.BoolVar(&replace, "replace", false, "PUT /v1/tasks/{id}: create or replace (needs --id, or an id in --file)")
 	pos, help, err := parseArgs(fs, args)
