@@ -20,6 +20,9 @@ func TestRunVerb(t *testing.T) {
 		{"stats help", statsRun, []string{"help"}, ""},
 		{"executions none", execRun, nil, "executions: missing verb"},
 		{"executions -h", execRun, []string{"-h"}, ""},
+		{"flow none", flowRun, nil, "flow: missing verb"},
+		{"flow bogus", flowRun, []string{"bogus"}, `flow: unknown verb "bogus"`},
+		{"flow help", flowRun, []string{"help"}, ""},
 	} {
 		var out, errOut bytes.Buffer
 		err := c.run(t.Context(), c.args, &out, &errOut)
@@ -35,6 +38,10 @@ func statsRun(ctx context.Context, args []string, out, errOut *bytes.Buffer) err
 
 func execRun(ctx context.Context, args []string, out, errOut *bytes.Buffer) error {
 	return runExecutions(ctx, args, out, errOut, func(string) string { return "" })
+}
+
+func flowRun(ctx context.Context, args []string, out, errOut *bytes.Buffer) error {
+	return runFlow(ctx, args, out, errOut, func(string) string { return "" })
 }
 
 func errString(err error) string {
