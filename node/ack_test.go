@@ -258,7 +258,7 @@ func TestFaultAckOwnerCrash(t *testing.T) {
 			Status string `json:"status"`
 			Owner  string `json:"owner"`
 		}
-		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		code, data := c.get(c.up()[0], "/v1/tasks/"+id)
 		if code != http.StatusOK || json.Unmarshal(data, &got) != nil || got.Status != "done" || got.Owner == "n2" {
 			t.Errorf("GET %s: %d %s, want done at a new owner", id, code, data)
 		}

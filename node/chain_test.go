@@ -241,7 +241,7 @@ func faultChainCrash(t *testing.T, replicated bool, seed uint64) {
 			FireCount  int    `json:"fire_count"`
 			Owner      string `json:"owner"`
 		}
-		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		code, data := c.get(c.up()[0], "/v1/tasks/"+id)
 		if code != http.StatusOK || json.Unmarshal(data, &kid) != nil || kid.ParentFire != parent+":1" || kid.FireCount != 1 {
 			t.Errorf("GET %s: %d %s, want it created by fire %s:1 and fired once", id, code, data, parent)
 		}
@@ -254,7 +254,7 @@ func faultChainCrash(t *testing.T, replicated bool, seed uint64) {
 		Pending []string `json:"pending_children"`
 		Owner   string   `json:"owner"`
 	}
-	code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+parent, nil)
+	code, data := c.get(c.up()[0], "/v1/tasks/"+parent)
 	if code != http.StatusOK || json.Unmarshal(data, &p) != nil || len(p.Pending) != 0 || p.Owner == "n2" {
 		t.Errorf("GET %s: %d %s, want no pending children, a new owner", parent, code, data)
 	}

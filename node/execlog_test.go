@@ -34,7 +34,7 @@ func TestExecLogCluster(t *testing.T) {
 			}
 		}
 		status := func(id string) string {
-			code, b := c.request(0, http.MethodGet, "/v1/tasks/"+id, nil)
+			code, b := c.get(0, "/v1/tasks/"+id)
 			var tr httpapi.TaskResponse
 			if code != 200 || json.Unmarshal(b, &tr) != nil {
 				return ""

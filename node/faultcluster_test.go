@@ -686,6 +686,30 @@ func (c *faultCluster) send(via int, method, path string, body any, ok ...int) (
 	return code, n
 }
 
+// get reads path through node via, retried like send (each try through
+// the next running node, 200 ms apart) while the answer is retryable: a
+// read forwarded to the owner crosses the lossy links, and a lost call is
+// a 503, not an answer about the cluster. It returns the last answer.
+func (c *faultCluster) get(via int, path string) (int, []byte) {
+	c.t.Helper()
+	var code int
+	var ans []byte
+	for try := range tries {
+		if try > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		c.mu.Lock()
+		up := c.up()
+		c.mu.Unlock()
+		i := up[(slices.Index(up, via)+try+len(up))%len(up)]
+		if code, ans = c.request(i, http.MethodGet, path, nil); !retryable(code) {
+			return code, ans
+		}
+		c.t.Logf("%v: GET %s via %s: %d %s", fakeClock{}, path, c.nodes[i].name, code, bytes.TrimSpace(ans))
+	}
+	return code, ans
+}
+
 // create creates the ids, the j-th due at first + j*step, in one batch
 // (POST /v1/tasks:batch) through a random running node, which stores its
 // own part and forwards the rest to the owners in parallel: the whole batch

@@ -351,7 +351,7 @@ func TestFaultFlowLimitsCluster(t *testing.T) {
 		}
 		if code, _ := c.send(0, http.MethodGet, "/v1/flows/"+key, nil, http.StatusOK); code != http.StatusOK {
 			t.Errorf("GET flow via n1: %d", code)
-		} else if code, data := c.request(0, http.MethodGet, "/v1/flows/"+key, nil); code == http.StatusOK {
+		} else if code, data := c.get(0, "/v1/flows/"+key); code == http.StatusOK {
 			if json.Unmarshal(data, &st) != nil || st.Owner != "n2" || st.InFlight > flowPar || st.Waiting < 10 {
 				t.Errorf("GET flow via n1 mid-run: %s; want the owner n2's state, a queue", data)
 			}

@@ -354,7 +354,7 @@ func TestFaultResultCallbackFailover(t *testing.T) {
 			Pending int    `json:"pending_notices"`
 			Owner   string `json:"owner"`
 		}
-		code, data := c.request(c.up()[0], http.MethodGet, "/v1/tasks/"+id, nil)
+		code, data := c.get(c.up()[0], "/v1/tasks/"+id)
 		if code != http.StatusOK || json.Unmarshal(data, &p) != nil || p.Pending != 0 || p.Owner == "n2" {
 			t.Errorf("GET %s: %d %s, want no pending notice, a new owner", id, code, data)
 		}
