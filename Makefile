@@ -37,14 +37,11 @@ test: ## tests without the race detector
 # it runs under SCHED_IDLE (chrt --idle 0: below any nice level; at nice 10
 # it still took enough of the CPU to stall a restarted TestChaos node for
 # 6.5 s), so it takes only the CPU the processes leave idle. Both must pass.
-# Its packages run two at a time (-p 2): nothing in it rests on real time,
-# and node (the longest) would otherwise run alone on one core's worth of
-# tests while slots and storage wait behind it.
 FAKETIME := ./node ./node/membership ./slots ./storage ./wheel ./ring
 TESTFLAGS := -race -p 1 -count=1 -timeout=15m
 
 test-race: ## tests with the race detector (two groups side by side)
-	chrt --idle 0 $(GO) test $(TESTFLAGS) -p 2 $(FAKETIME) & fake=$$!; \
+	chrt --idle 0 $(GO) test $(TESTFLAGS) $(FAKETIME) & fake=$$!; \
 	rc=0; $(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vxF -f <($(GO) list $(FAKETIME))) || rc=$$?; \
 	wait $$fake || rc=$$?; \
 	exit $$rc
