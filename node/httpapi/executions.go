@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -190,46 +189,11 @@ func (s *Server) handleInternalExecLog(w http.ResponseWriter, r *http.Request) {
 // Each answers its newest executions after the cursor in its own slots;
 // the union holds the page's executions, whoever owns which slot.
 func (s *Server) execsCluster(r *http.Request) ([]ExecPage, error) {
-	v := s.b.View()
-	members := v.Members()
-	if len(members) == 0 {
-		return nil, ErrNoOwner
-	}
-	pages := make([]ExecPage, len(members))
-	errs := make([]error, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		if m.Name == s.cfg.Name {
+	return gather(s, r, "/internal/v1/executions", "execution log",
+		func(func(uint16) bool) (ExecPage, error) {
 			q, _ := s.parseExecQuery(r) // parsed already
-			pages[i], errs[i] = s.localExecs(q)
-			continue
-		}
-		wg.Go(func() {
-			uri := "/internal/v1/executions"
-			if r.URL.RawQuery != "" {
-				uri += "?" + r.URL.RawQuery
-			}
-			c, err := s.b.Forward(r.Context(), m, http.MethodGet, uri, nil, r.Header, 1)
-			switch {
-			case err != nil:
-				errs[i] = unreachable(m, err)
-			case c.Status != http.StatusOK:
-				errs[i] = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("execution log on %s failed: %d %s", m.Name, c.Status, clip(string(c.Body)))}
-			default:
-				errs[i] = decodeMemberExecs(c.Body, &pages[i])
-				if errs[i] != nil {
-					errs[i] = &Error{Code: CodeInternal, Message: fmt.Sprintf("execution log on %s: %v", m.Name, errs[i])}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return pages, nil
+			return s.localExecs(q)
+		}, decodeMemberExecs)
 }
 
 // decodeMemberExecs decodes a member's part, with each execution's position.

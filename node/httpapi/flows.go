@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -315,42 +314,11 @@ func (s *Server) handleInternalFlows(w http.ResponseWriter, r *http.Request) {
 // them as listCluster does tasks: in (slot, key) order, nothing after the
 // earliest position a member stopped at.
 func (s *Server) flowsCluster(r *http.Request, q flowQuery) (FlowPage, error) {
-	v := s.b.View()
-	members := v.Members()
-	if len(members) == 0 {
-		return FlowPage{}, ErrNoOwner
-	}
-	pages := make([]FlowPage, len(members))
-	errs := make([]error, len(members))
-	var wg sync.WaitGroup
-	for i, m := range members {
-		if m.Name == s.cfg.Name {
-			pages[i], errs[i] = s.localFlows(q, v.Owns)
-			continue
-		}
-		wg.Go(func() {
-			uri := "/internal/v1/flows"
-			if r.URL.RawQuery != "" {
-				uri += "?" + r.URL.RawQuery
-			}
-			c, err := s.b.Forward(r.Context(), m, http.MethodGet, uri, nil, r.Header, 1)
-			switch {
-			case err != nil:
-				errs[i] = unreachable(m, err)
-			case c.Status != http.StatusOK:
-				errs[i] = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("flow listing on %s failed: %d %s", m.Name, c.Status, clip(string(c.Body)))}
-			default:
-				if err := json.Unmarshal(c.Body, &pages[i]); err != nil {
-					errs[i] = &Error{Code: CodeInternal, Message: fmt.Sprintf("flow listing on %s: %v", m.Name, err)}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return FlowPage{}, err
-		}
+	pages, err := gather(s, r, "/internal/v1/flows", "flow listing",
+		func(owned func(uint16) bool) (FlowPage, error) { return s.localFlows(q, owned) },
+		func(body []byte, p *FlowPage) error { return json.Unmarshal(body, p) })
+	if err != nil {
+		return FlowPage{}, err
 	}
 	return mergeFlowPages(pages, q.limit)
 }

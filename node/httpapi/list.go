@@ -224,21 +224,38 @@ func (s *Server) handleInternalList(w http.ResponseWriter, r *http.Request) {
 // returned, because it may hold tasks before it. The cursor is a position
 // in that global order, so it stays valid whichever node holds a slot.
 func (s *Server) listCluster(r *http.Request, q listQuery) (ListPage, error) {
+	pages, err := gather(s, r, "/internal/v1/tasks", "listing",
+		func(owned func(uint16) bool) (ListPage, error) { return s.localPage(q, owned) },
+		func(body []byte, p *ListPage) error { return json.Unmarshal(body, p) })
+	if err != nil {
+		return ListPage{}, err
+	}
+	return mergePages(pages, q.limit)
+}
+
+// gather asks every member for its part of a cluster-wide listing, in
+// parallel: this node through local (given the view's ownership), every
+// other member through GET path with the request's own query, signed,
+// one try (Backend.Forward), its answer decoded by decode. what names the
+// listing in errors. The first member that fails fails the listing: a
+// page without a member's part would skip its slots.
+func gather[P any](s *Server, r *http.Request, path, what string, local func(owned func(uint16) bool) (P, error),
+	decode func(body []byte, p *P) error) ([]P, error) {
 	v := s.b.View()
 	members := v.Members()
 	if len(members) == 0 {
-		return ListPage{}, ErrNoOwner
+		return nil, ErrNoOwner
 	}
-	pages := make([]ListPage, len(members))
+	pages := make([]P, len(members))
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		if m.Name == s.cfg.Name {
-			pages[i], errs[i] = s.localPage(q, v.Owns)
+			pages[i], errs[i] = local(v.Owns)
 			continue
 		}
 		wg.Go(func() {
-			uri := "/internal/v1/tasks"
+			uri := path
 			if r.URL.RawQuery != "" {
 				uri += "?" + r.URL.RawQuery // "?" alone would not reach the member as signed
 			}
@@ -247,10 +264,10 @@ func (s *Server) listCluster(r *http.Request, q listQuery) (ListPage, error) {
 			case err != nil:
 				errs[i] = unreachable(m, err)
 			case c.Status != http.StatusOK:
-				errs[i] = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("listing on %s failed: %d %s", m.Name, c.Status, c.Body)}
+				errs[i] = &Error{Code: CodeUnavailable, Message: fmt.Sprintf("%s on %s failed: %d %s", what, m.Name, c.Status, clip(string(c.Body)))}
 			default:
-				if err := json.Unmarshal(c.Body, &pages[i]); err != nil {
-					errs[i] = &Error{Code: CodeInternal, Message: fmt.Sprintf("listing on %s: %v", m.Name, err)}
+				if err := decode(c.Body, &pages[i]); err != nil {
+					errs[i] = &Error{Code: CodeInternal, Message: fmt.Sprintf("%s on %s: %v", what, m.Name, err)}
 				}
 			}
 		})
@@ -258,10 +275,10 @@ func (s *Server) listCluster(r *http.Request, q listQuery) (ListPage, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return ListPage{}, err
+			return nil, err
 		}
 	}
-	return mergePages(pages, q.limit)
+	return pages, nil
 }
 
 // posOf is a task's position in the global listing order.
