@@ -403,18 +403,27 @@ func TestFaultFlowLimitsCluster(t *testing.T) {
 // too (the new owner starts nothing of the key in its first period).
 func TestFaultFlowLimitsHandover(t *testing.T) {
 	t.Parallel()
+	flowOwnerLost(t, 43, "10.0.9.12:80", 60, 2500*time.Millisecond, 20*time.Second,
+		func(c *faultCluster) { c.stop(1) }) // n2 hands its slots over
+}
+
+// flowOwnerLost runs n tasks of one key on a 3-node cluster (seed) from
+// t0 (the next whole second after 3 s), loses the key's owner n2 at
+// t0+at (lose), and checks at t0+until that the limits held across
+// (checkFlowCalls), every task delivered, and both n2 and its successor
+// n3 sent some. The receiver listens on addr.
+func flowOwnerLost(t *testing.T, seed uint64, addr string, n int, at, until time.Duration, lose func(*faultCluster)) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newFaultCluster(t, 3, 43)
+		c := newFaultCluster(t, 3, seed)
 		fr := newFlowReceiver()
-		const addr = "10.0.9.12:80"
 		srv := servePipe(c.hnet.listen(addr), http.HandlerFunc(fr.serve))
 		defer srv.close()
 		key := flowClusterKey(c)
 		t0 := time.Now().Truncate(time.Second).Add(3 * time.Second)
-		ids, dues := runFlowCluster(t, c, key, "http://"+addr+"/cb", 60, t0)
-		sleepUntil(t0.Add(2500 * time.Millisecond))
-		c.stop(1) // n2 hands its slots over
-		sleepUntil(t0.Add(20 * time.Second))
+		ids, dues := runFlowCluster(t, c, key, "http://"+addr+"/cb", n, t0)
+		sleepUntil(t0.Add(at))
+		lose(c)
+		sleepUntil(t0.Add(until))
 		calls := fr.all()
 		for _, b := range checkFlowCalls(calls, ids, dues, false) {
 			t.Error(b)
@@ -424,7 +433,7 @@ func TestFaultFlowLimitsHandover(t *testing.T) {
 			by[cl.node]++
 		}
 		if by["n2"] == 0 || by["n3"] == 0 {
-			t.Errorf("calls by node %v: want both the old owner n2 and the new one n3", by)
+			t.Errorf("calls by node %v: want both the lost owner n2 and its successor n3", by)
 		}
 		c.close()
 	})
@@ -573,29 +582,6 @@ func TestFlowKeyFilters(t *testing.T) {
 // with their fire id.
 func TestFaultFlowLimitsFailover(t *testing.T) {
 	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c := newFaultCluster(t, 3, 47)
-		fr := newFlowReceiver()
-		const addr = "10.0.9.13:80"
-		srv := servePipe(c.hnet.listen(addr), http.HandlerFunc(fr.serve))
-		defer srv.close()
-		key := flowClusterKey(c)
-		t0 := time.Now().Truncate(time.Second).Add(3 * time.Second)
-		ids, dues := runFlowCluster(t, c, key, "http://"+addr+"/cb", 50, t0)
-		sleepUntil(t0.Add(2 * time.Second))
-		c.crash(1)
-		sleepUntil(t0.Add(40 * time.Second))
-		calls := fr.all()
-		for _, b := range checkFlowCalls(calls, ids, dues, false) {
-			t.Error(b)
-		}
-		by := map[string]int{}
-		for _, cl := range calls {
-			by[cl.node]++
-		}
-		if by["n2"] == 0 || by["n3"] == 0 {
-			t.Errorf("calls by node %v: want both the crashed owner n2 and its successor n3", by)
-		}
-		c.close()
-	})
+	flowOwnerLost(t, 47, "10.0.9.13:80", 50, 2*time.Second, 40*time.Second,
+		func(c *faultCluster) { c.crash(1) })
 }
