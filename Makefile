@@ -54,7 +54,7 @@ run: build ## run one node with ./chime-data
 
 FUZZ_TARGETS := ./wheel:FuzzWheel ./ring:FuzzAssign ./ring/gossip:FuzzDecodeMeta ./ring/gossip:FuzzDecodeMessage \
 	./storage:FuzzKeyCodec ./storage:FuzzDecodeTask ./storage:FuzzDecodeExecution ./storage:FuzzApplySlotOps \
-	./storage:FuzzDecodeSlotMeta ./node/httpapi:FuzzDecodeTaskRequest ./node/ownership:FuzzDecodeCtl ./node/replication:FuzzDecodeAE \
+	./storage:FuzzDecodeSlotMeta ./storage:FuzzDecodeFlow ./node/httpapi:FuzzDecodeTaskRequest ./node/ownership:FuzzDecodeCtl ./node/replication:FuzzDecodeAE \
 	./node/internalauth:FuzzCallAuth ./node/replication:FuzzReplicate ./node/httpapi:FuzzBatchEnvelope ./node/httpapi:FuzzListCursor ./node/httpapi:FuzzSchedulePreview ./node/dispatch:FuzzRetryAfter ./client/signature:FuzzVerify
 FUZZTIME ?= 30s
 
