@@ -20,8 +20,11 @@ import "fmt"
 //
 // Also the bookkeeping a Tick's full pass rests on (tickSlots): a slot's
 // busy bit is set exactly when it is not idle, and a slot in neither busy
-// nor idleOwned is one the pass may skip (tickIdle).
+// nor idleOwned is one the pass may skip (tickIdle); an idle owner is
+// queued for its refresh, and stays quiet until the next Tick's pass over
+// every idle owner (fullPassDue) at the latest.
 func (m *Machine) checkInvariants() error {
+	fullPass := m.fullPassDue()
 	for s := range m.slots {
 		si := &m.slots[s]
 		owner := si.role == RoleOwner || si.role == RoleSealing
@@ -31,6 +34,12 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("slots: %s slot %d idle=%v but busy bit %v", m.cfg.Self, s, si.idle, busy)
 		case !busy && !idleOwned && !m.tickIdle(Slot(s)):
 			return fmt.Errorf("slots: %s slot %d skipped by a full Tick pass but not idle (%v)", m.cfg.Self, s, si.role)
+		case !busy && idleOwned && !si.queuedAt.Equal(si.refreshAt):
+			return fmt.Errorf("slots: %s idle owner %d not queued for its refresh at %v", m.cfg.Self, s, si.refreshAt)
+		case !busy && idleOwned && !m.now.Before(si.refreshAt):
+			return fmt.Errorf("slots: %s idle owner %d missed its refresh at %v", m.cfg.Self, s, si.refreshAt)
+		case !busy && idleOwned && !fullPass && !m.quiet(Slot(s)):
+			return fmt.Errorf("slots: %s idle owner %d no longer quiet, and no Tick will look at it", m.cfg.Self, s)
 		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.covered(Slot(s)) ||
 			len(si.dropped) > 0 && !m.evMajority):
 			return fmt.Errorf("slots: %s slot %d fires as %v synced=%v majority=%v covered=%v", m.cfg.Self, s,
@@ -53,4 +62,19 @@ func (m *Machine) checkInvariants() error {
 		}
 	}
 	return nil
+}
+
+// fullPassDue reports whether the next Tick looks at every idle owner:
+// the majority, the evidence or the view moved, or a peer's pair lease
+// is about to be marked stale (staleTick).
+func (m *Machine) fullPassDue() bool {
+	if m.global() != m.lastGlobal {
+		return true
+	}
+	for _, p := range m.peers {
+		if !p.stale && p.gen != 0 && !m.now.Before(p.acked.Add(m.cfg.Lease/2)) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"container/heap"
 	"math/bits"
 	"slices"
 	"time"
@@ -241,24 +242,24 @@ func (m *Machine) staleTick() bool {
 	return any
 }
 
-// tickSlots is a Tick's pass over the slots. Every Lease/4, when a peer's
-// pair lease went stale, or when the majority, the evidence or the view
-// moved (then without the idle check), it looks at every slot; otherwise
-// only at the slots marked busy. An idle slot stays idle until an event
-// about it, a peer's new generation (fixPairLeases) or one of those
-// passes: nothing else can change what a Tick would do with it.
+// tickSlots is a Tick's pass over the slots: the slots marked busy, and
+// the idle owners whose refresh came due (refreshQ). When the majority,
+// the evidence or the view moved it advances every slot; when a peer's
+// pair lease went stale it also looks at every idle owner (their quiet
+// may have ended). An idle slot stays idle until an event about it, a
+// peer's new generation (fixPairLeases), its refresh or one of those
+// passes: nothing else can change what a Tick would do with it, so an
+// idle cluster's Tick touches no slot at all between refreshes
+// (checkInvariants checks it after every simulated Step).
 func (m *Machine) tickSlots() {
 	switch {
 	case m.global() != m.lastGlobal:
 		m.advanceAll()
-		m.fullAt = m.now.Add(m.cfg.Lease / 4)
-	case m.staleTick() || !m.now.Before(m.fullAt):
-		m.fullAt = m.now.Add(m.cfg.Lease / 4)
+	case m.staleTick():
 		// A slot is idle exactly when its busy bit is clear (setIdle,
 		// setBusy, reset), and an idle slot in any role but owner stays
 		// as it is (tickIdle): only the busy slots and the idle owners
-		// need a look, not every slotInfo (O(NumSlots) memory touched
-		// every Lease/4 on every node, idle or not).
+		// need a look, not every slotInfo.
 		for w := range m.busy {
 			word := m.busy[w] | m.idleOwned[w]
 			for word != 0 {
@@ -278,6 +279,45 @@ func (m *Machine) tickSlots() {
 			}
 		}
 	}
+	m.refreshDue()
+}
+
+// refreshDue advances the idle owners whose refresh (refreshAt) is due.
+// refreshQ holds one entry per idle owner, at the refreshAt it was queued
+// with (slotInfo.queuedAt); an entry whose slot left the idle owners or
+// was queued again since is dropped when it comes up.
+func (m *Machine) refreshDue() {
+	for len(m.refreshQ) > 0 && !m.now.Before(m.refreshQ[0].at) {
+		e := heap.Pop(&m.refreshQ).(refreshEntry)
+		si := &m.slots[e.s]
+		if !e.at.Equal(si.queuedAt) {
+			continue
+		}
+		si.queuedAt = time.Time{}
+		if m.idleOwned[e.s/64]&(1<<(e.s%64)) != 0 && !m.tickIdle(e.s) {
+			m.advance(e.s)
+		}
+	}
+}
+
+// refreshEntry is an idle owner queued for its refresh.
+type refreshEntry struct {
+	at time.Time
+	s  Slot
+}
+
+// refreshQueue is a min-heap of refreshEntry by at (container/heap).
+type refreshQueue []refreshEntry
+
+func (q refreshQueue) Len() int           { return len(q) }
+func (q refreshQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
+func (q refreshQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *refreshQueue) Push(x any)        { *q = append(*q, x.(refreshEntry)) }
+func (q *refreshQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
 }
 
 // setIdle records at the end of advance whether slot s needs no Tick
@@ -300,6 +340,10 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 	}
 	if si.idle && si.role == RoleOwner {
 		m.idleOwned[s/64] |= 1 << (s % 64)
+		if !si.queuedAt.Equal(si.refreshAt) {
+			si.queuedAt = si.refreshAt
+			heap.Push(&m.refreshQ, refreshEntry{si.refreshAt, s})
+		}
 	} else {
 		m.idleOwned[s/64] &^= 1 << (s % 64)
 	}

@@ -73,7 +73,7 @@ type Machine struct {
 	// idleOwned: bit s: slot s was idle in role owner when advance last
 	// left it (see setIdle): the only idle slots a full Tick pass looks at.
 	idleOwned []uint64
-	fullAt    time.Time // the next Tick looks at every slot
+	refreshQ  refreshQueue // the idle owners by refreshAt (refreshDue)
 }
 
 // slotInfo is the machine's state for one slot.
@@ -131,6 +131,7 @@ type slotInfo struct {
 	// heartbeat of its own anyway.
 	ackSeq    uint64
 	refreshAt time.Time
+	queuedAt  time.Time // refreshAt as queued in Machine.refreshQ; zero: not queued
 	// idle: the last advance found nothing a Tick could move (tickIdle).
 	idle bool
 
