@@ -74,7 +74,17 @@ func (r *ranking) balance(lo, hi int) {
 // in which proposals are handled does not matter. It ends because
 // N·hi >= numSlots: a slot cannot be refused by every member.
 func (r *ranking) shed(count []int, hi int) {
+	// One backing array; each member's heap has room for hi slots (or its
+	// HRW count, if more) and never grows past it.
 	held := make([]slotHeap, len(r.keys))
+	total := 0
+	for _, c := range count {
+		total += max(c, hi)
+	}
+	backing := make([]heldSlot, total)
+	for i, c := range count {
+		held[i], backing = backing[:0:max(c, hi)], backing[max(c, hi):]
+	}
 	for s, o := range r.owner {
 		held[o] = append(held[o], heldSlot{score: r.score[s], slot: uint16(s)})
 	}
@@ -134,36 +144,60 @@ func (r *ranking) next(s int, afterScore uint64, after int) (int, uint64) {
 // is the HRW second choice of if there is such a slot, the one it scores
 // highest (then the smallest) among them. Such an owner exists while any
 // member is below lo, because N·lo <= numSlots. O(numSlots) hashes per
-// member below lo.
+// member below lo, and a scan of the candidates per slot it takes (few:
+// a heap cost more at 1,000 members, where each needs one or two).
 func (r *ranking) fill(count []int, lo int, second []uint16) {
-	var scores []uint64
+	var cands []cand // reused: one member's candidates at a time
 	for d := range r.keys {
 		if count[d] >= lo {
 			continue
 		}
-		scores = scores[:0]
-		for s := range r.owner {
-			scores = append(scores, r.scoreOf(d, s))
+		if cands == nil {
+			cands = make([]cand, 0, len(r.owner))
+		}
+		cands = cands[:0]
+		for s, o := range r.owner {
+			if int(o) != d && count[o] > lo {
+				cands = append(cands, cand{second: int(second[s]) == d, score: r.scoreOf(d, s), slot: uint16(s)})
+			}
 		}
 		for count[d] < lo {
-			best, bestSecond := -1, false
-			for s, o := range r.owner {
-				if int(o) == d || count[o] <= lo {
-					continue
-				}
-				isSecond := int(second[s]) == d
-				if best < 0 || (isSecond && !bestSecond) || (isSecond == bestSecond && scores[s] > scores[best]) {
-					best, bestSecond = s, isSecond
+			best := -1
+			for i, c := range cands {
+				o := r.owner[c.slot]
+				if int(o) != d && count[o] > lo && (best < 0 || c.before(cands[best])) {
+					best = i
 				}
 			}
 			if best < 0 {
 				panic(fmt.Sprintf("ring: member %d below %d with no member above it", d, lo))
 			}
-			count[r.owner[best]]--
+			c := cands[best]
+			count[r.owner[c.slot]]--
 			count[d]++
-			r.owner[best], r.score[best] = uint16(d), scores[best]
+			r.owner[c.slot], r.score[c.slot] = uint16(d), c.score
 		}
 	}
+}
+
+// cand is a slot a member below lo may take, with its score for it and
+// whether it is the slot's HRW second choice.
+type cand struct {
+	second bool
+	score  uint64
+	slot   uint16
+}
+
+// before reports whether the member takes a before b: HRW second choice
+// first, then the higher score, then the smaller slot.
+func (a cand) before(b cand) bool {
+	switch {
+	case a.second != b.second:
+		return a.second
+	case a.score != b.score:
+		return a.score > b.score
+	}
+	return a.slot < b.slot
 }
 
 // scoreOf returns member i's score for slot s.
