@@ -143,9 +143,10 @@ func (r *ranking) next(s int, afterScore uint64, after int) (int, uint64) {
 // takes, one at a time, a slot whose owner holds more than lo: one it
 // is the HRW second choice of if there is such a slot, the one it scores
 // highest (then the smallest) among them. Such an owner exists while any
-// member is below lo, because N·lo <= numSlots. O(numSlots) hashes per
-// member below lo, and a scan of the candidates per slot it takes (few:
-// a heap cost more at 1,000 members, where each needs one or two).
+// member is below lo, because N·lo <= numSlots. The slots a member is
+// second of come first, so it hashes the others (numSlots hashes) only
+// if those do not suffice; it scans its candidates once per slot it takes
+// (few: a heap cost more at 1,000 members, where each needs one or two).
 func (r *ranking) fill(count []int, lo int, second []uint16) {
 	var cands []cand // reused: one member's candidates at a time
 	for d := range r.keys {
@@ -155,28 +156,42 @@ func (r *ranking) fill(count []int, lo int, second []uint16) {
 		if cands == nil {
 			cands = make([]cand, 0, len(r.owner))
 		}
-		cands = cands[:0]
-		for s, o := range r.owner {
-			if int(o) != d && count[o] > lo {
-				cands = append(cands, cand{second: int(second[s]) == d, score: r.scoreOf(d, s), slot: uint16(s)})
-			}
-		}
-		for count[d] < lo {
-			best := -1
-			for i, c := range cands {
-				o := r.owner[c.slot]
-				if int(o) != d && count[o] > lo && (best < 0 || c.before(cands[best])) {
-					best = i
+		for _, seconds := range []bool{true, false} {
+			cands = cands[:0]
+			for s, o := range r.owner {
+				if int(o) != d && count[o] > lo && (int(second[s]) == d) == seconds {
+					cands = append(cands, cand{second: seconds, score: r.scoreOf(d, s), slot: uint16(s)})
 				}
 			}
-			if best < 0 {
-				panic(fmt.Sprintf("ring: member %d below %d with no member above it", d, lo))
+			r.take(d, count, lo, cands)
+			if count[d] >= lo {
+				break
 			}
-			c := cands[best]
-			count[r.owner[c.slot]]--
-			count[d]++
-			r.owner[c.slot], r.score[c.slot] = uint16(d), c.score
 		}
+		if count[d] < lo {
+			panic(fmt.Sprintf("ring: member %d below %d with no member above it", d, lo))
+		}
+	}
+}
+
+// take moves to member d, while it holds fewer than lo, the best of cands
+// whose owner holds more than lo, one at a time.
+func (r *ranking) take(d int, count []int, lo int, cands []cand) {
+	for count[d] < lo {
+		best := -1
+		for i, c := range cands {
+			o := r.owner[c.slot]
+			if int(o) != d && count[o] > lo && (best < 0 || c.before(cands[best])) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return
+		}
+		c := cands[best]
+		count[r.owner[c.slot]]--
+		count[d]++
+		r.owner[c.slot], r.score[c.slot] = uint16(d), c.score
 	}
 }
 
