@@ -321,19 +321,19 @@ func (c *cluster) stepMsg(msg message) {
 		c.route(name, e)
 	}
 	if !c.lean {
-		c.checkHanded(name, fmt.Sprintf("after %T%+v", ev, ev))
+		c.checkHanded(name, func() string { return fmt.Sprintf("after %T%+v", ev, ev) })
 	}
 }
 
 // checkHanded asserts that every handover record of name was persisted:
 // it survives a restart only if it was persisted whenever it changed (New
 // reads back the disk).
-func (c *cluster) checkHanded(name, when string) {
+func (c *cluster) checkHanded(name string, when func() string) {
 	c.t.Helper()
 	m, disk := c.m[name], c.disk[name]
 	check := func(s Slot, st, d SlotState) {
 		if st.Handed != d.Handed || st.HandedSeq != d.HandedSeq {
-			c.t.Fatalf("%s: %s slot %d holds handover %s#%d, persisted %s#%d", when, name, s, st.Handed, st.HandedSeq, d.Handed, d.HandedSeq)
+			c.t.Fatalf("%s: %s slot %d holds handover %s#%d, persisted %s#%d", when(), name, s, st.Handed, st.HandedSeq, d.Handed, d.HandedSeq)
 		}
 	}
 	// Both ways, reading the disk map only where a record is: the
@@ -361,7 +361,7 @@ func (c *cluster) checkAll() {
 		if err := c.m[n].checkInvariants(); err != nil {
 			c.t.Fatalf("at %v on %s: %v", c.now.Sub(base), n, err)
 		}
-		c.checkHanded(n, fmt.Sprintf("at %v", c.now.Sub(base)))
+		c.checkHanded(n, func() string { return fmt.Sprintf("at %v", c.now.Sub(base)) })
 	}
 }
 
