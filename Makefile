@@ -70,7 +70,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 30s); CI runs only their see
 
 # make sim: the ownership machine at 1,000 nodes (slots' TestScale): bootstrap
 # and two joins, no churn by default (SIM_CHURN); docs/BENCHMARKS.md has its
-# cost: ~16 CPU-s and ~10 GB of RSS per simulated second over 4096 slots.
+# cost over 4096 slots: ~16 CPU-s per simulated second, ~11 GB of RSS.
 # SIM_SLOTS=16384, the real count, would need ~4x the slot state (624 B per
 # slot per node: 10 GB for 1,000 nodes), more than this machine has.
 SIM_NODES ?= 1000
