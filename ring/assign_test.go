@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -12,7 +13,9 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-func TestAssignMatchesOracle(t *testing.T) {
+// TestHRWMatchesOracle: with no bound (Tolerance +Inf) the table is plain
+// rendezvous hashing, as the slow oracle ranks it.
+func TestHRWMatchesOracle(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	tests := []struct {
 		name     string
@@ -31,7 +34,7 @@ func TestAssignMatchesOracle(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tab := mustAssign(t, tt.members, tt.numSlots)
+			tab := mustAssignHRW(t, tt.members, tt.numSlots)
 			if got := tab.NumSlots(); got != tt.numSlots {
 				t.Fatalf("NumSlots() = %d, want %d", got, tt.numSlots)
 			}
@@ -173,7 +176,7 @@ func TestAssignWithHash(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tab := AssignWith(tt.members, tt.numSlots, tt.hash)
+			tab := AssignWith(tt.members, tt.numSlots, Options{Hash: tt.hash, Tolerance: hrw.Tolerance})
 			if err := tab.checkInvariants(); err != nil {
 				t.Fatal(err)
 			}
@@ -364,8 +367,10 @@ func checkRanges(t testing.TB, tab Table, name string, rs []Range, want int, of 
 	}
 }
 
-// TestBalance: every member owns within ±10 % of the mean, 16384/N.
-func TestBalance(t *testing.T) {
+// TestHRWBalance: with plain HRW every member owns within ±10 % of the
+// mean, 16384/N, for 3–16 members (the bounded pass is what keeps ±5 %:
+// TestBalance).
+func TestHRWBalance(t *testing.T) {
 	const tolerance = 0.10
 	const seed = 7
 	r := rand.New(rand.NewPCG(seed, 0))
@@ -376,7 +381,7 @@ func TestBalance(t *testing.T) {
 				ms = randMembers(r, n)
 			}
 			t.Run(fmt.Sprintf("n=%d/names=%s", n, kind), func(t *testing.T) {
-				tab := mustAssign(t, ms, NumSlots)
+				tab := mustAssignHRW(t, ms, NumSlots)
 				mean := float64(NumSlots) / float64(n)
 				lo, hi := NumSlots, 0
 				for _, c := range tab.Counts() {
@@ -393,7 +398,7 @@ func TestBalance(t *testing.T) {
 	}
 }
 
-// TestJoinMovesOnlyToJoiner: when one member joins, every slot whose owner
+// TestJoinMovesOnlyToJoiner: with plain HRW, when one member joins, every slot whose owner
 // changes moves to the joiner and its old owner becomes its follower; a
 // slot whose owner stays keeps its follower unless the joiner takes that
 // place.
@@ -404,8 +409,8 @@ func TestJoinMovesOnlyToJoiner(t *testing.T) {
 			for range 10 {
 				all := randMembers(r, 1+r.IntN(12))
 				joiner := all[r.IntN(len(all))]
-				before := mustAssign(t, without(all, joiner.Name), 2048)
-				after := mustAssign(t, shuffled(r, all), 2048)
+				before := mustAssignHRW(t, without(all, joiner.Name), 2048)
+				after := mustAssignHRW(t, shuffled(r, all), 2048)
 				if err := checkJoin(before, after, joiner.Name); err != nil {
 					t.Fatalf("join %q to %v (seed %d): %v", joiner.Name, names(all), seed, err)
 				}
@@ -414,7 +419,7 @@ func TestJoinMovesOnlyToJoiner(t *testing.T) {
 	}
 }
 
-// TestLeaveMovesOnlyLeaversSlots: when one member leaves, only its owned
+// TestLeaveMovesOnlyLeaversSlots: with plain HRW, when one member leaves, only its owned
 // slots change owner, each to its previous follower; the follower of a
 // slot changes only if the leaver was its owner or follower.
 func TestLeaveMovesOnlyLeaversSlots(t *testing.T) {
@@ -424,8 +429,8 @@ func TestLeaveMovesOnlyLeaversSlots(t *testing.T) {
 			for range 10 {
 				all := randMembers(r, 1+r.IntN(12))
 				leaver := all[r.IntN(len(all))]
-				before := mustAssign(t, all, 2048)
-				after := mustAssign(t, shuffled(r, without(all, leaver.Name)), 2048)
+				before := mustAssignHRW(t, all, 2048)
+				after := mustAssignHRW(t, shuffled(r, without(all, leaver.Name)), 2048)
 				if err := checkLeave(before, after, leaver.Name); err != nil {
 					t.Fatalf("%q leaves %v (seed %d): %v", leaver.Name, names(all), seed, err)
 				}
@@ -518,7 +523,7 @@ func TestRangeString(t *testing.T) {
 // clusters and needs a protocol version bump.
 func TestGolden(t *testing.T) {
 	ms := []Member{{Name: "n3"}, {Name: "n1"}, {Name: "n2"}}
-	tab := mustAssign(t, ms, 24)
+	tab := mustAssignHRW(t, ms, 24)
 	const want = "" +
 		"n1 owns 0-3,5,10-11,15,18-19,22-23 follows 7,13,16-17\n" +
 		"n2 owns 4,7,12,16-17,20-21 follows 0-2,6,8-9,11,14,19,22\n" +
@@ -535,6 +540,27 @@ func TestGolden(t *testing.T) {
 	wantF := []Range{{7, 7}, {13, 13}, {16, 17}}
 	if !slices.Equal(o, wantO) || !slices.Equal(f, wantF) {
 		t.Errorf("Ranges(%q) = %v, %v, want %v, %v", "n1", o, f, wantO, wantF)
+	}
+}
+
+// TestGoldenBalanced pins the bounded table the same way: over 24 slots
+// plain HRW gives n1 12 slots (TestGolden); the bound, 8 ± 0.4, admits
+// only 8 each. n1 keeps the 8 it scores highest and gives up 2, 11, 15
+// and 22. n2, the next choice of 2, 11 and 22, takes 2 and 22 and gives
+// up the slot it scores lowest, 7, and 11; those go to their next
+// choice, n3, with 15. Every moved slot is followed by its HRW owner.
+func TestGoldenBalanced(t *testing.T) {
+	ms := []Member{{Name: "n3"}, {Name: "n1"}, {Name: "n2"}}
+	tab := mustAssign(t, ms, 24)
+	const want = "" +
+		"n1 owns 0-1,3,5,10,18-19,23 follows 2,11,13,15-17,22\n" +
+		"n2 owns 2,4,12,16-17,20-22 follows 0-1,6-9,14,19\n" +
+		"n3 owns 6-9,11,13-15 follows 3-5,10,12,18,20-21,23\n"
+	if got := tab.String(); got != want {
+		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+	if got, want := tab.Checksum(), mustAssignHRW(t, ms, 24).Checksum(); got != want {
+		t.Errorf("Checksum() = %#x, want HRW's %#x", got, want)
 	}
 }
 
@@ -587,12 +613,26 @@ func without(ms []Member, name string) []Member {
 	return slices.DeleteFunc(slices.Clone(ms), func(m Member) bool { return m.Name == name })
 }
 
+// hrw bounds nothing: plain rendezvous hashing.
+var hrw = Options{Tolerance: math.Inf(1)}
+
 // mustAssign is Assign plus the invariant check.
 func mustAssign(t testing.TB, ms []Member, numSlots int) Table {
 	t.Helper()
-	tab := Assign(ms, numSlots)
+	return mustAssignWith(t, ms, numSlots, Options{})
+}
+
+// mustAssignHRW is plain rendezvous hashing plus the invariant check.
+func mustAssignHRW(t testing.TB, ms []Member, numSlots int) Table {
+	t.Helper()
+	return mustAssignWith(t, ms, numSlots, hrw)
+}
+
+func mustAssignWith(t testing.TB, ms []Member, numSlots int, opts Options) Table {
+	t.Helper()
+	tab := AssignWith(ms, numSlots, opts)
 	if err := tab.checkInvariants(); err != nil {
-		t.Fatalf("Assign(%d members, %d slots): %v", len(ms), numSlots, err)
+		t.Fatalf("AssignWith(%d members, %d slots, %+v): %v", len(ms), numSlots, opts, err)
 	}
 	return tab
 }

@@ -12,6 +12,8 @@ func ExampleAssign() {
 		{Name: "n1", HTTPAddr: "127.0.0.1:8001"},
 		{Name: "n2", HTTPAddr: "127.0.0.1:8002"},
 	}
+	// 16 slots over 3 members: each owns 5 or 6 (plain HRW would give n1
+	// 8 of them and n2 3; the moved slots are followed by their HRW owner).
 	tab := ring.Assign(members, 16)
 	fmt.Print(tab)
 
@@ -20,11 +22,11 @@ func ExampleAssign() {
 	fmt.Printf("slot 5: owner %s at %s, follower %s\n", owner.Name, owner.HTTPAddr, follower.Name)
 	fmt.Printf("n2: %+v\n", tab.Counts()["n2"])
 	// Output:
-	// n1 owns 0-3,5,10-11,15 follows 7,13
-	// n2 owns 4,7,12 follows 0-2,6,8-9,11,14
-	// n3 owns 6,8-9,13-14 follows 3-5,10,12,15
+	// n1 owns 1-3,5,10 follows 0,7,11,13,15
+	// n2 owns 0,4,7,11-12 follows 1-2,6,8-9,14
+	// n3 owns 6,8-9,13-15 follows 3-5,10,12
 	// slot 5: owner n1 at 127.0.0.1:8001, follower n3
-	// n2: {Owned:3 Following:8}
+	// n2: {Owned:5 Following:6}
 }
 
 func ExampleTable_Ranges() {
@@ -32,5 +34,5 @@ func ExampleTable_Ranges() {
 	owned, following := tab.Ranges("a")
 	fmt.Println("owned:", owned, "following:", following)
 	// Output:
-	// owned: [0-1 3-4 7] following: [2 5-6]
+	// owned: [1 3-4 7] following: [0 2 5-6]
 }

@@ -39,19 +39,32 @@ func FuzzAssign(f *testing.F) {
 	f.Add([]byte{0, 64, 'a', '@', '2', '\n', 'a', '@', '1', '\n', 'a'})
 	f.Add([]byte{0xff, 0xff, '\n', '\n', 0, 0xff})
 	f.Add(append([]byte{0x04, 0x00}, strings.Join(names(seqMembers(16)), "\n")...))
+	f.Add(append([]byte{0x01, 0x00}, strings.Join(names(seqMembers(40)), "\n")...))
+	f.Add(append([]byte{0x00, 0x40}, strings.Join(names(seqMembers(7)), "\n")...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		numSlots, ms := decodeMembers(data)
-		tab := mustAssign(t, ms, numSlots)
-		checkConsistent(t, tab)
 
+		// Plain HRW: the oracle's ranking, and minimal movement.
+		plain := mustAssignHRW(t, ms, numSlots)
+		checkConsistent(t, plain)
 		wantOwner, wantFollower := oracle(ms, numSlots, nil)
 		for s := range numSlots {
-			if got := ownerName(tab, s); got != wantOwner[s] {
-				t.Fatalf("Owner(%d) = %q, want oracle %q", s, got, wantOwner[s])
+			if got := ownerName(plain, s); got != wantOwner[s] {
+				t.Fatalf("HRW Owner(%d) = %q, want oracle %q", s, got, wantOwner[s])
 			}
-			if got := followerName(tab, s); got != wantFollower[s] {
-				t.Fatalf("Follower(%d) = %q, want oracle %q", s, got, wantFollower[s])
+			if got := followerName(plain, s); got != wantFollower[s] {
+				t.Fatalf("HRW Follower(%d) = %q, want oracle %q", s, got, wantFollower[s])
 			}
+		}
+
+		// Bounded (Assign): the slow oracle's table, within the bounds,
+		// and HRW's whenever HRW is within them.
+		tab := mustAssign(t, ms, numSlots)
+		checkConsistent(t, tab)
+		checkBounds(t, tab)
+		checkOracle(t, tab, ms, numSlots)
+		if withinBounds(plain) && !reflect.DeepEqual(tab, plain) {
+			t.Fatalf("HRW is within bounds but Assign's table differs")
 		}
 
 		rev := slices.Clone(ms)
@@ -59,20 +72,24 @@ func FuzzAssign(f *testing.F) {
 		if got := mustAssign(t, rev, numSlots); !reflect.DeepEqual(got, tab) {
 			t.Fatalf("Assign(reversed input) differs")
 		}
+		if got := mustAssignHRW(t, rev, numSlots); !reflect.DeepEqual(got, plain) {
+			t.Fatalf("HRW(reversed input) differs")
+		}
 		if got := strings.Count(tab.String(), "\n"); got != len(tab.Members()) {
 			t.Fatalf("String() has %d lines, want %d", got, len(tab.Members()))
 		}
 
-		// Minimal movement: the first member leaves, then joins again.
-		if len(tab.Members()) == 0 {
+		// Minimal movement of plain HRW: the first member leaves, then
+		// joins again.
+		if len(plain.Members()) == 0 {
 			return
 		}
-		name := tab.Members()[0].Name
-		smaller := mustAssign(t, without(ms, name), numSlots)
-		if err := checkLeave(tab, smaller, name); err != nil {
+		name := plain.Members()[0].Name
+		smaller := mustAssignHRW(t, without(ms, name), numSlots)
+		if err := checkLeave(plain, smaller, name); err != nil {
 			t.Fatalf("%q leaves: %v", name, err)
 		}
-		if err := checkJoin(smaller, tab, name); err != nil {
+		if err := checkJoin(smaller, plain, name); err != nil {
 			t.Fatalf("%q joins: %v", name, err)
 		}
 	})

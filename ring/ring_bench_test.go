@@ -9,13 +9,32 @@ import (
 )
 
 func BenchmarkAssign(b *testing.B) {
-	for _, n := range []int{3, 16, 64} {
+	for _, n := range []int{3, 16, 100, 1000} {
 		ms := seqMembers(n)
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				Assign(ms, NumSlots)
 			}
+		})
+	}
+}
+
+// BenchmarkMovement reports the share of slots whose owner changes when
+// one member joins or leaves (the mean of 3 of each), bounded (Assign) and
+// with plain HRW: join-%, join-hrw-%, leave-%, leave-hrw-%. It is a
+// measurement, not a timing: one iteration is enough (-benchtime=1x).
+func BenchmarkMovement(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var m movement
+			for b.Loop() {
+				m = measureMovement(b, n, 3)
+			}
+			b.ReportMetric(m.join, "join-%")
+			b.ReportMetric(m.joinHRW, "join-hrw-%")
+			b.ReportMetric(m.leave, "leave-%")
+			b.ReportMetric(m.leaveHRW, "leave-hrw-%")
 		})
 	}
 }
