@@ -177,21 +177,8 @@ func TestAssignWithHash(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tab := AssignWith(tt.members, tt.numSlots, Options{Hash: tt.hash, Tolerance: hrw.Tolerance})
-			if err := tab.checkInvariants(); err != nil {
-				t.Fatal(err)
-			}
-			if got := tab.String(); got != tt.want {
-				t.Errorf("String() =\n%s\nwant\n%s", got, tt.want)
-			}
 			wantOwner, wantFollower := oracle(tt.members, tt.numSlots, tt.hash)
-			for s := range tt.numSlots {
-				if got := ownerName(tab, s); got != wantOwner[s] {
-					t.Errorf("Owner(%d) = %q, want oracle %q", s, got, wantOwner[s])
-				}
-				if got := followerName(tab, s); got != wantFollower[s] {
-					t.Errorf("Follower(%d) = %q, want oracle %q", s, got, wantFollower[s])
-				}
-			}
+			checkTable(t, tab, tt.want, wantOwner, wantFollower)
 		})
 	}
 }
@@ -685,4 +672,24 @@ func oracle(ms []Member, numSlots int, hash Hash) (owner, follower []string) {
 		}
 	}
 	return owner, follower
+}
+
+// checkTable checks tab's invariants, its String against want and every
+// slot's owner and follower against an oracle's.
+func checkTable(t *testing.T, tab Table, want string, wantOwner, wantFollower []string) {
+	t.Helper()
+	if err := tab.checkInvariants(); err != nil {
+		t.Fatal(err)
+	}
+	if got := tab.String(); got != want {
+		t.Errorf("String() =\n%s\nwant\n%s", got, want)
+	}
+	for s := range wantOwner {
+		if got := ownerName(tab, s); got != wantOwner[s] {
+			t.Errorf("Owner(%d) = %q, want oracle %q", s, got, wantOwner[s])
+		}
+		if got := followerName(tab, s); got != wantFollower[s] {
+			t.Errorf("Follower(%d) = %q, want oracle %q", s, got, wantFollower[s])
+		}
+	}
 }

@@ -504,21 +504,8 @@ func TestBalancedWithHash(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tab := AssignWith(tt.members, tt.numSlots, Options{Hash: tt.hash})
-			if err := tab.checkInvariants(); err != nil {
-				t.Fatal(err)
-			}
-			if got := tab.String(); got != tt.want {
-				t.Errorf("String() =\n%s\nwant\n%s", got, tt.want)
-			}
 			wantOwner, wantFollower := balancedOracle(tt.members, tt.numSlots, tt.hash)
-			for s := range tt.numSlots {
-				if got := ownerName(tab, s); got != wantOwner[s] {
-					t.Errorf("Owner(%d) = %q, want oracle %q", s, got, wantOwner[s])
-				}
-				if got := followerName(tab, s); got != wantFollower[s] {
-					t.Errorf("Follower(%d) = %q, want oracle %q", s, got, wantFollower[s])
-				}
-			}
+			checkTable(t, tab, tt.want, wantOwner, wantFollower)
 		})
 	}
 }
