@@ -47,8 +47,10 @@ func (c ScaleConfig) Validate() error {
 type ScaleStats struct {
 	Tasks  int         `json:"tasks"`
 	Create CreateStats `json:"create"`
-	// RSSBytes and PeakRSSBytes are the node's memory once all tasks are
-	// stored; DiskBytes its data directory (0 when unknown).
+	// RSSBytes is the node's memory once all tasks are stored,
+	// PeakRSSBytes the most it held until then (VmHWM: for a spawned node
+	// the peak of the ingest; for a --pid target, of the process's life);
+	// DiskBytes its data directory (0 when unknown).
 	RSSBytes     int64   `json:"rss_bytes"`
 	PeakRSSBytes int64   `json:"peak_rss_bytes"`
 	DiskBytes    int64   `json:"disk_bytes"`
@@ -140,6 +142,7 @@ func scaleRows(ss ScaleStats, pb *PebbleBaselineResult) []Row {
 	if ss.RSSBytes > 0 {
 		rows = append(rows,
 			row("node RSS loaded", mib(ss.RSSBytes), "MiB", 0, ""),
+			row("node peak RSS storing (VmHWM)", mib(ss.PeakRSSBytes), "MiB", 0, ""),
 			row("node RSS per task", float64(ss.RSSBytes)/float64(max(ss.Create.Acked, 1)), "B", 0, ""))
 	}
 	if ss.DiskBytes > 0 {

@@ -414,3 +414,17 @@ func TestRunRejectsBadConfigBeforeAnyWork(t *testing.T) {
 		t.Errorf("RunFire(n=-1) = %v, want a validation error", err)
 	}
 }
+
+// TestScaleRowsPeakRSS: the summary of a scale run shows the node's peak
+// RSS of the ingest (VmHWM) beside its RSS at the end.
+func TestScaleRowsPeakRSS(t *testing.T) {
+	ss := ScaleStats{Tasks: 10, RSSBytes: 100 << 20, PeakRSSBytes: 300 << 20}
+	ss.Create.Acked = 10
+	got := map[string]float64{}
+	for _, r := range scaleRows(ss, nil) {
+		got[r.Metric] = r.Value
+	}
+	if got["node RSS loaded"] != 100 || got["node peak RSS storing (VmHWM)"] != 300 {
+		t.Errorf("scaleRows() = %v, want node RSS loaded 100 and peak 300 (MiB)", got)
+	}
+}

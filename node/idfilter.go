@@ -33,10 +33,13 @@ type idFilter struct {
 }
 
 // bloom is a plain Bloom filter with 10 bits per planned id and 7 probes
-// (about 1 % false positives at capacity).
+// (about 1 % false positives at capacity). Its size is exactly that (to a
+// word), not a power of two: probes map a hash onto the bits with a
+// multiply-shift (Lemire's fastrange), so a filter for 16.7M ids takes
+// 20 MiB rather than 32.
 type bloom struct {
 	words    []uint64
-	mask     uint64
+	nbits    uint64
 	capacity int
 	added    int
 }
@@ -48,23 +51,27 @@ const (
 )
 
 func newBloom(capacity int) *bloom {
-	nbits := uint64(1) << bits.Len64(uint64(capacity*bloomBitsPerID-1))
-	return &bloom{words: make([]uint64, nbits/64), mask: nbits - 1, capacity: capacity}
+	words := (capacity*bloomBitsPerID + 63) / 64
+	return &bloom{words: make([]uint64, words), nbits: uint64(words) * 64, capacity: capacity}
+}
+
+// bit maps probe i of hash h onto [0, nbits).
+func (b *bloom) bit(h uint64, i uint64) uint64 {
+	hi, _ := bits.Mul64(h+i*(h>>32|h<<32), b.nbits)
+	return hi
 }
 
 func (b *bloom) add(h uint64) {
-	h1, h2 := h, h>>32|h<<32
 	for i := range uint64(bloomProbes) {
-		p := (h1 + i*h2) & b.mask
+		p := b.bit(h, i)
 		b.words[p/64] |= 1 << (p % 64)
 	}
 	b.added++
 }
 
 func (b *bloom) has(h uint64) bool {
-	h1, h2 := h, h>>32|h<<32
 	for i := range uint64(bloomProbes) {
-		p := (h1 + i*h2) & b.mask
+		p := b.bit(h, i)
 		if b.words[p/64]&(1<<(p%64)) == 0 {
 			return false
 		}

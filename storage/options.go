@@ -24,8 +24,8 @@ type Options struct {
 	// CacheSize is the block cache in bytes. Default DefaultCacheSize.
 	// Larger caches keep more task records hot for Get on the fire path;
 	// smaller ones leave memory for the node's in-memory wheel window.
-	// Memtables come on top: the store's memory is bounded by about
-	// CacheSize + 3*MemTableSize (80 MiB with the defaults).
+	// Memtables come on top: the store's memory is bounded by
+	// MemoryBytes, CacheSize + 3*MemTableSize (80 MiB with the defaults).
 	CacheSize int64
 
 	// MemTableSize is the size of one memtable in bytes. Default
@@ -118,6 +118,19 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("storage: HistoryLimit %d < 0", o.HistoryLimit))
 	}
 	return errors.Join(errs...)
+}
+
+// MemoryBytes is the most memory the store's block cache and memtables
+// take with these Options (defaults applied): CacheSize plus the most
+// memtables that exist at once, each MemTableSize; 80 MiB with the
+// defaults. Open sizes pebble's cache to exactly this, and pebble keeps
+// its cache and memtables within it. In cgo builds pebble allocates them
+// with C malloc, outside the Go heap and the Go runtime's memory limit.
+// The rest of what pebble holds (iterators, compaction and table state) is
+// Go heap.
+func (o Options) MemoryBytes() int64 {
+	o = o.withDefaults()
+	return o.CacheSize + int64((memTableStopWrites+1)*o.MemTableSize)
 }
 
 // withDefaults returns a copy of o with zero fields set to their defaults.

@@ -140,7 +140,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 		// adding them, two 16 MiB memtables would leave a 32 MiB cache with
 		// no room for blocks at all. So the cache is sized for CacheSize of
 		// blocks plus the most memtables that can exist at once.
-		CacheSize:                   opts.CacheSize + int64((memTableStopWrites+1)*opts.MemTableSize),
+		CacheSize:                   opts.MemoryBytes(),
 		MemTableSize:                opts.MemTableSize,
 		MemTableStopWritesThreshold: memTableStopWrites,
 		MaxOpenFiles:                maxOpenFiles,

@@ -829,6 +829,56 @@ func TestBlockCacheNotStarvedByMemtables(t *testing.T) {
 	}
 }
 
+// TestMemoryBytesBoundsCache: the block cache and memtables stay within
+// Options.MemoryBytes however much is written and read (here 8 MiB of
+// records, read back, through a 4 MiB budget), and the budget is not all
+// taken by memtables (blocks are cached).
+func TestMemoryBytesBoundsCache(t *testing.T) {
+	opts := Options{CacheSize: 1 << 20, MemTableSize: 1 << 20}
+	if got, want := opts.MemoryBytes(), int64(4<<20); got != want {
+		t.Fatalf("MemoryBytes() = %d, want %d (cache + 3 memtables)", got, want)
+	}
+	if got, want := (Options{}).MemoryBytes(), DefaultCacheSize+3*int64(DefaultMemTableSize); got != want {
+		t.Fatalf("Options{}.MemoryBytes() = %d, want %d (the defaults)", got, want)
+	}
+	s := openMem(t, opts)
+	const n = 8000 // ~1 KiB each
+	var peak int64
+	check := func(when string) {
+		t.Helper()
+		st := s.Stats()
+		used := st.CacheBytes + int64(st.MemTableBytes)
+		if used > opts.MemoryBytes() {
+			t.Fatalf("%s: cache %d + memtables %d = %d bytes, want at most MemoryBytes() = %d",
+				when, st.CacheBytes, st.MemTableBytes, used, opts.MemoryBytes())
+		}
+		peak = max(peak, st.CacheBytes)
+	}
+	for i := 0; i < n; i += 500 {
+		b := s.NewBatch()
+		for j := i; j < i+500; j++ {
+			tk := newTask(uint16(j%64), fmt.Sprintf("m%d", j), int64(j+1))
+			tk.Spec.Payload = []byte(strings.Repeat(fmt.Sprintf("%08d", j), 128))
+			b.PutTask(tk, 0)
+		}
+		if err := b.Commit(false); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		check(fmt.Sprintf("after %d writes", i+500))
+	}
+	for j := range n {
+		if _, err := s.Get(uint16(j%64), fmt.Sprintf("m%d", j)); err != nil {
+			t.Fatalf("Get(m%d): %v", j, err)
+		}
+		if j%500 == 0 {
+			check(fmt.Sprintf("after %d reads", j))
+		}
+	}
+	if peak < 1<<19 {
+		t.Errorf("block cache peaked at %d bytes, want most of CacheSize %d in use after reading %d records", peak, opts.CacheSize, n)
+	}
+}
+
 func TestPebbleLogger(t *testing.T) {
 	var out strings.Builder
 	l := pebbleLogger{log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))}

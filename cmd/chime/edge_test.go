@@ -82,6 +82,14 @@ func TestEdgeServeRefuses(t *testing.T) {
 		{"breaker ratio 1.5", []string{"--http-addr", "127.0.0.1:0", "--breaker-failure-ratio", "1.5"}, noEnv, "FailureRatio must be in (0, 1]"},
 		{"breaker probe over max", []string{"--http-addr", "127.0.0.1:0", "--breaker-probe", "2m", "--breaker-probe-max", "1m"}, noEnv, "ProbeMax (1m0s) must be >= Probe (2m0s)"},
 		{"breaker min attempts 0", []string{"--http-addr", "127.0.0.1:0", "--breaker-min-attempts", "0"}, noEnv, "must be positive"},
+		{"memory limit too small", []string{"--http-addr", "127.0.0.1:0", "--memory-limit", "64MiB"}, noEnv, "--memory-limit 64MiB: want at least 128MiB"},
+		{"memory limit not a size", []string{"--http-addr", "127.0.0.1:0", "--memory-limit", "256MB"}, noEnv, "want a size such as 256MiB"},
+		{"memory limit from env", []string{"--http-addr", "127.0.0.1:0"}, func(k string) string {
+			if k == "CHIME_MEMORY_LIMIT" {
+				return "1MiB"
+			}
+			return ""
+		}, "--memory-limit 1MiB: want at least 128MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

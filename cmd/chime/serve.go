@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -71,6 +72,8 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	cf.register(fs)
 	var tlsf tlsFiles
 	tlsf.register(fs)
+	memLimit := byteSize(defaultMemoryLimit)
+	fs.Var(&memLimit, "memory-limit", "the node's memory `budget`, e.g. 512MiB: 1/8 to Pebble's block cache, 1/16 to each of its (up to 3) memtables, 5/16 left for malloc's and the binary's pages, 3/8 to the Go runtime's soft limit (GOMEMLIMIT, when set, wins for that part); off: Pebble's defaults (32 MiB cache, 16 MiB memtables), no Go limit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
@@ -110,6 +113,10 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	if *maxConns < 1 {
 		return fmt.Errorf("serve: --max-conns %d: want at least 1", *maxConns)
+	}
+	mem, err := splitMemory(int64(memLimit))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 	cfg.PublicHosts = publicHosts
 	// Before listening: a node must not be reachable, even briefly, where
@@ -158,6 +165,20 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	}
 	if cfg.Cluster != nil && cfg.Cluster.Insecure {
 		log.Warn("--insecure-cluster: calls between nodes and gossip are not authenticated: anyone who reaches this node's ports can steer or crash it")
+	}
+	malloc := mallocNames(mallocAtStart())
+	if mem.Limit > 0 {
+		cfg.CacheSize, cfg.MemTableSize = mem.Cache, mem.MemTable
+		goLimit := "GOMEMLIMIT"
+		if env("GOMEMLIMIT") == "" {
+			prev := debug.SetMemoryLimit(mem.Go)
+			defer debug.SetMemoryLimit(prev)
+			goLimit = formatBytes(mem.Go)
+		}
+		log.Info("memory budget", "limit", formatBytes(mem.Limit), "block_cache", formatBytes(mem.Cache),
+			"memtable", formatBytes(int64(mem.MemTable)), "go", goLimit, "malloc", malloc)
+	} else {
+		log.Info("memory budget off", "malloc", malloc)
 	}
 	n, err := node.New(cfg)
 	if err != nil {
