@@ -24,7 +24,7 @@ import "fmt"
 // queued for its refresh, and stays quiet until the next Tick's pass over
 // every idle owner (fullPassDue) at the latest.
 func (m *Machine) checkInvariants() error {
-	fullPass := m.fullPassDue()
+	fullPass := -1 // fullPassDue, computed at its first use: 0 false, 1 true
 	for s := range m.slots {
 		si := &m.slots[s]
 		owner := si.role == RoleOwner || si.role == RoleSealing
@@ -38,7 +38,7 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("slots: %s idle owner %d not queued for its refresh at %v", m.cfg.Self, s, si.refreshAt)
 		case !busy && idleOwned && !m.now.Before(si.refreshAt):
 			return fmt.Errorf("slots: %s idle owner %d missed its refresh at %v", m.cfg.Self, s, si.refreshAt)
-		case !busy && idleOwned && !fullPass && !m.quiet(Slot(s)):
+		case !busy && idleOwned && !m.quiet(Slot(s)) && !m.fullPassDueOnce(&fullPass):
 			return fmt.Errorf("slots: %s idle owner %d no longer quiet, and no Tick will look at it", m.cfg.Self, s)
 		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.covered(Slot(s)) ||
 			len(si.dropped) > 0 && !m.evMajority):
@@ -77,4 +77,15 @@ func (m *Machine) fullPassDue() bool {
 		}
 	}
 	return false
+}
+
+// fullPassDueOnce is fullPassDue, computed once per check into *memo.
+func (m *Machine) fullPassDueOnce(memo *int) bool {
+	if *memo < 0 {
+		*memo = 0
+		if m.fullPassDue() {
+			*memo = 1
+		}
+	}
+	return *memo == 1
 }
