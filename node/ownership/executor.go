@@ -14,6 +14,7 @@ package ownership
 import (
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
@@ -135,7 +136,25 @@ type Executor struct {
 	lastStalls   *StallReport
 	// lastStallCheck is when checkStalls last ran (every stallCheckEvery).
 	lastStallCheck time.Time
+
+	// The genesis table (msg_genesis.go). genesisNames are the members of
+	// the table this node bootstrapped a new cluster with (in memory: a
+	// straggler asks while the cluster forms), genesisSum its checksum.
+	genesisNames []string
+	genesisSum   uint64
+	// A fresh node asking for another genesis table: since when it waits
+	// (zero: not waiting), when it last asked, the verified table that
+	// holds it (nil: none yet), and the checksums of tables that do not.
+	genesisWait  time.Time
+	genesisAsked time.Time
+	genesisTable *ring.Table
+	genesisNotIn map[uint64]bool
 }
+
+// genesisPatience is how long a fresh node waits for the members of a
+// genesis table it asked for before it joins as a new member (the node
+// that advertised it may be gone, or run an older version).
+const genesisPatience = 10 * time.Second
 
 type slotNode struct {
 	slot uint16
@@ -235,6 +254,16 @@ func (e *Executor) step(tick bool) {
 		case viewEvent:
 			effs = append(effs, e.onView(ev.old, ev.cur)...)
 			all = true
+		case genesisAsked:
+			if e.genesisNames != nil && ev.sum == e.genesisSum {
+				e.send(ev.from, &GenesisTable{Sum: e.genesisSum, Names: e.genesisNames})
+			}
+		case genesisTold:
+			if e.onGenesisTold(ev) && e.view != nil {
+				te, stepped := e.tableEvent(e.view)
+				effs = append(effs, te...)
+				all = all || stepped
+			}
 		case debugEvent:
 			ev.out <- e.m.Debug(slots.Slot(ev.slot))
 		case ownedReportEvent:
@@ -324,7 +353,7 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 	if len(v.Table.Members()) == 0 {
 		return nil, false // not joined yet
 	}
-	boot := false
+	var boot *ring.Table // the table this node bootstraps a new cluster with
 	if e.fresh {
 		in := map[string]bool{}
 		for _, m := range v.Table.Members() {
@@ -332,16 +361,41 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 		}
 		sum := v.Table.Checksum()
 		genesis := true
+		var asked string // a member that started a new cluster with another table
+		var other uint64 // that table's checksum
 		for _, m := range v.Members {
 			if in[m.Name] && !m.Meta.Fresh && m.Meta.Genesis != sum {
 				genesis = false // it holds data: this cluster is not new
+				if g := m.Meta.Genesis; g != 0 && !e.genesisNotIn[g] && m.Status == gossip.StatusAlive {
+					asked, other = m.Name, g
+				}
 			}
 		}
-		if genesis {
-			if !v.settled(e.d.Clock.Now(), e.cfg.SettleTime) {
+		now := e.d.Clock.Now()
+		switch {
+		case genesis:
+			if !v.settled(now, e.cfg.SettleTime) {
 				return nil, false // the tick re-checks (see pingIdle)
 			}
-			boot = true
+			boot = &v.Table
+		case e.genesisTable != nil:
+			// Another member bootstrapped with a table that holds this
+			// node before this node's view settled: bootstrap with that
+			// table, as if it had settled with it, then take the current
+			// one (which moves slots as any table change does).
+			boot = e.genesisTable
+		case asked != "" && (e.genesisWait.IsZero() || now.Sub(e.genesisWait) < genesisPatience):
+			if e.genesisWait.IsZero() {
+				e.genesisWait = now
+			}
+			if now.Sub(e.genesisAsked) >= e.cfg.Machine.Lease {
+				e.genesisAsked = now
+				e.send(asked, &GenesisAsk{Sum: other})
+			}
+			return nil, false // the tick re-checks (see pingIdle)
+		case asked != "":
+			e.d.Log.Warn("no member told this node the table a new cluster started with: it joins as a new member",
+				"asked", asked, "waited", now.Sub(e.genesisWait).Round(time.Millisecond))
 		}
 	}
 	// The majority is counted among the voters (slots.Voters): the
@@ -371,17 +425,57 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 			e.savedVoters = vs
 		}
 	}
-	effs := e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees, Bootstrap: boot})
+	var effs []slots.Effect
+	if boot != nil {
+		effs = e.m.Step(slots.TableChanged{Table: *boot, StableSize: stable, Sees: sees, Bootstrap: true})
+	}
+	if boot == nil || boot.Checksum() != v.Table.Checksum() {
+		effs = append(effs, e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees})...)
+	}
 	e.hadTable = true
-	if e.fresh && (boot || len(effs) > 0) {
+	if e.fresh && (boot != nil || len(effs) > 0) {
 		e.fresh = false
 		var g uint64
-		if boot {
-			g = v.Table.Checksum()
+		if boot != nil {
+			g = boot.Checksum()
+			e.genesisSum = g
+			for _, m := range boot.Members() {
+				e.genesisNames = append(e.genesisNames, m.Name)
+			}
 		}
 		go e.d.Genesis(g)
 	}
 	return effs, true
+}
+
+// onGenesisTold takes the members of a genesis table this node asked for
+// (msg_genesis.go) while it is fresh: a table whose checksum they give
+// and that holds this node is the one it bootstraps with (it reports
+// true: step the table again); one that does not hold it is not asked
+// for again.
+func (e *Executor) onGenesisTold(ev genesisTold) bool {
+	if !e.fresh || e.genesisTable != nil || e.genesisWait.IsZero() {
+		return false
+	}
+	ms := make([]ring.Member, len(ev.names))
+	for i, n := range ev.names {
+		ms[i] = ring.Member{Name: n}
+	}
+	t := ring.Assign(ms, slots.Count)
+	if t.Checksum() != ev.sum {
+		e.d.Log.Warn("a genesis table's members do not give its checksum", "from", ev.from, "members", len(ev.names))
+		return false
+	}
+	if !slices.Contains(ev.names, e.self) {
+		if e.genesisNotIn == nil {
+			e.genesisNotIn = map[uint64]bool{}
+		}
+		e.genesisNotIn[ev.sum] = true
+		return true
+	}
+	e.d.Log.Info("bootstrapping with the table a new cluster started with", "from", ev.from, "members", len(ev.names))
+	e.genesisTable = &t
+	return true
 }
 
 // pingIdle sends an empty batch to every live member not written to within

@@ -42,7 +42,7 @@ func decodeAnnounce(r *decoder) Msg {
 	return m
 }
 
-func (m Announce) event(from string) slots.Event {
+func (m Announce) event(from string) any {
 	return slots.EpochSeen{Slot: m.Slot, Epoch: m.Epoch, From: from, Owner: true, Replicated: m.Replicated}
 }
 
@@ -66,6 +66,6 @@ func decodeReject(r *decoder) Msg {
 	return m
 }
 
-func (m Reject) event(from string) slots.Event {
+func (m Reject) event(from string) any {
 	return slots.EpochSeen{Slot: m.Slot, Epoch: m.Epoch, From: from}
 }

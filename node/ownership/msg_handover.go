@@ -53,7 +53,7 @@ func decodeOffer(r *decoder) Msg {
 	return m
 }
 
-func (m Offer) event(from string) slots.Event {
+func (m Offer) event(from string) any {
 	return slots.HandoverOffer{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, WasOwner: m.WasOwner, Grantee: m.Grantee}
 }
 
@@ -77,7 +77,7 @@ func decodeAskOffer(r *decoder) Msg {
 	return m
 }
 
-func (m AskOffer) event(from string) slots.Event {
+func (m AskOffer) event(from string) any {
 	return slots.OfferAsked{Slot: m.Slot, Epoch: m.Epoch, From: from}
 }
 
@@ -164,6 +164,6 @@ func decodeHandover(r *decoder) Msg {
 	return m
 }
 
-func (m Handover) event(from string) slots.Event {
+func (m Handover) event(from string) any {
 	return slots.HandoverDone{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Grant: m.Grant, Dropped: m.Dropped}
 }

@@ -59,7 +59,7 @@ func decodeBeat(r *decoder) Msg {
 	return m
 }
 
-func (m Beat) event(from string) slots.Event {
+func (m Beat) event(from string) any {
 	return slots.Replicated{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Release: m.Release, Inc: m.Inc}
 }
 
@@ -120,7 +120,7 @@ func decodeAck(r *decoder) Msg {
 	return m
 }
 
-func (m Ack) event(from string) slots.Event {
+func (m Ack) event(from string) any {
 	return slots.ReplAck{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Synced: m.Synced, Released: m.Released, Inc: m.Inc, Gen: m.Gen}
 }
 
@@ -151,7 +151,7 @@ func decodePairBeat(r *decoder) Msg {
 	return m
 }
 
-func (m PairBeat) event(from string) slots.Event {
+func (m PairBeat) event(from string) any {
 	return slots.PairReplicated{From: from, Sent: m.Sent, Inc: m.Inc}
 }
 
@@ -184,6 +184,6 @@ func decodePairAck(r *decoder) Msg {
 	return m
 }
 
-func (m PairAck) event(from string) slots.Event {
+func (m PairAck) event(from string) any {
 	return slots.PairReplAck{From: from, Sent: m.Sent, Inc: m.Inc, Gen: m.Gen}
 }

@@ -28,7 +28,7 @@ func decodeSnapshotRequest(r *decoder) Msg {
 	return m
 }
 
-func (m SnapshotRequest) event(from string) slots.Event {
+func (m SnapshotRequest) event(from string) any {
 	return slots.SnapshotRequest{Slot: m.Slot, Epoch: m.Epoch, From: from}
 }
 
@@ -52,6 +52,6 @@ func decodeNoReplica(r *decoder) Msg {
 	return m
 }
 
-func (m NoReplica) event(from string) slots.Event {
+func (m NoReplica) event(from string) any {
 	return slots.NoReplica{Slot: m.Slot, Epoch: m.Epoch, From: from}
 }

@@ -30,11 +30,11 @@ import (
 // every kind. Version 3 added the incarnation to heartbeats,
 // the incarnation and pair generation to acks, and the pair messages
 // (PairBeat, PairAck). Version 4 added the dropped nodes a handover
-// carries (Handover.Dropped). Version 5 (this one) adds AskOffer. No two
-// versions interoperate.
+// carries (Handover.Dropped). Version 5 added AskOffer, version 6 (this
+// one) GenesisAsk and GenesisTable. No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 5
+const wireVersion = 6
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).
@@ -64,6 +64,8 @@ const (
 	kindPairBeat
 	kindPairAck
 	kindAskOffer
+	kindGenesisAsk
+	kindGenesisTable
 )
 
 // Msg is one machine message (msg_*.go).
@@ -74,7 +76,7 @@ type Msg interface {
 	// size bounds the message's encoding, kind included.
 	size() int
 	// event is the machine event the message becomes at the receiver.
-	event(from string) slots.Event
+	event(from string) any
 }
 
 // decodeMsg reads the fields of a message of kind k.
@@ -102,6 +104,10 @@ func decodeMsg(k uint8, r *decoder) Msg {
 		return decodePairAck(r)
 	case kindAskOffer:
 		return decodeAskOffer(r)
+	case kindGenesisAsk:
+		return decodeGenesisAsk(r)
+	case kindGenesisTable:
+		return decodeGenesisTable(r)
 	}
 	r.fail("unknown message kind %d", k)
 	return nil
@@ -244,6 +250,16 @@ func (r *reader) uvarint() uint64 {
 		return 0
 	}
 	r.p = r.p[k:]
+	return v
+}
+
+func (r *reader) uint64() uint64 {
+	if len(r.p) < 8 {
+		r.fail("truncated")
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.p)
+	r.p = r.p[8:]
 	return v
 }
 

@@ -27,6 +27,8 @@ func everyKind() []Msg {
 		&PairBeat{Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
 		&PairAck{Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
 		&AskOffer{Slot: 9, Epoch: 11},
+		&GenesisAsk{Sum: 1<<64 - 1},
+		&GenesisTable{Sum: 0x0102030405060708, Names: []string{"n1", "n2", "node-3"}},
 	}
 }
 
@@ -84,6 +86,16 @@ func TestCtlEncoding(t *testing.T) {
 		"handover drops empty":     {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 1, 0},
 		"handover drops a comma":   {wireVersion, 1, 'a', 1, kindHandover, 0, 5, handoverDropped, 1, 1, 1, 3, 'x', ',', 'y'},
 		"handover unknown flag":    {wireVersion, 1, 'a', 1, kindHandover, 0, 5, 4, 1, 1},
+		// kind sum(8) count names
+		"genesis ask truncated":      {wireVersion, 1, 'a', 1, kindGenesisAsk, 1, 2, 3, 4, 5, 6, 7},
+		"genesis table of none":      {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+		"genesis table too many":     binary.AppendUvarint([]byte{wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1}, maxGenesisMembers+1),
+		"genesis table count large":  {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 'x'},
+		"genesis table empty name":   {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+		"genesis table out of order": {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 'y', 1, 'x'},
+		"genesis table repeats":      {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 'x', 1, 'x'},
+		"genesis table newline":      {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 'x', '\n'},
+		"version 5":                  {5, 1, 'a', 1, kindReject, 0, 1, 1},
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
@@ -95,7 +107,7 @@ func TestCtlEncoding(t *testing.T) {
 // TestCtlEvents: each message becomes the machine event it stands for,
 // from its sender.
 func TestCtlEvents(t *testing.T) {
-	want := []slots.Event{
+	want := []any{
 		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1},
 		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12},
 		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
@@ -107,6 +119,8 @@ func TestCtlEvents(t *testing.T) {
 		slots.PairReplicated{From: "x", Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
 		slots.PairReplAck{From: "x", Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
 		slots.OfferAsked{Slot: 9, Epoch: 11, From: "x"},
+		genesisAsked{from: "x", sum: 1<<64 - 1},
+		genesisTold{from: "x", sum: 0x0102030405060708, names: []string{"n1", "n2", "node-3"}},
 	}
 	for i, m := range everyKind() {
 		if got := m.event("x"); !reflect.DeepEqual(got, want[i]) {
@@ -166,13 +180,19 @@ func FuzzDecodeCtl(f *testing.F) {
 			return
 		}
 		for _, m := range b.Msgs {
-			ev := m.event(b.From)
-			switch ev.(type) {
+			var ev slots.Event
+			switch e := m.event(b.From).(type) {
+			case genesisAsked, genesisTold: // for the executor
+				continue
 			case slots.PairReplicated, slots.PairReplAck: // no slot
-				if _, ok := eventSlot(ev); ok {
+				if _, ok := eventSlot(e.(slots.Event)); ok {
 					t.Fatalf("%+v: a slot", m)
 				}
 				continue
+			case slots.Event:
+				ev = e
+			default:
+				t.Fatalf("%+v: event %T", m, e)
 			}
 			if s, ok := eventSlot(ev); !ok || int(s) >= slots.Count {
 				t.Fatalf("%+v: slot %d", m, s)
