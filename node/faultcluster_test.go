@@ -121,14 +121,15 @@ func newFaultCluster(t *testing.T, k int, seed uint64, configure ...func(*Config
 		c.start(i, c.seeds(k))
 	}
 	c.waitReady(c.up()...)
+	if k > 1 {
+		c.waitReplicated()
+	}
 	report(t, c.epochsBehind())
-	// The ownership machines' messages and the replication (snapshots at
-	// the bootstrap) crossed the in-memory network, so its faults apply.
-	// A lone member has nobody to call.
-	for _, path := range []string{"/internal/v1/ctl", "/internal/v1/replicate"} {
-		if k > 1 && c.internalCalls(path) == 0 {
-			t.Errorf("no %s call between nodes went through the pipe network", path)
-		}
+	// The ownership machines' messages crossed the in-memory network, so
+	// its faults apply (and the replication does: close checks). A lone
+	// member has nobody to call.
+	if k > 1 && c.internalCalls("/internal/v1/ctl") == 0 {
+		t.Errorf("no /internal/v1/ctl call between nodes went through the pipe network")
 	}
 	return c
 }
@@ -533,6 +534,30 @@ func (c *faultCluster) waitReady(idx ...int) {
 	}
 }
 
+// waitReplicated waits (fake time) until no running node owns a slot
+// whose follower holds no copy yet: a new cluster is ready once every
+// slot fires, and its followers catch up just after (~1 s: two heartbeat
+// rounds). The fault tests start from a cluster at rest, where every
+// owner has its follower. A lone member has none.
+func (c *faultCluster) waitReplicated() {
+	c.t.Helper()
+	start := time.Now()
+	for {
+		under := 0
+		for _, i := range c.up() {
+			under += c.nodes[i].n.ctl.Counts().UnderReplicated
+		}
+		if under == 0 {
+			c.t.Logf("%v: every slot replicated after %v more", fakeClock{}, time.Since(start))
+			return
+		}
+		if time.Since(start) > 30*time.Second {
+			c.t.Fatalf("%d slots under-replicated 30 s after the nodes were ready", under)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (c *faultCluster) names(idx []int) []string {
 	var out []string
 	for _, i := range idx {
@@ -831,6 +856,14 @@ func (c *faultCluster) close() {
 		return
 	}
 	c.closed = true
+	c.mu.Lock()
+	acked := len(c.acked)
+	c.mu.Unlock()
+	if acked > 0 && len(c.nodes) > 1 && c.internalCalls("/internal/v1/replicate") == 0 {
+		// A cluster that took tasks replicated them (or their snapshots)
+		// over the in-memory network, so its faults applied.
+		c.t.Errorf("%d tasks acknowledged, but no /internal/v1/replicate call between nodes went through the pipe network", acked)
+	}
 	for _, i := range c.up() {
 		c.kill(i, false)
 	}

@@ -76,69 +76,6 @@ func TestFaultJoin(t *testing.T) {
 	})
 }
 
-// A new cluster forms while a third node joins: n1 and n2 start together,
-// n1's view settles and it bootstraps the two-member table, but n2's view
-// settles later (a longer SettleTime), after n3 joined, on a three-member
-// table whose checksum is not n1's genesis. n2 asks n1 for the members of
-// the table the cluster started with and bootstraps its own slots of it
-// (without that they stayed at epoch 0, owned by nobody: a 5-node
-// TestFaultPartition cluster once never became ready so); then the
-// three-member table moves slots to n3 as a join does. Every slot is owned
-// at the highest epoch and fires.
-func TestFaultFormationStraggler(t *testing.T) {
-	t.Parallel()
-	synctest.Test(t, func(t *testing.T) {
-		c := newFaultHarness(t, 19)
-		c.configure = []func(*Config){func(cfg *Config) {
-			if cfg.Name == "n2" {
-				cfg.Cluster.SettleTime = 10 * time.Second
-			}
-		}}
-		for i := range 3 {
-			c.nodes = append(c.nodes, c.newNode(i))
-		}
-		c.lossy()
-		c.start(0, c.seeds(2))
-		c.start(1, c.seeds(2))
-		genesis := func(i int) (fresh bool, g uint64) {
-			for _, m := range c.nodes[i].n.view.Load().Members {
-				if m.Name == c.nodes[i].name {
-					return m.Meta.Fresh, m.Meta.Genesis
-				}
-			}
-			return true, 0
-		}
-		deadline := time.Now().Add(8 * time.Second)
-		for {
-			if _, g := genesis(0); g != 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("n1 did not bootstrap within 8 s")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if fresh, _ := genesis(1); !fresh {
-			t.Fatal("n2 left its fresh state before n3 joined: the test does not test a straggler")
-		}
-		c.start(2, c.seeds(3))
-		c.waitReady(0, 1, 2)
-		_, g1 := genesis(0)
-		if _, g2 := genesis(1); g2 != g1 {
-			t.Errorf("n2 advertises genesis %x, want n1's %x (it bootstrapped with n1's table)", g2, g1)
-		}
-		if _, g3 := genesis(2); g3 != 0 {
-			t.Errorf("n3 advertises genesis %x, want 0 (it joined)", g3)
-		}
-		report(t, c.epochsBehind())
-		first := time.Now().Add(time.Second)
-		c.create(ids("formed", 60, c.table(0), nil), first, 50*time.Millisecond)
-		c.settle(first.Add(3*time.Second + faultsSettle))
-		report(t, c.check(checkOpts{}))
-		c.close()
-	})
-}
-
 // The owner of some slots leaves gracefully: it drains (stops firing,
 // replicates its last results, announces draining) and its slots go to
 // their followers, while their tasks fall due.

@@ -160,11 +160,31 @@ func (c *Cluster) rebuild(now time.Time) {
 		return
 	}
 	c.seq++
-	v := NewView(c.cfg.Name, members, now, c.seq)
+	changed := now
+	if old.Seq > 0 && sameMembership(old.Members, members) {
+		// Only members' Fresh or Genesis moved: a node of a forming
+		// cluster took its first slots. The table and the member set
+		// are the same, so the view stays as settled as it was (before,
+		// every bootstrap made the others wait another SettleTime to
+		// bootstrap and to be ready).
+		changed = old.Changed
+	}
+	v := NewView(c.cfg.Name, members, changed, c.seq)
 	c.cur = v
 	c.install(old, v)
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// sameMembership reports whether two member lists (sorted by name) agree
+// on everything but the members' Fresh and Genesis (Meta): the same members
+// at the same addresses in the same states.
+func sameMembership(a, b []gossip.Member) bool {
+	return slices.EqualFunc(a, b, func(x, y gossip.Member) bool {
+		xm, ym := x.Meta, y.Meta
+		xm.Fresh, xm.Genesis, ym.Fresh, ym.Genesis = false, 0, false, 0
+		return x.Name == y.Name && x.Addr == y.Addr && x.Status == y.Status && xm == ym
+	})
 }
 
 // sameMembers reports whether two member lists (sorted by name) agree on

@@ -198,6 +198,46 @@ func TestClusterNotReadyUntilSettled(t *testing.T) {
 	})
 }
 
+// TestClusterSettledThroughGenesis: a member taking its first slots
+// (SetGenesis: Fresh and Genesis change in its meta) changes the view but
+// does not unsettle it, so the other members of a forming cluster neither
+// wait another SettleTime to bootstrap nor turn unready; a member that
+// joins does unsettle it.
+func TestClusterSettledThroughGenesis(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newTnet(t, 0)
+		a := n.start(0, allAddrs(2))
+		b := n.start(1, allAddrs(2))
+		time.Sleep(2 * time.Second)
+		if !a.c.Ready() || !b.c.Ready() {
+			t.Fatalf("not ready 2 s after the start: n1 %v, n2 %v", a.c.Ready(), b.c.Ready())
+		}
+		before := a.c.View()
+		b.c.SetGenesis(before.Table.Checksum())
+		time.Sleep(500 * time.Millisecond)
+		after := a.c.View()
+		var seen bool
+		for _, m := range after.Members {
+			seen = seen || (m.Name == "n2" && !m.Meta.Fresh && m.Meta.Genesis == before.Table.Checksum())
+		}
+		if !seen || after.Seq == before.Seq {
+			t.Fatalf("n1 did not get n2's genesis within 500 ms (views %d, %d)", before.Seq, after.Seq)
+		}
+		if !after.Changed.Equal(before.Changed) || !a.c.Ready() {
+			t.Errorf("n2's genesis unsettled n1's view: changed %v -> %v, ready %v", before.Changed, after.Changed, a.c.Ready())
+		}
+		c := n.start(2, allAddrs(3))
+		time.Sleep(500 * time.Millisecond)
+		if a.c.Ready() || a.c.View().Changed.Equal(before.Changed) {
+			t.Errorf("a join left n1's view settled (ready %v)", a.c.Ready())
+		}
+		for _, m := range []*tmember{a, b, c} {
+			m.c.Close()
+		}
+		time.Sleep(gossipSettle)
+	})
+}
+
 func TestClusterLeaveAndCrash(t *testing.T) {
 	for _, how := range []string{"leave", "crash"} {
 		t.Run(how, func(t *testing.T) {

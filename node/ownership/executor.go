@@ -360,10 +360,13 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 			in[m.Name] = true
 		}
 		sum := v.Table.Checksum()
-		genesis := true
-		var asked string // a member that started a new cluster with another table
-		var other uint64 // that table's checksum
+		genesis, started := true, false // started: a member bootstrapped with this table
+		var asked string                // a member that started a new cluster with another table
+		var other uint64                // that table's checksum
 		for _, m := range v.Members {
+			if in[m.Name] && !m.Meta.Fresh && m.Meta.Genesis == sum {
+				started = true
+			}
 			if in[m.Name] && !m.Meta.Fresh && m.Meta.Genesis != sum {
 				genesis = false // it holds data: this cluster is not new
 				if g := m.Meta.Genesis; g != 0 && !e.genesisNotIn[g] && m.Status == gossip.StatusAlive {
@@ -373,8 +376,14 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 		}
 		now := e.d.Clock.Now()
 		switch {
+		case !in[e.self]:
+			// Not in its own table yet (joining): nothing to bootstrap;
+			// the table goes to the machine, which gives this node nothing.
 		case genesis:
-			if !v.settled(now, e.cfg.SettleTime) {
+			// The view must settle first (it may lack members yet), unless
+			// a member already bootstrapped with this very table: then the
+			// table is decided, and waiting only leaves its slots unowned.
+			if !started && !v.settled(now, e.cfg.SettleTime) {
 				return nil, false // the tick re-checks (see pingIdle)
 			}
 			boot = &v.Table
