@@ -81,7 +81,8 @@
 // The block cache holds Options.CacheSize bytes of blocks; memtables come on
 // top (pebble charges them to the cache, so the store sizes the cache for
 // both). Together they stay within Options.MemoryBytes, CacheSize +
-// 3*MemTableSize: 80 MiB with the defaults. In cgo builds pebble allocates
+// 3*MemTableSize (80 MiB with the defaults), give or take a block per
+// cache shard: pebble evicts per shard, after an insertion. In cgo builds pebble allocates
 // both with C malloc, outside the Go heap: what the process's RSS shows for
 // them also depends on how much freed memory the C allocator keeps
 // (chime serve tunes glibc's, see --memory-limit).

@@ -124,7 +124,8 @@ func (o Options) Validate() error {
 // take with these Options (defaults applied): CacheSize plus the most
 // memtables that exist at once, each MemTableSize; 80 MiB with the
 // defaults. Open sizes pebble's cache to exactly this, and pebble keeps
-// its cache and memtables within it. In cgo builds pebble allocates them
+// its cache and memtables within it (give or take a block per cache shard:
+// it evicts per shard, after an insertion). In cgo builds pebble allocates them
 // with C malloc, outside the Go heap and the Go runtime's memory limit.
 // The rest of what pebble holds (iterators, compaction and table state) is
 // Go heap.
