@@ -74,6 +74,23 @@ func (g *genesisExec) step() {
 	synctest.Wait()
 }
 
+// tick gives the executor a Tick with the table re-checked (as pingIdle
+// does for a fresh node), and waits for what it started.
+func (g *genesisExec) tick() {
+	g.e.tablePending = true
+	g.e.step(true)
+	synctest.Wait()
+}
+
+// tell delivers a GenesisTable from node from.
+func (g *genesisExec) tell(from string, sum uint64, names ...string) {
+	g.t.Helper()
+	if err := g.b.Receive(from, Batch{From: from, Msgs: []Msg{&GenesisTable{Sum: sum, Names: names}}}.Encode()); err != nil {
+		g.t.Fatal(err)
+	}
+	g.step()
+}
+
 // asks returns the GenesisAsks sent to node to so far.
 func (g *genesisExec) asks(to string) []uint64 {
 	g.mu.Lock()
@@ -155,12 +172,19 @@ func TestGenesisStraggler(t *testing.T) {
 		}
 	}
 
+	// straggler is n2, fresh, seeing n1 started with the first table and
+	// n3 (fresh) active: a table of three.
+	straggler := func(t *testing.T) *genesisExec {
+		g := newGenesisExec(t, "n2")
+		v := view(time.Now(), member("n1", active, false, first.Checksum()), member("n2", active, true, 0), member("n3", active, true, 0))
+		g.b.ViewChanged(View{}, v)
+		g.step()
+		return g
+	}
+
 	t.Run("in the first table", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			g := newGenesisExec(t, "n2")
-			v := view(time.Now(), member("n1", active, false, first.Checksum()), member("n2", active, true, 0), member("n3", active, true, 0))
-			g.b.ViewChanged(View{}, v)
-			g.step()
+			g := straggler(t)
 			if got := g.asks("n1"); !slices.Equal(got, []uint64{first.Checksum()}) {
 				t.Fatalf("asked n1 for %x, want the first table %x", got, first.Checksum())
 			}
@@ -172,10 +196,7 @@ func TestGenesisStraggler(t *testing.T) {
 			if got := g.asks("n1"); len(got) != 1 {
 				t.Errorf("asked again within a lease: %x", got)
 			}
-			if err := g.b.Receive("n1", Batch{From: "n1", Msgs: []Msg{&GenesisTable{Sum: first.Checksum(), Names: []string{"n1", "n2"}}}}.Encode()); err != nil {
-				t.Fatal(err)
-			}
-			g.step()
+			g.tell("n1", first.Checksum(), "n1", "n2")
 			// It took its slots of the first table at epoch 1; those the
 			// current table gives n3 it hands over (as on a join).
 			now := tableOf("n1", "n2", "n3")
@@ -234,14 +255,9 @@ func TestGenesisStraggler(t *testing.T) {
 			if len(g.asks("n2")) == 1 {
 				from = "n2"
 			}
-			if err := g.b.Receive(from, Batch{From: from, Msgs: []Msg{&GenesisTable{Sum: first.Checksum(), Names: []string{"n1", "n2"}}}}.Encode()); err != nil {
-				t.Fatal(err)
-			}
-			g.step()
+			g.tell(from, first.Checksum(), "n1", "n2")
 			time.Sleep(2 * time.Second)
-			g.e.tablePending = true
-			g.e.step(true)
-			synctest.Wait()
+			g.tick()
 			if n := g.owned(); n != 0 {
 				t.Errorf("n3, not in the first table, owns %d slots at epoch 1", n)
 			}
@@ -256,29 +272,19 @@ func TestGenesisStraggler(t *testing.T) {
 
 	t.Run("a wrong answer, then none", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			g := newGenesisExec(t, "n2")
-			v := view(time.Now(), member("n1", active, false, first.Checksum()), member("n2", active, true, 0), member("n3", active, true, 0))
-			g.b.ViewChanged(View{}, v)
-			g.step()
+			g := straggler(t)
 			// Members that do not give the checksum are ignored.
-			if err := g.b.Receive("n1", Batch{From: "n1", Msgs: []Msg{&GenesisTable{Sum: first.Checksum(), Names: []string{"n2", "n3"}}}}.Encode()); err != nil {
-				t.Fatal(err)
-			}
-			g.step()
+			g.tell("n1", first.Checksum(), "n2", "n3")
 			if n := g.owned(); n != 0 || !g.e.fresh {
 				t.Fatalf("after a wrong answer: %d slots owned, fresh %v", n, g.e.fresh)
 			}
 			time.Sleep(genesisPatience / 2)
-			g.e.tablePending = true
-			g.e.step(true)
-			synctest.Wait()
+			g.tick()
 			if len(g.asks("n1")) < 2 || !g.e.fresh {
 				t.Fatalf("within its patience: asked %d times, fresh %v; want it asking again, fresh", len(g.asks("n1")), g.e.fresh)
 			}
 			time.Sleep(genesisPatience / 2)
-			g.e.tablePending = true
-			g.e.step(true)
-			synctest.Wait()
+			g.tick()
 			if g.e.fresh || g.owned() != 0 {
 				t.Errorf("after its patience: fresh %v, %d slots owned at epoch 1; want joined, none", g.e.fresh, g.owned())
 			}
@@ -310,9 +316,7 @@ func TestGenesisStraggler(t *testing.T) {
 				t.Fatalf("owns %d slots before its view settled", n)
 			}
 			time.Sleep(time.Second)
-			g.e.tablePending = true
-			g.e.step(true)
-			synctest.Wait()
+			g.tick()
 			if n := g.owned(); n != firstOwned {
 				t.Errorf("owns %d slots once settled, want %d", n, firstOwned)
 			}
