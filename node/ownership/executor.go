@@ -147,6 +147,7 @@ type Executor struct {
 	// holds it (nil: none yet), and the checksums of tables that do not.
 	genesisWait  time.Time
 	genesisAsked time.Time
+	genesisOf    string // the member last asked; only its answer counts
 	genesisTable *ring.Table
 	genesisNotIn map[uint64]bool
 }
@@ -398,7 +399,7 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 				e.genesisWait = now
 			}
 			if now.Sub(e.genesisAsked) >= e.cfg.Machine.Lease {
-				e.genesisAsked = now
+				e.genesisAsked, e.genesisOf = now, asked
 				e.send(asked, &GenesisAsk{Sum: other})
 			}
 			return nil, false // the tick re-checks (see pingIdle)
@@ -458,13 +459,13 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 }
 
 // onGenesisTold takes the members of a genesis table this node asked for
-// (msg_genesis.go) while it is fresh: a table whose checksum they give
+// (msg_genesis.go), from the member it asked, while it is fresh: a table whose checksum they give
 // and that holds this node is the one it bootstraps with (it reports
 // true: step the table again); one that does not hold it is not asked
 // for again.
 func (e *Executor) onGenesisTold(ev genesisTold) bool {
-	if !e.fresh || e.genesisTable != nil || e.genesisWait.IsZero() {
-		return false
+	if !e.fresh || e.genesisTable != nil || ev.from != e.genesisOf {
+		return false // not asked for (checking it costs a ring.Assign)
 	}
 	ms := make([]ring.Member, len(ev.names))
 	for i, n := range ev.names {
