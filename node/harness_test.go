@@ -54,11 +54,14 @@ type testNet struct {
 	fwd    bool // a forwarder dialed on it (forwarderIdle)
 }
 
-// forwarderIdle is how long the connection cleaner of a forwarder's
-// fasthttp client sleeps (forward.go's MaxIdleConnDuration): it exits at
-// its next wake after the forwarder closed, so a bubble that had one ends
-// that much later.
-const forwarderIdle = 30 * time.Second
+// forwarderIdle is how long a bubble that had a forwarder waits before it
+// ends: the connection cleaner of the forwarder's fasthttp client exits at
+// its next wake after the forwarder closed, and it sleeps up to
+// forward.go's MaxIdleConnDuration (30 s) plus 1 ns past a connection's
+// last use. A wait of exactly 30 s lost that race when the last call
+// ended at the instant the cleanups began (TestInternalMemberAuth, CI:
+// "main bubble goroutine has exited but blocked goroutines remain").
+const forwarderIdle = 31 * time.Second
 
 // testNetClientAddr is where the test's client dials from.
 const testNetClientAddr = "127.0.0.1:40000"
