@@ -81,7 +81,12 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		if t == nil {
 			continue // deleted since it was filed
 		}
-		if !w.active(t.Slot) {
+		if ok, held := w.fires(t.Slot); held {
+			// The ownership loop is late renewing the slot's bound: the
+			// fire waits for it (or for the slot to stop firing).
+			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(fireRetryDelay)})
+			continue
+		} else if !ok {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
 		if w.ctl != nil {

@@ -63,13 +63,21 @@ func (r *writerRepl) gen(slot uint16) uint64 {
 // active reports whether this node may write and fire slot: standalone
 // always; in a cluster while the ownership machine says it fires the slot
 // (it owns it, sees a majority and its lease covers every node that could
-// have taken it). Otherwise writes answer 503 and nothing of it fires.
+// have taken it) and the slot's bound has not passed (Board.Fires: should
+// the machine's run loop be stuck, the lease may have run out since it
+// said so). Otherwise writes answer 503 and nothing of it fires.
 func (w *writer) active(slot uint16) bool {
+	ok, _ := w.fires(slot)
+	return ok
+}
+
+// fires is active, and held: the machine fires slot but its bound has
+// passed (its run loop is late), so a due fire waits and looks again.
+func (w *writer) fires(slot uint16) (ok, held bool) {
 	if w.ctl == nil {
-		return w.view().Fires(slot)
+		return w.view().Fires(slot), false
 	}
-	_, _, firing := w.ctl.State(slot)
-	return firing
+	return w.ctl.Fires(slot, w.cfg.Clock.Now())
 }
 
 // holds returns the epoch at which this node holds slot as its owner

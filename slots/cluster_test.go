@@ -688,15 +688,27 @@ func (c *cluster) checkFiring(s Slot) {
 	}
 }
 
-// firing returns the running nodes that fire slot s.
+// firing returns the running nodes that fire slot s. A node whose run
+// loop is stuck (busy) fires on what its machine last published, but only
+// until that slot's bound (horizon.go), as node's data path does.
 func (c *cluster) firing(s Slot) []string {
 	var firing []string
 	for _, n := range c.names {
-		if c.running(n) && c.m[n].Firing(s) {
-			firing = append(firing, n)
+		if !c.running(n) || !c.m[n].Firing(s) {
+			continue
 		}
+		if _, busy := c.busy[n]; busy && !c.m[n].mayFire(s, c.now) {
+			continue
+		}
+		firing = append(firing, n)
 	}
 	return firing
+}
+
+// mayFire reports whether node's data path fires slot s at now: the
+// machine says it fires s, and now is before its bound.
+func (m *Machine) mayFire(s Slot, now time.Time) bool {
+	return m.Firing(s) && now.Before(m.Horizon()) && (m.Near(s).IsZero() || now.Before(m.Near(s)))
 }
 
 func (c *cluster) states() string {

@@ -81,6 +81,10 @@ func TestFollowerCrashWithFlaps(t *testing.T) {
 	seeds := []int{73, 139, 166, 202, 217, 238, 296}
 	// And of a release holder's target that never offered (AskOffer):
 	seeds = append(seeds, 63, 72, 108, 161, 165, 179, 189, 194, 204, 211, 240, 247, 286)
+	// And of an owner whose run loop was stuck while its follower, its view
+	// flapping, promoted: both fired the slot until the horizon
+	// (horizon.go) bounded what a stuck loop's data path fires.
+	seeds = append(seeds, 363, 473)
 	for seed := range *crashSeeds {
 		seeds = append(seeds, seed)
 	}

@@ -12,7 +12,10 @@ import "fmt"
 //   - a grantor holds a valid replica;
 //   - an unavailable slot has reported MarkUnavailable;
 //   - after a handover the epoch is above the one handed over, and the
-//     final copy kept for the importer is held (role not none).
+//     final copy kept for the importer is held (role not none);
+//   - a firing slot's right to fire (fireUntil) ends no sooner than its
+//     bound (Horizon, or Near if set, see horizon.go), and fireBits and
+//     nearBits match the slots' state.
 //
 // Invariants between nodes (at most one node fires a slot, one owner per
 // epoch ever, epochs never decrease, no replica without a copy) are checked
@@ -59,6 +62,14 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("slots: %s slot %d handed over epoch %d but holds %d", m.cfg.Self, s, si.handedEpoch, si.epoch)
 		case si.handedCopy && (si.role == RoleNone || si.handedTo == ""):
 			return fmt.Errorf("slots: %s slot %d keeps the final copy for %q as %v", m.cfg.Self, s, si.handedTo, si.role)
+		case si.firing != (m.fireBits[s/64]&(1<<(s%64)) != 0) || m.near[s].IsZero() == (m.nearBits[s/64]&(1<<(s%64)) != 0):
+			return fmt.Errorf("slots: %s slot %d firing=%v near=%v but its bits differ", m.cfg.Self, s, si.firing, m.near[s])
+		}
+		if si.firing {
+			if d, ok := m.fireUntil(Slot(s)); ok && d.Before(m.horizon) && (m.near[s].IsZero() || d.Before(m.near[s])) {
+				return fmt.Errorf("slots: %s slot %d may fire until %v, but its bound is horizon %v near %v", m.cfg.Self, s,
+					d, m.horizon, m.near[s])
+			}
 		}
 	}
 	return nil

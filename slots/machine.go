@@ -74,6 +74,24 @@ type Machine struct {
 	// left it (see setIdle): the only idle slots a full Tick pass looks at.
 	idleOwned []uint64
 	refreshQ  refreshQueue // the idle owners by refreshAt (refreshDue)
+
+	// The horizon (horizon.go): the bound of the firing slots, each
+	// one's near deadline (zero: none), the slots that have one
+	// (nearBits) or fire (fireBits), the earliest near deadline (a lower
+	// bound), the near deadlines changed since TakeNearChanges, and
+	// whether the next Tick must recompute them (hzForce).
+	horizon     time.Time
+	near        []time.Time
+	nearBits    []uint64
+	fireBits    []uint64
+	nearMin     time.Time
+	nearChanged []Slot
+	nearDirty   []uint64
+	hzForce     bool
+	// evLast is when the need-th most recent sign of life of a majority
+	// arrived, as of the last updateEvidence: degraded firing ends at
+	// evLast+Settle.
+	evLast time.Time
 }
 
 // slotInfo is the machine's state for one slot.
@@ -181,6 +199,8 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
 		busy: make([]uint64, (cfg.NumSlots+63)/64), idleOwned: make([]uint64, (cfg.NumSlots+63)/64),
+		near: make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
+		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
 	}
 	for s := range cfg.NumSlots {
 		m.busy[s/64] |= 1 << (s % 64)
@@ -252,6 +272,11 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.revive(ev.Name)
 		if ev.Restarted && ev.Name != m.cfg.Self {
 			if p := m.peers[ev.Name]; p != nil {
+				if p.gen != 0 {
+					// Keep what its acks gave the suspects: their right to
+					// fire must not end sooner than the horizon says.
+					m.fixPairLeases(ev.Name, p)
+				}
 				*p = peer{} // its acks spoke for the old process (suspects keep the pointer)
 			}
 			for s := range m.slots {
@@ -300,6 +325,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.pruneMoves()
 		m.pairBeat()
 		m.tickSlots()
+		if m.horizonDue() {
+			m.refreshHorizon()
+		}
 		m.ticking = false
 	case Restarted:
 		for s := range m.slots {
@@ -359,6 +387,9 @@ func (m *Machine) Step(ev Event) []Effect {
 	}
 	if s, ok := SlotOf(ev); ok && m.valid(s) {
 		m.noteGrant(s)
+		if m.slots[s].firing {
+			m.bound(s, false) // an ack may have replaced a lease by a shorter one
+		}
 	}
 	out := m.out
 	m.out = nil
@@ -656,6 +687,10 @@ func (m *Machine) updateEvidence() {
 		last = times[need-1]
 	}
 	ok := !last.IsZero() && m.now.Sub(last) < m.cfg.Settle
+	if last.Before(m.evLast) {
+		m.hzForce = true // degraded slots' right ends sooner (see fireUntil)
+	}
+	m.evLast = last
 	if ok && m.evBroken {
 		m.evSince, m.evBroken = m.now, false
 	}

@@ -83,10 +83,14 @@ func (m *Machine) reconcile(s Slot) {
 	si := &m.slots[s]
 	want := si.role == RoleOwner && si.synced && m.hasTable && m.majority && m.covered(s) &&
 		(len(si.dropped) == 0 || m.evMajority) // degraded: see dropDeadSuspects
+	if want {
+		m.bound(s, !si.firing) // see horizon.go
+	}
 	if want == si.firing {
 		return
 	}
 	si.firing = want
+	m.setFiring(s, want)
 	if want {
 		m.emit(StartFiring{Slot: s, Epoch: si.epoch})
 	} else {
@@ -98,6 +102,7 @@ func (m *Machine) reconcile(s Slot) {
 func (m *Machine) stopFiring(s Slot) {
 	if si := &m.slots[s]; si.firing {
 		si.firing = false
+		m.setFiring(s, false)
 		m.emit(StopFiring{Slot: s})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -39,6 +40,11 @@ type Board struct {
 
 	counts atomic.Pointer[slots.Counts]
 	tabled atomic.Bool // the machine has had a table
+
+	// The firing slots' bounds (slots.Machine.Horizon and Near), in Unix
+	// ns: horizon 0 until the first Tick (nothing fires); near 0 for none.
+	horizon atomic.Int64
+	near    [slots.Count]atomic.Int64
 }
 
 // NewBoard returns an empty board: every slot unowned, nothing posted.
@@ -177,6 +183,23 @@ func (b *Board) State(s uint16) (role slots.Role, epoch uint64, firing bool) {
 	}
 	v := b.pub[s].Load()
 	return slots.Role(v & 0x7f), v >> 8, v&(1<<7) != 0
+}
+
+// Fires reports whether this node may fire (and write) slot s at now: the
+// machine fires it (State) and now is before the slot's bound, which the
+// machine keeps at or before the end of its right to fire (its leases,
+// the evidence of a majority; slots/horizon.go). held: the machine fires
+// it but the bound has passed, so the executor's run loop is late: the
+// slot resumes when it catches up (or stops for good if its right ended).
+func (b *Board) Fires(s uint16, now time.Time) (ok, held bool) {
+	if _, _, firing := b.State(s); !firing {
+		return false, false
+	}
+	t := now.UnixNano()
+	if n := b.near[s].Load(); t >= b.horizon.Load() || n != 0 && t >= n {
+		return false, true
+	}
+	return true, false
 }
 
 // Holds reports the epoch at which this node holds slot s as its owner

@@ -13,8 +13,9 @@ import (
 
 // execute carries out effects: every Persist first (durable before
 // anything else happens), then the rest in order; then it publishes the
-// slots touched (every slot if all) and recounts if recount.
-func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, recount bool) {
+// slots touched (every slot if all) and recounts if recount. It reports
+// false if the persist failed: nothing else was carried out.
+func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, recount bool) bool {
 	var persist []slots.Persist
 	for _, ef := range effs {
 		if p, ok := ef.(slots.Persist); ok {
@@ -28,7 +29,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 		e.lastPersist = e.d.Clock.Now().Sub(pt)
 		if err != nil {
 			e.d.Log.Error("persist slot ownership: effects not carried out", "err", err)
-			return
+			return false
 		}
 	}
 	var gained, drops []uint16
@@ -119,6 +120,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 	if e.hadTable {
 		e.b.tabled.Store(true)
 	}
+	return true
 }
 
 // publish makes slot s's machine state visible to the data path and

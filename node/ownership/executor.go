@@ -120,6 +120,9 @@ type Executor struct {
 	// publish's buffer.
 	reps         [slots.Count][]string
 	repScratch   []string
+	// nearRaise: slots whose near bound the machine changed and the board
+	// may still hold lower (raised after the firing bits, bounds.go).
+	nearRaise []slots.Slot
 	out          map[string][]Msg
 	sending      map[string]bool        // a batch to that node is in flight
 	lastSent     map[string]time.Time   // last batch sent to that node
@@ -318,7 +321,10 @@ func (e *Executor) step(tick bool) {
 		}
 	}
 	t1 := e.d.Clock.Now()
-	e.execute(effs, touched, all, all || counts)
+	e.lowerBounds()
+	if e.execute(effs, touched, all, all || counts) {
+		e.raiseBounds()
+	}
 	if d := e.d.Clock.Now().Sub(t0); d > time.Second {
 		e.d.Log.Warn("slow ownership step", "events", len(batch), "effects", len(effs), "step", t1.Sub(t0).Round(time.Millisecond),
 			"execute", e.d.Clock.Now().Sub(t1).Round(time.Millisecond), "persist", e.lastPersist.Round(time.Millisecond))
