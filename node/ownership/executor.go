@@ -118,11 +118,11 @@ type Executor struct {
 	// reps is what publish last gave the board as each slot's replicas
 	// (read and written on the executor's goroutine only); repScratch is
 	// publish's buffer.
-	reps         [slots.Count][]string
-	repScratch   []string
+	reps       [slots.Count][]string
+	repScratch []string
 	// nearRaise: slots whose near bound the machine changed and the board
 	// may still hold lower (raised after the firing bits, bounds.go).
-	nearRaise []slots.Slot
+	nearRaise    []slots.Slot
 	out          map[string][]Msg
 	sending      map[string]bool        // a batch to that node is in flight
 	lastSent     map[string]time.Time   // last batch sent to that node
