@@ -135,15 +135,28 @@ func (m *Machine) horizonDue() bool {
 		!m.nearMin.IsZero() && !m.now.Before(m.nearMin.Add(-m.cfg.Lease/8))
 }
 
-// refreshHorizon recomputes the horizon and the near deadlines from the
-// firing slots and the slots that have a near deadline. O(firing slots).
+// refreshHorizon recomputes the horizon and the near deadlines. A Tick
+// calls it after tickSlots, when every idle owner is quiet (see tickIdle,
+// checkInvariants): it fires under the pair lease of its follower, a live
+// peer that acked within Lease/2, so the earliest such lease bounds all of
+// them at once, at least Lease/2 ahead. Only the busy firing slots and
+// those with a near deadline are looked at one by one: O(peers + busy),
+// not O(firing slots), on an idle node (an idle 3-node cluster spent 10 %
+// of its CPU in a pass over every firing slot).
 func (m *Machine) refreshHorizon() {
 	m.hzForce = false
 	h := m.now.Add(m.cfg.Lease)
+	for name, p := range m.peers {
+		if p.gen != 0 && !m.dead[name] && m.now.Before(p.acked.Add(m.cfg.Lease/2)) {
+			if u := p.acked.Add(m.cfg.Lease); u.Before(h) {
+				h = u
+			}
+		}
+	}
 	floor := m.now.Add(m.cfg.Lease / 4)
 	m.nearMin = time.Time{}
 	for w := range m.fireBits {
-		word := m.fireBits[w] | m.nearBits[w]
+		word := m.fireBits[w]&m.busy[w] | m.nearBits[w]
 		for word != 0 {
 			b := word & -word
 			word &^= b
