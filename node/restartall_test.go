@@ -22,7 +22,7 @@ func TestFaultWholeClusterRestart(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := newFaultCluster(t, 3, 31)
-		first := time.Now().Add(15 * time.Second) // after the restart (ready again at ~13 s)
+		first := time.Now().Add(60 * time.Second) // after the restart
 		c.create(ids("restart", 60, c.table(0), nil), first, 50*time.Millisecond)
 		for i := range 3 {
 			c.stop(i)
