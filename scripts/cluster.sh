@@ -433,19 +433,19 @@ cmd_down() {
 		;;
 	*) usage "down [--wipe]" ;;
 	esac
-	# One node after another: each drains into the nodes still running
-	# before the next stops, and the last keeps every slot for the next
-	# `up` (SIGTERMs to all at once made them drain into each other).
 	local i running=()
 	for i in $(indices); do
-		signal "$i" TERM || continue
-		running+=("$i")
-		if ! wait_gone "$stop_timeout" "$i"; then
-			signal "$i" KILL && echo "cluster.sh: n$i still running ${stop_timeout}s after SIGTERM; sent SIGKILL" >&2
-			wait_gone 5 "$i" || die "n$i survived SIGKILL; not wiping"
-		fi
+		signal "$i" TERM && running+=("$i")
 	done
 	if ((${#running[@]})); then
+		if ! wait_gone "$stop_timeout" "${running[@]}"; then
+			for i in "${running[@]}"; do
+				if signal "$i" KILL; then
+					echo "cluster.sh: n$i still running ${stop_timeout}s after SIGTERM; sent SIGKILL" >&2
+				fi
+			done
+			wait_gone 5 "${running[@]}" || die "a node survived SIGKILL; not wiping"
+		fi
 		printf 'stopped'
 		printf ' n%s' "${running[@]}"
 		echo

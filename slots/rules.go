@@ -58,17 +58,6 @@ func (m *Machine) advance(s Slot) {
 		if m.tryTake(s); si.role == RoleOwner {
 			break
 		}
-		if si.wasOwner && si.grantee == "" && owner != self && m.hasTable && m.inTable(self) && m.quorate() {
-			// We owned the epoch, restarted, and gave no grant: nobody
-			// else can act on it, and our copy holds every acknowledged
-			// write. The table owner, without a copy, asks only its
-			// leader hint and the table follower for one, so it may
-			// never reach us (a whole cluster restarted after stopping
-			// one node after another). Take the epoch back as reclaim
-			// does; the planned move hands the slot to the table owner.
-			m.becomeOwner(s, si.epoch+1, nil, "")
-			break
-		}
 		if !m.backed() {
 			// Cut off from the majority this node gives up its grant: the
 			// owner, if it still sees a majority, continues without it
