@@ -64,10 +64,7 @@ func (v *Voters) Count(members, alive []string) (sees, stable int) {
 				seen++
 			}
 		}
-		// Every voter gone (they all left, or the node persisted an empty
-		// set when it left last): no majority to keep, and 0 of 0 would
-		// never be one. Adopt the view as a new node does.
-		if len(v.ref) > 0 && 2*seen <= len(v.ref) {
+		if 2*seen <= len(v.ref) {
 			return seen, len(v.ref)
 		}
 	}
