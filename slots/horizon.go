@@ -16,8 +16,8 @@ import (
 // Should node's run loop be stuck meanwhile (a long step on a loaded box)
 // while the process runs on, the data path would fire on a published
 // Firing bit while a follower, its lease over and its view settled, promotes
-// and fires too (TestStalledOwnerStopsAtHorizon: "slot 0 fired by [n1 n2]
-// at once"). So the machine also publishes when each firing slot's right
+// and fires too (TestFollowerCrashWithFlaps seeds 473, 659, 676: "slot N
+// fired by [nX nY] at once"). So the machine also publishes when each firing slot's right
 // ends, in two parts, and node fires s only while Firing(s), now is before
 // Horizon() and, if Near(s) is set, before Near(s):
 //   - Horizon bounds every firing slot whose right ends at least Lease/4
