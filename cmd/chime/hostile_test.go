@@ -152,14 +152,25 @@ func TestHostileInput(t *testing.T) {
 		return strings.Join(parts, ""), errors.Join(errs...)
 	}
 	// The baseline is a settled cluster: the same state read twice in a
-	// row, every node ready. Right after the creates a node may still
-	// answer /readyz 503 for a moment (an owned slot between leases on a
-	// loaded box); the rows below must then find exactly this state.
+	// row, every node ready, every sample slot with one owner and one
+	// follower (a follower whose first snapshot is still on its way reads
+	// "none" twice in a row, then "follower" during the rows: seen once
+	// on a loaded box). Right after the creates a node may still answer
+	// /readyz 503 for a moment (an owned slot between leases on a loaded
+	// box); the rows below must then find exactly this state.
+	replicated := func(st string) bool {
+		for _, s := range sample {
+			if strings.Count(st, fmt.Sprintf("/%d=owner@", s)) != 1 || strings.Count(st, fmt.Sprintf("/%d=follower@", s)) != 1 {
+				return false
+			}
+		}
+		return true
+	}
 	var before string
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		a, errA := state()
 		b, errB := state()
-		if errA == nil && errB == nil && a == b {
+		if errA == nil && errB == nil && a == b && replicated(a) {
 			before = a
 			break
 		}
