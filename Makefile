@@ -6,13 +6,13 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin/chime
 
-.PHONY: help check fmt-check vet deps test test-race test-race-full build run fuzz sim bench cover tidy-check
+.PHONY: help check fmt-check vet deps race-build test test-race test-race-full build run fuzz sim bench cover tidy-check
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 14
 
 check: fmt-check ## everything CI runs: gofmt, vet, import boundaries, tests with -race
-	@$(MAKE) --no-print-directory -j2 vet deps
+	@$(MAKE) --no-print-directory -j3 vet deps race-build
 	@$(MAKE) --no-print-directory test-race
 
 fmt-check: ## fail if gofmt would change a file
@@ -60,12 +60,14 @@ MODULE   := $(shell $(GO) list -m)
 NORACE   := -gcflags=$(MODULE)/slots=-race=false
 TESTFLAGS := -race $(NORACE) -p 1 -count=1 -timeout=15m
 
-# test-race first compiles every library package for the race builds, all
-# cores at once and at normal priority: the groups below then share those
-# objects instead of compiling the same packages side by side, and node,
-# under SCHED_IDLE, starts its tests without first waiting for its deps.
-test-race: ## tests with the race detector (the pure packages without), in groups side by side
+# race-build compiles every library package for the race builds, beside vet
+# in make check: test-race's groups then share those objects instead of
+# compiling the same packages side by side, and node, under SCHED_IDLE,
+# starts its tests without first waiting for its deps.
+race-build: ## compile the library packages as test-race's race builds need them
 	$(GO) build -race $(NORACE) $$($(GO) list -f '{{if ne .Name "main"}}{{.ImportPath}}{{end}}' $(PKGS))
+
+test-race: ## tests with the race detector (the pure packages without), in groups side by side
 	chrt --idle 0 $(GO) test $(TESTFLAGS) ./node & node=$$!; \
 	( rc=0; chrt --idle 0 $(GO) test $(TESTFLAGS) $(FAKETIME) || rc=$$?; \
 	  chrt --idle 0 $(GO) test -p 1 -count=1 -timeout=15m $(PURE) || rc=$$?; exit $$rc ) & side=$$!; \
