@@ -447,6 +447,19 @@ func (m *Machine) AppendReplicas(dst []string, s Slot) []string {
 	return dst
 }
 
+// FollowerPending reports whether this node owns slot s with a follower
+// that has not acknowledged holding a valid replica yet (its snapshot is
+// on the way). The follower is among Replicas and gets every write, but a
+// write only it acked is not safe yet: a replica that may have applied it
+// without knowing it holds the slot (its first snapshot not installed)
+// would not take the slot over, and the write would be stranded on its
+// disk. Node acknowledges a write once every replica acked it and this is
+// false. False with no follower (single copy, degraded). O(1).
+func (m *Machine) FollowerPending(s Slot) bool {
+	si := &m.slots[s]
+	return (si.role == RoleOwner || si.role == RoleSealing) && si.follower != "" && !si.followerAcked
+}
+
 // Leader returns the node whose replication stream this node applies for
 // slot s: node applies an op tagged (s, epoch, seq) only if it comes from
 // Leader(s) at State(s).Epoch. "" when this node holds no valid replica

@@ -32,7 +32,7 @@ type Board struct {
 	changed atomic.Pointer[chan struct{}]
 
 	repMu sync.RWMutex
-	reps  [slots.Count][]string
+	reps  [slots.Count]replicaSet
 
 	flagMu   sync.Mutex
 	underRep map[uint16]bool
@@ -252,21 +252,31 @@ func (b *Board) notify() {
 	close(*b.changed.Swap(&ch))
 }
 
-// Replicas returns the nodes slot s's writes go to.
-func (b *Board) Replicas(s uint16) []string {
+// replicaSet is what the board publishes of a slot's replicas.
+type replicaSet struct {
+	nodes   []string
+	pending bool // slots.Machine.FollowerPending
+}
+
+// Replicas returns the nodes slot s's writes go to, and whether a write
+// that all of them acknowledged is safe: false while the follower has not
+// acknowledged holding a valid replica yet (slots.Machine.FollowerPending);
+// the write then waits until it has. One consistent reading of both.
+func (b *Board) Replicas(s uint16) (nodes []string, safe bool) {
 	if int(s) >= slots.Count {
-		return nil
+		return nil, false
 	}
 	b.repMu.RLock()
 	defer b.repMu.RUnlock()
-	return b.reps[s]
+	r := b.reps[s]
+	return r.nodes, !r.pending
 }
 
-// setReplicas publishes the nodes slot s's writes go to (the executor
-// calls it only when they changed).
-func (b *Board) setReplicas(s uint16, reps []string) {
+// setReplicas publishes the nodes slot s's writes go to and whether its
+// follower is pending (the executor calls it only when they changed).
+func (b *Board) setReplicas(s uint16, reps []string, pending bool) {
 	b.repMu.Lock()
-	b.reps[s] = reps
+	b.reps[s] = replicaSet{reps, pending}
 	b.repMu.Unlock()
 }
 

@@ -133,20 +133,25 @@ func (e *Executor) publish(s uint16) bool {
 	}
 	changed := e.b.setPub(s, v)
 	owner := role == slots.RoleOwner || role == slots.RoleSealing
-	if !owner && e.reps[s] == nil {
+	if !owner && e.reps[s].nodes == nil {
 		return changed // the common case: nothing to replicate to, before or now
 	}
 	// Compared with the executor's own copy of what it published: no lock
 	// and no allocation unless the replicas changed (publish runs for
 	// every slot now and then).
 	e.repScratch = e.m.AppendReplicas(e.repScratch[:0], slots.Slot(s))
-	if !slices.Equal(e.repScratch, e.reps[s]) {
+	pending := e.m.FollowerPending(slots.Slot(s))
+	if !slices.Equal(e.repScratch, e.reps[s].nodes) || pending != e.reps[s].pending {
 		var reps []string
 		if len(e.repScratch) > 0 {
 			reps = slices.Clone(e.repScratch)
 		}
-		e.reps[s] = reps
-		e.b.setReplicas(s, reps)
+		was := e.reps[s].pending
+		e.reps[s] = replicaSet{reps, pending}
+		e.b.setReplicas(s, reps, pending)
+		if was && !pending {
+			e.d.Snapshots.FollowerReady()
+		}
 	}
 	return changed
 }

@@ -48,6 +48,10 @@ type Snapshots interface {
 	// grant: the snapshot carries the lease grant; owner: the sender owns
 	// epoch (slots.SendSnapshot.Owner).
 	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool)
+	// FollowerReady says that a slot's follower acknowledged its replica
+	// (the board's Replicas says safe again): writes that waited for it
+	// may be done.
+	FollowerReady()
 }
 
 // Sender delivers encoded batches to another node.
@@ -118,7 +122,7 @@ type Executor struct {
 	// reps is what publish last gave the board as each slot's replicas
 	// (read and written on the executor's goroutine only); repScratch is
 	// publish's buffer.
-	reps       [slots.Count][]string
+	reps       [slots.Count]replicaSet
 	repScratch []string
 	// nearRaise: slots whose near bound the machine changed and the board
 	// may still hold lower (raised after the firing bits, bounds.go).

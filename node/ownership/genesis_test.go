@@ -129,6 +129,7 @@ func (nopStore) DropSlots([]uint16, []uint64) error                         { re
 func (nopStore) IdleSlots(ss []uint16) ([]uint16, error)                    { return ss, nil }
 func (nopStore) Seq(uint16) uint64                                          { return 0 }
 func (nopStore) SendSnapshot(uint16, uint64, string, time.Time, bool, bool) {}
+func (nopStore) FollowerReady()                                             {}
 func tableOf(names ...string) ring.Table                                    { return ring.Assign(ringMembers(names), slots.Count) }
 func ringMembers(names []string) (out []ring.Member) {
 	for _, n := range names {

@@ -246,7 +246,8 @@ func (a *Checker) tick(now time.Time) {
 			continue // its follower is being fed a snapshot: nothing to compare yet
 		}
 		epoch, seq := a.d.Sums.Position(s)
-		for _, r := range c.Replicas(s) {
+		reps, _ := c.Replicas(s)
+		for _, r := range reps {
 			if a.st.due(slotNode{s, r}, epoch, seq, now) {
 				due[s] = append(due[s], r)
 			}

@@ -30,8 +30,10 @@ type Ownership interface {
 	// Holds returns the epoch at which this node holds s as owner; 0: it
 	// does not.
 	Holds(s uint16) uint64
-	// Replicas returns the nodes a write of s must reach.
-	Replicas(s uint16) []string
+	// Replicas returns the nodes a write of s must reach, and whether a
+	// write all of them acknowledged is safe (false: the follower has not
+	// acknowledged holding a valid replica yet; wait for it).
+	Replicas(s uint16) (nodes []string, safe bool)
 	// Flagged returns the under-replicated and the unavailable slots,
 	// ascending.
 	Flagged() (under, unavail []uint16)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 // records what it is told.
 type fakeOwnership struct {
 	replicas []string
+	pending  atomic.Bool // Replicas says not safe (FollowerPending)
 	mu       sync.Mutex
 	posted   []slots.Event
 	gaps     []string
@@ -25,7 +27,7 @@ type fakeOwnership struct {
 
 func (o *fakeOwnership) State(uint16) (slots.Role, uint64, bool) { return slots.RoleOwner, 5, true }
 func (o *fakeOwnership) Holds(uint16) uint64                     { return 5 }
-func (o *fakeOwnership) Replicas(uint16) []string                { return o.replicas }
+func (o *fakeOwnership) Replicas(uint16) ([]string, bool)        { return o.replicas, !o.pending.Load() }
 func (o *fakeOwnership) Flagged() (under, unavail []uint16)      { return nil, nil }
 func (o *fakeOwnership) Post(evs ...slots.Event) {
 	o.mu.Lock()
@@ -41,6 +43,14 @@ func (o *fakeOwnership) SnapshotApplied(ev slots.SnapshotComplete, _ uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.applied = append(o.applied, ev)
+}
+
+// countingTransport is fakeTransport{OK} that counts its calls.
+type countingTransport struct{ n atomic.Int64 }
+
+func (c *countingTransport) Call(ctx context.Context, to, path, ct string, body []byte) ([]byte, error) {
+	c.n.Add(1)
+	return fakeTransport{OK}.Call(ctx, to, path, ct, body)
 }
 
 // fakeTransport answers every replication request with result res and

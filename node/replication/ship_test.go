@@ -110,3 +110,62 @@ func TestShipperFlush(t *testing.T) {
 		})
 	})
 }
+
+// TestShipperWaitsForThePendingFollower: a write its follower applied is
+// not acknowledged while the follower has not acknowledged holding a
+// valid replica of the slot (its snapshot): that follower would not know
+// it holds the write and would not take the slot over with it. It is
+// acknowledged as soon as the follower is ready (FollowerReady), not
+// re-sent; and it fails if the follower takes longer than the write's
+// deadline.
+func TestShipperWaitsForThePendingFollower(t *testing.T) {
+	t.Run("ready", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			own := &fakeOwnership{replicas: []string{"b"}}
+			own.pending.Store(true)
+			calls := &countingTransport{}
+			s := NewShipper("a", ShipperDeps{Transport: calls, Ownership: own, Log: quiet})
+			go s.Run()
+			defer s.Close()
+			w := NewWait(1, time.Now().Add(time.Minute))
+			s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, w)
+			time.Sleep(3 * time.Second)
+			select {
+			case <-w.Done():
+				t.Fatal("a write only a pending follower holds was acknowledged")
+			default:
+			}
+			if n := calls.n.Load(); n != 1 {
+				t.Errorf("the write was sent %d times, want once (the follower acked it)", n)
+			}
+			t0 := time.Now()
+			own.pending.Store(false)
+			s.FollowerReady()
+			<-w.Done()
+			if d := time.Since(t0); d != 0 {
+				t.Errorf("acknowledged %v after the follower was ready, want at once", d)
+			}
+			if len(w.Failed()) != 0 {
+				t.Errorf("failed: %v", w.Failed())
+			}
+		})
+	})
+	t.Run("deadline", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			own := &fakeOwnership{replicas: []string{"b"}}
+			own.pending.Store(true)
+			s := NewShipper("a", ShipperDeps{Transport: fakeTransport{OK}, Ownership: own, Log: quiet})
+			go s.Run()
+			defer s.Close()
+			w := NewWait(1, time.Now().Add(2*time.Second))
+			s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, w)
+			<-w.Done()
+			if _, bad := w.Failed()[1]; !bad {
+				t.Errorf("the write settled without a failure while its follower was pending")
+			}
+			if s.Pending() != 1 {
+				t.Errorf("%d messages pending, want the write kept until the follower is ready", s.Pending())
+			}
+		})
+	})
+}

@@ -99,6 +99,16 @@ func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.T
 	s.add([]*queued{q})
 }
 
+// FollowerReady wakes the shipper: a slot's follower acknowledged its
+// replica, so writes that waited for it (Ownership.Replicas not safe) may
+// be done. It never blocks.
+func (s *Shipper) FollowerReady() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
 // unreadSnapshot reports whether q is a snapshot not read yet.
 func unreadSnapshot(q *queued) bool { return q.to != "" && q.msg.Data == nil && !q.msg.Reset }
 
@@ -272,15 +282,24 @@ func (s *Shipper) round() bool {
 				finish(i, "the slot changed hands while the write was replicated")
 				continue
 			}
-			left := 0
-			for _, r := range c.Replicas(slot) {
+			reps, safe := c.Replicas(slot)
+			for _, r := range reps {
 				if !q.acked[r] {
 					targets = append(targets, r)
-					left++
 				}
 			}
-			if left == 0 {
-				finish(i, "") // every replica has it (none: single copy, degraded)
+			if len(targets) == 0 {
+				if safe {
+					finish(i, "") // every replica has it (none: single copy, degraded)
+					continue
+				}
+				// Every replica has it, but the follower does not know yet
+				// that it holds the slot: the write waits for its
+				// snapshot's acknowledgement (FollowerReady).
+				if q.wait != nil && now.After(q.wait.expires) {
+					q.wait.settle(slot, "the slot's follower did not take its copy in time")
+					q.wait = nil
+				}
 				continue
 			}
 		}
@@ -408,8 +427,8 @@ func (s *Shipper) round() bool {
 			continue
 		}
 		if q.to == "" {
-			all := true
-			for _, r := range c.Replicas(q.msg.Slot) {
+			reps, all := c.Replicas(q.msg.Slot)
+			for _, r := range reps {
 				all = all && q.acked[r]
 			}
 			if all {
