@@ -448,16 +448,31 @@ func (m *Machine) AppendReplicas(dst []string, s Slot) []string {
 }
 
 // FollowerPending reports whether this node owns slot s with a follower
-// that has not acknowledged holding a valid replica yet (its snapshot is
-// on the way). The follower is among Replicas and gets every write, but a
-// write only it acked is not safe yet: a replica that may have applied it
-// without knowing it holds the slot (its first snapshot not installed)
-// would not take the slot over, and the write would be stranded on its
-// disk. Node acknowledges a write once every replica acked it and this is
-// false. False with no follower (single copy, degraded). O(1).
+// that could not take the slot over yet if this node died: it has not
+// acknowledged holding a valid replica (its snapshot is on the way), or
+// no replica has acknowledged a grant (or a release) of the slot, so
+// nobody may promote. The follower is among Replicas and gets every
+// write, but a write acknowledged then would wait on the follower's disk
+// until this node came back: a fresh follower applies the first write of
+// an empty slot before its snapshot is installed, and a synced follower
+// without the grant waits for the dead owner (the "only the holder holds
+// the final copy" wait). Node acknowledges a write once every replica
+// acked it and this is false. False with no follower (single copy,
+// degraded). O(suspects).
 func (m *Machine) FollowerPending(s Slot) bool {
 	si := &m.slots[s]
-	return (si.role == RoleOwner || si.role == RoleSealing) && si.follower != "" && !si.followerAcked
+	if (si.role != RoleOwner && si.role != RoleSealing) || si.follower == "" {
+		return false
+	}
+	if !si.followerAcked {
+		return true
+	}
+	for _, x := range si.suspects {
+		if x.acked || x.releasedTo != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // Leader returns the node whose replication stream this node applies for

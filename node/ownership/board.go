@@ -259,9 +259,9 @@ type replicaSet struct {
 }
 
 // Replicas returns the nodes slot s's writes go to, and whether a write
-// that all of them acknowledged is safe: false while the follower has not
-// acknowledged holding a valid replica yet (slots.Machine.FollowerPending);
-// the write then waits until it has. One consistent reading of both.
+// that all of them acknowledged is safe: false while none of them could
+// take the slot over (slots.Machine.FollowerPending); the write then waits.
+// One consistent reading of both.
 func (b *Board) Replicas(s uint16) (nodes []string, safe bool) {
 	if int(s) >= slots.Count {
 		return nil, false

@@ -48,9 +48,8 @@ type Snapshots interface {
 	// grant: the snapshot carries the lease grant; owner: the sender owns
 	// epoch (slots.SendSnapshot.Owner).
 	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool)
-	// FollowerReady says that a slot's follower acknowledged its replica
-	// (the board's Replicas says safe again): writes that waited for it
-	// may be done.
+	// FollowerReady says that a slot's replicas can take it over now (the
+	// board's Replicas says safe again): writes that waited may be done.
 	FollowerReady()
 }
 

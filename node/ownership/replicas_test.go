@@ -13,11 +13,11 @@ import (
 // TestReplicasSafeOnlyOnceTheFollowerAcked: a node that bootstraps a new
 // cluster owns its slots at epoch 1 with the table follower as replica,
 // and the board says a write all replicas acked is not safe until that
-// follower acknowledged holding a valid replica (its snapshot): a fresh
-// follower applies the first write of an empty slot before its snapshot
-// is installed, and acknowledging on it lost tasks when the owner died
-// (TestFailoverLosesNoAcknowledgedTask). The follower's synced ack makes
-// the board say safe, and wakes the shipper.
+// follower acknowledged holding a valid replica (its snapshot) and the
+// grant: a follower without either cannot take the slot over when the
+// owner dies, and acknowledging on it left acknowledged tasks unfired
+// until the owner came back (TestFailoverLosesNoAcknowledgedTask). The
+// follower's ack of both makes the board say safe, and wakes the shipper.
 func TestReplicasSafeOnlyOnceTheFollowerAcked(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ready := &countReady{}
@@ -41,13 +41,47 @@ func TestReplicasSafeOnlyOnceTheFollowerAcked(t *testing.T) {
 		if reps, safe := g.b.Replicas(s); !slices.Equal(reps, []string{"n2"}) || safe {
 			t.Fatalf("before the follower's ack: Replicas(%d) = %v, safe %v; want [n2], not safe", s, reps, safe)
 		}
-		ack := &Ack{Slot: slots.Slot(s), Epoch: 1, Sent: time.Now(), Synced: true}
-		if err := g.b.Receive("n2", Batch{From: "n2", Msgs: []Msg{ack}}.Encode()); err != nil {
-			t.Fatal(err)
+		sent := time.Now()
+		ack := func(grant bool) {
+			t.Helper()
+			a := &Ack{Slot: slots.Slot(s), Epoch: 1, Sent: sent, Synced: true, Grant: grant}
+			if err := g.b.Receive("n2", Batch{From: "n2", Msgs: []Msg{a}}.Encode()); err != nil {
+				t.Fatal(err)
+			}
+			g.step()
 		}
-		g.step()
+		// Synced, but it did not take the grant (its own view had no
+		// majority yet, say): if n1 died now, n2 could not promote.
+		ack(false)
+		if reps, safe := g.b.Replicas(s); !slices.Equal(reps, []string{"n2"}) || safe || ready.n != 0 {
+			t.Fatalf("after a synced ack without the grant: Replicas(%d) = %v, safe %v (woken %d); want [n2], not safe", s, reps, safe, ready.n)
+		}
+		// The owner's heartbeats offer n2 the grant; n2 takes it.
+		var beat *Beat
+		for range 20 {
+			time.Sleep(250 * time.Millisecond)
+			g.tick()
+			g.mu.Lock()
+			for _, m := range g.sent["n2"] {
+				if b, ok := m.(*Beat); ok && b.Slot == slots.Slot(s) && b.Grant {
+					beat = b
+				}
+			}
+			g.mu.Unlock()
+			if beat != nil {
+				break
+			}
+		}
+		if beat == nil {
+			t.Fatalf("n1 offered n2 no grant of slot %d", s)
+		}
+		if _, safe := g.b.Replicas(s); safe {
+			t.Fatalf("safe once the grant is offered, before n2 acked it")
+		}
+		sent = beat.Sent
+		ack(true)
 		if reps, safe := g.b.Replicas(s); !slices.Equal(reps, []string{"n2"}) || !safe {
-			t.Errorf("after the follower's synced ack: Replicas(%d) = %v, safe %v; want [n2], safe", s, reps, safe)
+			t.Errorf("after the follower acked its replica and the grant: Replicas(%d) = %v, safe %v; want [n2], safe", s, reps, safe)
 		}
 		if ready.n == 0 {
 			t.Error("the shipper was not woken when the follower became ready")

@@ -31,8 +31,8 @@ type Ownership interface {
 	// does not.
 	Holds(s uint16) uint64
 	// Replicas returns the nodes a write of s must reach, and whether a
-	// write all of them acknowledged is safe (false: the follower has not
-	// acknowledged holding a valid replica yet; wait for it).
+	// write all of them acknowledged is safe (false: none of them could
+	// take the slot over yet, slots.Machine.FollowerPending; wait).
 	Replicas(s uint16) (nodes []string, safe bool)
 	// Flagged returns the under-replicated and the unavailable slots,
 	// ascending.

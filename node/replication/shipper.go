@@ -99,9 +99,9 @@ func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.T
 	s.add([]*queued{q})
 }
 
-// FollowerReady wakes the shipper: a slot's follower acknowledged its
-// replica, so writes that waited for it (Ownership.Replicas not safe) may
-// be done. It never blocks.
+// FollowerReady wakes the shipper: a slot's replicas can take it over
+// now, so writes that waited for that (Ownership.Replicas not safe) may be
+// done. It never blocks.
 func (s *Shipper) FollowerReady() {
 	select {
 	case s.kick <- struct{}{}:
@@ -293,9 +293,9 @@ func (s *Shipper) round() bool {
 					finish(i, "") // every replica has it (none: single copy, degraded)
 					continue
 				}
-				// Every replica has it, but the follower does not know yet
-				// that it holds the slot: the write waits for its
-				// snapshot's acknowledgement (FollowerReady).
+				// Every replica has it, but none could take the slot over
+				// yet (the follower has not acked its snapshot, or nobody
+				// acked the grant): the write waits (FollowerReady).
 				if q.wait != nil && now.After(q.wait.expires) {
 					q.wait.settle(slot, "the slot's follower did not take its copy in time")
 					q.wait = nil
