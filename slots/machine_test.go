@@ -265,3 +265,38 @@ func TestMaxMovesBoundsImports(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerPending: an owner's writes are safe to acknowledge once a
+// replica could take the slot over: right after the bootstrap its follower
+// has neither acked its snapshot nor a grant (pending); once the first
+// messages are delivered it holds both (not pending); an owner whose
+// follower died fires single-copy (not pending: nothing to wait for); a
+// node that does not own the slot is never pending.
+func TestFollowerPending(t *testing.T) {
+	c := newCluster(t, 4)
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	// Slot 0: n1 owns it, n2 follows (see TestAccessors).
+	n1, n2 := c.m["n1"], c.m["n2"]
+	if !n1.FollowerPending(0) || n2.FollowerPending(0) {
+		t.Fatalf("right after the bootstrap: n1 pending %v, n2 %v; want true, false", n1.FollowerPending(0), n2.FollowerPending(0))
+	}
+	c.deliver(100)
+	c.tick(base.Add(time.Second))
+	c.deliver(10)
+	if n1.FollowerPending(0) {
+		t.Fatalf("n1 pending once n2 acked its copy and the grant: %s", n1.Debug(0))
+	}
+	c.crash("n2")
+	c.run(3 * time.Second)
+	c.deaths() // detected
+	c.tables(false)
+	c.run(5 * time.Second) // dropped (degraded), then n3 follows
+	if n1.State(0).Role != RoleOwner || !n1.Firing(0) || n1.FollowerPending(0) || !slices.Equal(n1.Replicas(0), []string{"n3"}) {
+		t.Errorf("8 s after its follower died: n1 %s, replicas %v, pending %v; want owner, firing, [n3], not pending",
+			n1.Debug(0), n1.Replicas(0), n1.FollowerPending(0))
+	}
+}
