@@ -54,11 +54,6 @@ test: ## tests without the race detector
 # a package whose atomics compile to plain instructions hides their
 # happens-before edges and makes false races elsewhere (pebble did).
 # `make test-race-full` instruments everything.
-# cmd/chime runs twice in the real-time group: under -race with
-# CHIME_SKIP_PROCESS_TESTS set (its in-process tests), then without -race
-# (all its tests): its process tests start chime binaries built without
-# -race, so an instrumented test binary checks only their harness, for
-# ~54 CPU-s of the ~268 the package takes (docs/BENCHMARKS.md).
 FAKETIME := ./node/membership ./storage
 PURE     := ./slots ./ring ./wheel
 MODULE   := $(shell $(GO) list -m)
@@ -76,8 +71,7 @@ test-race: ## tests with the race detector (the pure packages without), in group
 	chrt --idle 0 $(GO) test $(TESTFLAGS) ./node & node=$$!; \
 	( rc=0; chrt --idle 0 $(GO) test $(TESTFLAGS) $(FAKETIME) || rc=$$?; \
 	  chrt --idle 0 $(GO) test -p 1 -count=1 -timeout=15m $(PURE) || rc=$$?; exit $$rc ) & side=$$!; \
-	rc=0; CHIME_SKIP_PROCESS_TESTS=1 $(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vxF -f <($(GO) list ./node $(FAKETIME) $(PURE))) || rc=$$?; \
-	$(GO) test -p 1 -count=1 -timeout=15m ./cmd/chime || rc=$$?; \
+	rc=0; $(GO) test $(TESTFLAGS) $$($(GO) list $(PKGS) | grep -vxF -f <($(GO) list ./node $(FAKETIME) $(PURE))) || rc=$$?; \
 	wait $$node || rc=$$?; \
 	wait $$side || rc=$$?; \
 	exit $$rc

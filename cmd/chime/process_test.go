@@ -74,7 +74,6 @@ func TestMain(m *testing.M) {
 // left slots unwritable (503) after the cluster had agreed.
 func parallelProcs(t *testing.T, n int) {
 	t.Helper()
-	needsProcesses(t)
 	t.Parallel()
 	procBudgetMu.Lock() // one taker at a time: no two tests each half-served
 	for range n {
@@ -95,27 +94,9 @@ var (
 	procBudgetMu sync.Mutex
 )
 
-// skipProcessTests names the environment variable that makes the tests
-// that start chime processes (or the cluster script) skip. make check runs
-// this package twice: under -race with it set (the in-process tests: the
-// package's own code, the edge, the dashboard in a browser), and without
-// -race (every test): the processes are never race builds, so
-// instrumenting the test binary for them checks only the harness, at ~54
-// CPU-s of the ~268 the package costs (docs/BENCHMARKS.md).
-const skipProcessTests = "CHIME_SKIP_PROCESS_TESTS"
-
-// needsProcesses skips t if skipProcessTests is set.
-func needsProcesses(t *testing.T) {
-	t.Helper()
-	if os.Getenv(skipProcessTests) != "" {
-		t.Skip("starts chime processes; " + skipProcessTests + " is set (make check runs them from a build without -race)")
-	}
-}
-
 // chimeBinary builds ./cmd/chime once per test run.
 func chimeBinary(t *testing.T) string {
 	t.Helper()
-	needsProcesses(t)
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "chime-bin-")
 		if err != nil {
