@@ -112,12 +112,11 @@ func TestShipperFlush(t *testing.T) {
 }
 
 // TestShipperWaitsForThePendingFollower: a write its follower applied is
-// not acknowledged while the follower has not acknowledged holding a
-// valid replica of the slot (its snapshot): that follower would not know
-// it holds the write and would not take the slot over with it. It is
-// acknowledged as soon as the follower is ready (FollowerReady), not
-// re-sent; and it fails if the follower takes longer than the write's
-// deadline.
+// not acknowledged while no replica could take the slot over (Replicas
+// not safe: the follower's snapshot or the grant not acknowledged yet):
+// after the owner's death the write would wait on that follower's disk.
+// It is acknowledged as soon as the board says safe (FollowerReady), not
+// re-sent; and it fails if that takes longer than the write's deadline.
 func TestShipperWaitsForThePendingFollower(t *testing.T) {
 	t.Run("ready", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

@@ -297,7 +297,7 @@ func (s *Shipper) round() bool {
 				// yet (the follower has not acked its snapshot, or nobody
 				// acked the grant): the write waits (FollowerReady).
 				if q.wait != nil && now.After(q.wait.expires) {
-					q.wait.settle(slot, "the slot's follower did not take its copy in time")
+					q.wait.settle(slot, "no replica could take the slot over in time (its follower's copy or grant not acknowledged)")
 					q.wait = nil
 				}
 				continue
