@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"os"
 	"os/exec"
@@ -16,13 +17,14 @@ import (
 // TestWorkloadsSmoke runs every workload at tiny sizes against real
 // `chime serve` processes, so the harness cannot rot against the node. It
 // is skipped with -short and when the chime binary cannot be built.
-// CHIME_BENCH_BIN names a prebuilt binary to use instead of building one
-// (linking chime takes seconds to tens of seconds on a busy 2-core box).
+// CHIME_BENCH_BIN (or CHIME_TEST_BIN, which make check sets) names a
+// prebuilt binary to use instead of building one (linking chime takes
+// seconds to tens of seconds on a busy 2-core box).
 func TestWorkloadsSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns real chime processes; skipped with -short")
 	}
-	bin := os.Getenv("CHIME_BENCH_BIN")
+	bin := cmp.Or(os.Getenv("CHIME_BENCH_BIN"), os.Getenv("CHIME_TEST_BIN"))
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "chime")
 		if out, err := exec.CommandContext(t.Context(), "go", "build", "-o", bin, chimePackage).CombinedOutput(); err != nil {

@@ -34,7 +34,8 @@ import (
 
 var (
 	buildOnce sync.Once
-	builtBin  string
+	builtBin  string // built here, removed at the end
+	prebuilt  string // CHIME_TEST_BIN, kept
 	buildErr  error
 )
 
@@ -94,10 +95,18 @@ var (
 	procBudgetMu sync.Mutex
 )
 
-// chimeBinary builds ./cmd/chime once per test run.
+// chimeBinary builds ./cmd/chime once per test run, unless CHIME_TEST_BIN
+// names a binary built from this tree (make check builds bin/chime once
+// for this package and bench/: linking took 5-20 s on a busy 2-core box).
 func chimeBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
+		if p := os.Getenv("CHIME_TEST_BIN"); p != "" {
+			if _, buildErr = os.Stat(p); buildErr == nil {
+				prebuilt = p
+			}
+			return
+		}
 		dir, err := os.MkdirTemp("", "chime-bin-")
 		if err != nil {
 			buildErr = err
@@ -111,6 +120,9 @@ func chimeBinary(t *testing.T) string {
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
+	}
+	if prebuilt != "" {
+		return prebuilt
 	}
 	return builtBin
 }
