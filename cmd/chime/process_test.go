@@ -75,6 +75,7 @@ func TestMain(m *testing.M) {
 // left slots unwritable (503) after the cluster had agreed.
 func parallelProcs(t *testing.T, n int) {
 	t.Helper()
+	needsProcesses(t)
 	t.Parallel()
 	procBudgetMu.Lock() // one taker at a time: no two tests each half-served
 	for range n {
@@ -95,11 +96,29 @@ var (
 	procBudgetMu sync.Mutex
 )
 
+// skipProcessTests names the environment variable that makes the tests
+// that start chime processes (or the cluster script) skip. make check runs
+// this package twice: under -race with it set (the in-process tests: the
+// package's own code, the edge, the dashboard in a browser), and without
+// -race (every test): the processes are never race builds, so
+// instrumenting the test binary for them checks only the harness (its
+// receivers and clients), at ~73 CPU-s of a make check (docs/BENCHMARKS.md).
+const skipProcessTests = "CHIME_SKIP_PROCESS_TESTS"
+
+// needsProcesses skips t if skipProcessTests is set.
+func needsProcesses(t *testing.T) {
+	t.Helper()
+	if os.Getenv(skipProcessTests) != "" {
+		t.Skip("starts chime processes; " + skipProcessTests + " is set (make check runs them from a build without -race)")
+	}
+}
+
 // chimeBinary builds ./cmd/chime once per test run, unless CHIME_TEST_BIN
 // names a binary built from this tree (make check builds bin/chime once
 // for this package and bench/: linking took 5-20 s on a busy 2-core box).
 func chimeBinary(t *testing.T) string {
 	t.Helper()
+	needsProcesses(t)
 	buildOnce.Do(func() {
 		if p := os.Getenv("CHIME_TEST_BIN"); p != "" {
 			if _, buildErr = os.Stat(p); buildErr == nil {
