@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -161,7 +162,7 @@ func (o *chainOutbox) createChildren(ctx context.Context, p *storage.Task) *chai
 			// finish (a due_at or end_at passed), a callback address now
 			// denied, or an id taken by another task. Dropped, and said.
 			o.n.metrics.chainRefused.Inc()
-			o.n.log.Warn("chain: child not created", "parent", p.ID, "child", c.ID, "fire", fireID(p.ID, c.Seq), "err", err)
+			o.n.log.Warn("chain: child not created", "parent", p.ID, "child", c.ID, "fire", firing.FireID(p.ID, c.Seq), "err", err)
 			op.settled = append(op.settled, c)
 		default:
 			o.n.log.Debug("chain: child not created yet", "parent", p.ID, "child", c.ID, "err", err)
@@ -182,7 +183,7 @@ func (o *chainOutbox) create(ctx context.Context, p *storage.Task, c *storage.Pe
 	if err := (api{n}).CheckCallback(t.Spec.CallbackURL); err != nil {
 		return invalid("callback_url", "%s", err.Error())
 	}
-	t.ParentID, t.ParentFire = p.ID, fireID(p.ID, c.Seq)
+	t.ParentID, t.ParentFire = p.ID, firing.FireID(p.ID, c.Seq)
 	v := n.view.Load()
 	if v.Owns(t.Slot) {
 		_, err := n.createChild(ctx, t)

@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -47,7 +48,7 @@ type noticeBody struct {
 }
 
 // addNotice records, on t whose fire just finished (lf, t.LastFire, as
-// written by finishFire) with outcome failed at now, the notification for
+// written by firing.Finish) with outcome failed at now, the notification for
 // its matching URL, if it has one.
 func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) {
 	url, status := t.Spec.SuccessURL, "success"
@@ -59,12 +60,12 @@ func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) 
 		return
 	}
 	resp := lf.Result
-	if len(resp) > maxResultBytes {
-		resp = resp[:maxResultBytes]
+	if len(resp) > firing.MaxResultBytes {
+		resp = resp[:firing.MaxResultBytes]
 	}
 	body, err := json.Marshal(noticeBody{
 		TaskID:     t.ID,
-		FireID:     fireID(t.ID, seq),
+		FireID:     firing.FireID(t.ID, seq),
 		DueAt:      noticeInstant(lf.DueAt),
 		Status:     status,
 		Attempts:   lf.Attempts,
@@ -79,7 +80,7 @@ func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) 
 	if len(ns) >= maxNotices {
 		drop := len(ns) - maxNotices + 1
 		w.metrics.noticesDropped.WithLabelValues("overflow").Add(float64(drop))
-		w.log.Warn("result callback dropped: too many pending", "task", t.ID, "fire", fireID(t.ID, ns[0].Seq))
+		w.log.Warn("result callback dropped: too many pending", "task", t.ID, "fire", firing.FireID(t.ID, ns[0].Seq))
 		ns = ns[drop:]
 	}
 	// A new slice: the old one may be shared with a copy being encoded.
@@ -193,12 +194,12 @@ func (w *writer) applyNoticeDone(b *storage.Batch, g *syncGroup, r *dispatch.Res
 		w.metrics.noticesDelivered.Inc()
 	case dispatch.OutcomeGone, dispatch.OutcomeDenied:
 		w.metrics.noticesDropped.WithLabelValues(r.Outcome.String()).Inc()
-		w.log.Warn("result callback dropped", "task", id, "fire", fireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
+		w.log.Warn("result callback dropped", "task", id, "fire", firing.FireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
 	default:
 		nt.Attempts++
 		if nt.Attempts >= maxNoticeAttempts {
 			w.metrics.noticesDropped.WithLabelValues("attempts").Inc()
-			w.log.Warn("result callback dropped after its attempts", "task", id, "fire", fireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
+			w.log.Warn("result callback dropped after its attempts", "task", id, "fire", firing.FireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
 		} else {
 			settled = false
 			nt.At = now + int64(schedule.Backoff(nt.Attempts, r.RetryAfter, w.rnd))

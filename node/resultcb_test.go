@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/client/signature"
+	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -237,7 +238,7 @@ func TestAddNoticeBound(t *testing.T) {
 	w := &writer{writerDeps: writerDeps{metrics: m, log: slog.New(slog.DiscardHandler)}}
 	tk := &storage.Task{ID: "b", Spec: storage.Spec{SuccessURL: "http://x/s"}}
 	for seq := uint64(1); seq <= maxNotices+3; seq++ {
-		tk.LastFire = &storage.LastFire{FireID: fireID("b", seq), Attempts: 1, StatusCode: 200}
+		tk.LastFire = &storage.LastFire{FireID: firing.FireID("b", seq), Attempts: 1, StatusCode: 200}
 		w.addNotice(tk, seq, false, int64(seq))
 		w.addNotice(tk, seq, true, int64(seq)) // no failure_url: nothing
 	}

@@ -36,7 +36,7 @@ type heldFires struct {
 	labels map[string]bool // hosts with circuit gauges: open or not
 }
 
-// gate decides, for a fire that beginFire has just started on t (a copy
+// gate decides, for a fire that firing.Begin has just started on t (a copy
 // of the record), whether it may go. When it may not, it remembers the
 // fire as held and returns the time to file the task's entry at.
 func (w *writer) gate(host string, t *storage.Task, due, now int64) (ok bool, retry int64) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -134,11 +135,11 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			}
 		}
 		prev := t.Wake()
-		switch beginFire(t, op.now, int64(w.cfg.MisfireGrace)) {
-		case startNothing:
+		switch firing.Begin(t, op.now, int64(w.cfg.MisfireGrace)) {
+		case firing.StartNothing:
 			g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
 			continue
-		case startExpire:
+		case firing.StartExpire:
 			// Its retention has passed: deleted with its history through
 			// the same path as an API delete, so the follower deletes it
 			// too and a next owner of the slot does not bring it back.
@@ -146,7 +147,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.metrics.expired.Inc()
 			n++
 			continue
-		case startSkipped:
+		case firing.StartSkipped:
 			w.metrics.misfireSkipped.Inc()
 			w.put(b, g, t, prev, op.now)
 			n++
@@ -173,7 +174,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		}
 		w.running[t.ID] = runningFire{seq: t.Inflight.Seq, flow: fs}
 		w.put(b, g, t, prev, op.now)
-		j := jobFor(t)
+		j := firing.JobFor(t)
 		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
 		if fs != nil {
 			w.flowStarted(fs, t, j)
@@ -228,16 +229,16 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		return 0
 	}
 	prev := t.Wake()
-	ex, fr := finishAttempt(t, r, op.now, w.rnd, spare)
+	ex, fr := firing.FinishAttempt(t, r, op.now, w.rnd, spare)
 	switch fr {
-	case finishStale:
+	case firing.FinishStale:
 		// Replaced while its callback ran: the new definition is filed
 		// already, unless it was waiting for this attempt.
 		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
 		return 0
-	case finishRetry:
+	case firing.FinishRetry:
 		w.metrics.retries.Inc()
-	case finishSuccess, finishFailed:
+	case firing.FinishSuccess, firing.FinishFailed:
 		// The chain's children are recorded with the outcome, in the
 		// same write: they replicate with it (chain.go). After an ACK
 		// phase the outcome is the ACK's, the parent's result the
@@ -246,8 +247,8 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		if ex.Ack && t.LastFire != nil {
 			res = t.LastFire.Result
 		}
-		ex.Children = addChildren(t, r.Job.Seq, fr == finishFailed, ex.FinishedAt, res)
-		w.addNotice(t, r.Job.Seq, fr == finishFailed, op.now) // result callback, same write (notice.go)
+		ex.Children = addChildren(t, r.Job.Seq, fr == firing.FinishFailed, ex.FinishedAt, res)
+		w.addNotice(t, r.Job.Seq, fr == firing.FinishFailed, op.now) // result callback, same write (notice.go)
 	}
 	b.AppendExecution(t, ex)
 	w.put(b, g, t, prev, op.now)

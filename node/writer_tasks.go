@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -107,7 +108,7 @@ func (w *writer) isRunning(t *storage.Task) bool {
 func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64, now int64) {
 	t.Version++
 	t.UpdatedAt = now
-	settleFinal(t, now, w.cfg.Retention)
+	firing.SettleFinal(t, now, w.cfg.Retention)
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
 	w.rewait(g, t.ID, now)

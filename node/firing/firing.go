@@ -1,4 +1,9 @@
-package node
+// Package firing is the firing state machine of one task record: what
+// starts a fire and what a finished attempt does to the record. The
+// functions are pure (the record and now in, the record mutated); node's
+// writer persists the result. It knows nothing of slots, the writer or the
+// network. Reference: docs/API.md "Callback", docs/DESIGN.md §7.
+package firing
 
 import (
 	"math/rand/v2"
@@ -10,29 +15,24 @@ import (
 	"github.com/chime-scheduler/chime/storage"
 )
 
-// This file holds the firing state machine of one task record: what starts
-// a fire and what a finished attempt does to the record. The functions are
-// pure (the record and now in, the record mutated); the writer persists the
-// result. Reference: API.md "Callback", DESIGN.md §7.
-
-// startDecision is what beginFire decided.
-type startDecision uint8
+// StartDecision is what Begin decided.
+type StartDecision uint8
 
 const (
-	startNothing startDecision = 1 + iota // nothing is due: the caller re-files the task at t.Wake()
-	startFire                             // an attempt starts now: t.Inflight describes it
-	startSkipped                          // missed occurrences were skipped (misfire=skip); record changed, nothing fires
-	startExpire                           // a final task's retention has passed: the caller deletes it with its history
+	StartNothing StartDecision = 1 + iota // nothing is due: the caller re-files the task at t.Wake()
+	StartFire                             // an attempt starts now: t.Inflight describes it
+	StartSkipped                          // missed occurrences were skipped (misfire=skip); record changed, nothing fires
+	StartExpire                           // a final task's retention has passed: the caller deletes it with its history
 )
 
-// beginFire decides, at now, whether the task fires. It is called when the
+// Begin decides, at now, whether the task fires. It is called when the
 // task's wheel entry expires; the entry may be stale, so everything is
 // decided from the record. grace is how late a periodic fire may start
 // before it counts as missed and the task's misfire policy applies.
-func beginFire(t *storage.Task, now, grace int64) startDecision {
+func Begin(t *storage.Task, now, grace int64) StartDecision {
 	w := t.FireWake() // pending children are the chain outbox's (chain.go)
 	if w == 0 || w > now {
-		return startNothing
+		return StartNothing
 	}
 	if inf := t.Inflight; inf != nil {
 		// A retry whose backoff has passed, or a fire that was in flight
@@ -40,7 +40,7 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		inf.Attempt++
 		inf.NextAttemptAt = 0
 		inf.StartedAt = now
-		return startFire
+		return StartFire
 	}
 	if len(t.Triggers) > 0 && t.Triggers[0] <= now &&
 		(t.Status != storage.StatusScheduled || t.NextDue == 0 || t.Triggers[0] <= t.NextDue) {
@@ -60,7 +60,7 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		}
 		t.FireSeq++
 		t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Trigger: true}
-		return startFire
+		return StartFire
 	}
 	if t.Status != storage.StatusScheduled || t.NextDue == 0 || t.NextDue > now {
 		// Nothing scheduled is due: the wake was the pending backfill's.
@@ -74,9 +74,9 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 				// pending, and the task is still final. A task revived
 				// (replaced, resumed) since its entry was filed is not
 				// final any more and has no ExpireAt.
-				return startExpire
+				return StartExpire
 			}
-			return startNothing
+			return StartNothing
 		}
 		t.FireSeq++
 		t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: bf.Next, Attempt: 1, StartedAt: now, Trigger: true}
@@ -86,7 +86,7 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 		} else {
 			bf.Next, bf.Left = next, bf.Left-1
 		}
-		return startFire
+		return StartFire
 	}
 	// A scheduled fire.
 	due := t.NextDue
@@ -108,11 +108,11 @@ func beginFire(t *storage.Task, now, grace int64) startDecision {
 			t.Status = storage.StatusCompleted // skipped past end_at
 			t.NextDue = 0
 		}
-		return startSkipped
+		return StartSkipped
 	}
 	t.FireSeq++
 	t.Inflight = &storage.Inflight{Seq: t.FireSeq, Due: due, Attempt: 1, StartedAt: now, Misfired: missed}
-	return startFire
+	return StartFire
 }
 
 // NextBackfill is the occurrence a backfill fires after at: the schedule's
@@ -125,7 +125,7 @@ func NextBackfill(spec *storage.Spec, at int64) int64 {
 	return next
 }
 
-// settleFinal keeps FinishedAt and ExpireAt in step with t's status, on
+// SettleFinal keeps FinishedAt and ExpireAt in step with t's status, on
 // every write of the record: a task that just became final is stamped
 // finished at now and expires after its retention (its own retention_ms,
 // else def; 0 = never), which makes its expiry its wake and so puts it in
@@ -133,7 +133,7 @@ func NextBackfill(spec *storage.Spec, at int64) int64 {
 // neither. A task final already keeps its stamps. A record written before
 // retention existed and final already is stamped at its next write: until
 // then it does not expire.
-func settleFinal(t *storage.Task, now int64, def time.Duration) {
+func SettleFinal(t *storage.Task, now int64, def time.Duration) {
 	if !t.Status.Final() {
 		t.FinishedAt, t.ExpireAt = 0, 0
 		return
@@ -152,52 +152,52 @@ func settleFinal(t *storage.Task, now int64, def time.Duration) {
 	}
 }
 
-// fireID is the receiver's dedupe key of one fire: task id ":" sequence.
-func fireID(id string, seq uint64) string {
+// FireID is the receiver's dedupe key of one fire: task id ":" sequence.
+func FireID(id string, seq uint64) string {
 	return id + ":" + strconv.FormatUint(seq, 10)
 }
 
-// finishResult is what one finished attempt did to the record.
-type finishResult uint8
+// FinishResult is what one finished attempt did to the record.
+type FinishResult uint8
 
 const (
-	finishStale   finishResult = 1 + iota // the record no longer has this fire in flight (replaced or deleted): ignore
-	finishRetry                           // the attempt failed and will be retried at Inflight.NextAttemptAt
-	finishSuccess                         // the fire succeeded
-	finishFailed                          // the fire failed for good (retries exhausted, or the endpoint is gone)
+	FinishStale   FinishResult = 1 + iota // the record no longer has this fire in flight (replaced or deleted): ignore
+	FinishRetry                           // the attempt failed and will be retried at Inflight.NextAttemptAt
+	FinishSuccess                         // the fire succeeded
+	FinishFailed                          // the fire failed for good (retries exhausted, or the endpoint is gone)
 )
 
-// finishAwaitAck: the callback succeeded and the fire's ACK phase starts
+// FinishAwaitAck: the callback succeeded and the fire's ACK phase starts
 // (Inflight.Ack); the fire has not finished.
-const finishAwaitAck finishResult = 64
+const FinishAwaitAck FinishResult = 64
 
-// maxResultBytes is how much of a callback's response body is kept.
-const maxResultBytes = 512
+// MaxResultBytes is how much of a callback's response body is kept.
+const MaxResultBytes = 512
 
-// finishFire applies the result of one attempt to the record and returns
+// Finish applies the result of one attempt to the record and returns
 // the execution record to append (nil when stale). Periodic schedules
 // advance from the fire's logical due time, never from now, so they do not
 // drift; a fire that started late enough to be "missed" under misfire
 // fire_once resumes at the first occurrence after now.
-func finishFire(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) (*storage.Execution, finishResult) {
-	return finishAttempt(t, r, now, rnd, false)
+func Finish(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) (*storage.Execution, FinishResult) {
+	return FinishAttempt(t, r, now, rnd, false)
 }
 
-// finishAttempt is finishFire; spare says the attempt was a circuit
+// FinishAttempt is Finish; spare says the attempt was a circuit
 // breaker's probe that failed (dispatch.CircuitProbeFailed): it does not
 // spend one of the fire's retries, so a plain failure is retried whatever
 // the attempt number (the outage's probes never exhaust a task).
-func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand, spare bool) (*storage.Execution, finishResult) {
+func FinishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand, spare bool) (*storage.Execution, FinishResult) {
 	inf := t.Inflight
 	if inf == nil || inf.Seq != r.Job.Seq || inf.Attempt != r.Job.Attempt {
-		return nil, finishStale
+		return nil, FinishStale
 	}
 	body := r.Body
-	if len(body) > maxResultBytes {
-		body = body[:maxResultBytes]
+	if len(body) > MaxResultBytes {
+		body = body[:MaxResultBytes]
 	}
 	ex := &storage.Execution{
-		FireID:     fireID(t.ID, inf.Seq),
+		FireID:     FireID(t.ID, inf.Seq),
 		DueAt:      inf.Due,
 		StartedAt:  r.StartedAt.UnixNano(),
 		FinishedAt: r.FinishedAt.UnixNano(),
@@ -214,7 +214,7 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 	// address: retrying cannot help, and must not dial it) end the fire.
 	if r.Outcome == dispatch.OutcomeFailure && (inf.Attempt <= t.Spec.MaxRetries || spare) {
 		inf.NextAttemptAt = now + int64(schedule.Backoff(inf.Attempt, r.RetryAfter, rnd))
-		return ex, finishRetry
+		return ex, FinishRetry
 	}
 	t.LastFire = &storage.LastFire{
 		FireID:     ex.FireID,
@@ -236,11 +236,11 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 		t.FailCount = 0
 		if !inf.Trigger {
 			if startAck(t, inf, now) {
-				return ex, finishAwaitAck
+				return ex, FinishAwaitAck
 			}
 			advance(t, inf, now)
 		}
-		return ex, finishSuccess
+		return ex, FinishSuccess
 	case dispatch.OutcomeGone:
 		// The endpoint is gone: the task stops, whatever kind of fire this was.
 		t.FailCount++
@@ -250,24 +250,24 @@ func finishAttempt(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Ran
 		} else {
 			t.Status = storage.StatusFailed
 		}
-		return ex, finishFailed
+		return ex, FinishFailed
 	}
 	t.FailCount++
 	if inf.Trigger {
-		return ex, finishFailed // an extra fire does not move the schedule
+		return ex, FinishFailed // an extra fire does not move the schedule
 	}
 	if !periodic {
 		t.Status = storage.StatusFailed
 		t.NextDue = 0
-		return ex, finishFailed
+		return ex, FinishFailed
 	}
 	if t.Spec.MaxFails > 0 && t.FailCount >= uint64(t.Spec.MaxFails) {
 		t.Status = storage.StatusInactive
 		t.NextDue = 0
-		return ex, finishFailed
+		return ex, FinishFailed
 	}
 	advance(t, inf, now)
-	return ex, finishFailed
+	return ex, FinishFailed
 }
 
 // FailReasonAck is Task.FailReason of a task whose ACK phase failed.
@@ -297,22 +297,22 @@ func startAck(t *storage.Task, inf *storage.Inflight, now int64) bool {
 // done; anything else is retried with the usual backoff until ack_retries
 // are spent (a refused address at once), then the task failed with reason
 // "ack". Either way this ends the fire: its chain starts now.
-func finishAck(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) finishResult {
+func finishAck(t *storage.Task, r *dispatch.Result, now int64, rnd *rand.Rand) FinishResult {
 	inf := t.Inflight
 	if r.Outcome != dispatch.OutcomeSuccess && r.Outcome != dispatch.OutcomeDenied && inf.Attempt <= t.Spec.AckRetries {
 		inf.NextAttemptAt = now + int64(schedule.Backoff(inf.Attempt, r.RetryAfter, rnd))
-		return finishRetry
+		return FinishRetry
 	}
 	t.Inflight = nil
 	t.NextDue = 0
 	if r.Outcome == dispatch.OutcomeSuccess {
 		t.Status = storage.StatusDone
-		return finishSuccess
+		return FinishSuccess
 	}
 	t.Status = storage.StatusFailed
 	t.FailReason = FailReasonAck
 	t.FailCount++
-	return finishFailed
+	return FinishFailed
 }
 
 // advance moves the schedule past the fire inf: a one-shot task is done, a
@@ -338,8 +338,8 @@ func advance(t *storage.Task, inf *storage.Inflight, now int64) {
 	}
 }
 
-// jobFor builds the dispatcher job for the attempt described by t.Inflight.
-func jobFor(t *storage.Task) *dispatch.Job {
+// JobFor builds the dispatcher job for the attempt described by t.Inflight.
+func JobFor(t *storage.Task) *dispatch.Job {
 	inf := t.Inflight
 	j := &dispatch.Job{
 		TaskID:  t.ID,

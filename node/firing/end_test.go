@@ -1,4 +1,4 @@
-package node
+package firing
 
 import (
 	"math/rand/v2"
@@ -9,8 +9,8 @@ import (
 	"github.com/chime-scheduler/chime/storage"
 )
 
-// TestFireEndsTask: end_at and max_runs on the fire path (beginFire,
-// finishFire), with a 10 s every task due at 100 s.
+// TestFireEndsTask: end_at and max_runs on the fire path (Begin,
+// Finish), with a 10 s every task due at 100 s.
 func TestFireEndsTask(t *testing.T) {
 	limited := func(misfire storage.Misfire, endAt, maxRuns int64, runs uint64) *storage.Task {
 		task := everyTask(100*sec, misfire)
@@ -43,16 +43,16 @@ func TestFireEndsTask(t *testing.T) {
 			if tc.trigger {
 				task.Triggers = []int64{tc.now}
 			}
-			if d := beginFire(task, tc.now, 5*sec); d != startFire {
-				t.Fatalf("beginFire = %d, want startFire", d)
+			if d := Begin(task, tc.now, 5*sec); d != StartFire {
+				t.Fatalf("Begin = %d, want StartFire", d)
 			}
-			res := &dispatch.Result{Job: jobFor(task), Outcome: tc.outcome, StatusCode: 200,
+			res := &dispatch.Result{Job: JobFor(task), Outcome: tc.outcome, StatusCode: 200,
 				StartedAt: time.Unix(0, tc.now), FinishedAt: time.Unix(0, tc.now+sec)}
 			if tc.outcome == dispatch.OutcomeFailure {
 				task.Inflight.Attempt = task.Spec.MaxRetries + 1 // retries exhausted
 				res.Job.Attempt = task.Inflight.Attempt
 			}
-			finishFire(task, res, tc.now+sec, rand.New(rand.NewPCG(1, 1)))
+			Finish(task, res, tc.now+sec, rand.New(rand.NewPCG(1, 1)))
 			if task.Status != tc.wantStatus || task.NextDue != tc.wantNext || task.Runs != tc.wantRuns {
 				t.Errorf("status %v next %d runs %d, want %v %d %d", task.Status, task.NextDue/sec, task.Runs,
 					tc.wantStatus, tc.wantNext/sec, tc.wantRuns)
@@ -66,15 +66,15 @@ func TestFireEndsTask(t *testing.T) {
 func TestSkipPastEndCompletes(t *testing.T) {
 	task := everyTask(100*sec, storage.MisfireSkip)
 	task.Spec.EndAt = 130 * sec
-	if d := beginFire(task, 135*sec, 5*sec); d != startSkipped {
-		t.Fatalf("beginFire = %d, want startSkipped", d)
+	if d := Begin(task, 135*sec, 5*sec); d != StartSkipped {
+		t.Fatalf("Begin = %d, want StartSkipped", d)
 	}
 	if task.Status != storage.StatusCompleted || task.NextDue != 0 || task.Runs != 0 {
 		t.Errorf("status %v next %d runs %d, want completed, 0, 0", task.Status, task.NextDue, task.Runs)
 	}
 	task = everyTask(100*sec, storage.MisfireSkip)
 	task.Spec.EndAt = 140 * sec
-	if beginFire(task, 135*sec, 5*sec); task.Status != storage.StatusScheduled || task.NextDue != 140*sec {
+	if Begin(task, 135*sec, 5*sec); task.Status != storage.StatusScheduled || task.NextDue != 140*sec {
 		t.Errorf("skip to end_at: status %v next %d, want scheduled at 140", task.Status, task.NextDue/sec)
 	}
 }

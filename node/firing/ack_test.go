@@ -1,4 +1,4 @@
-package node
+package firing
 
 import (
 	"math/rand/v2"
@@ -41,27 +41,27 @@ func TestFinishFireAck(t *testing.T) {
 		name       string
 		task       *storage.Task
 		res        *dispatch.Result
-		want       finishResult
+		want       FinishResult
 		wantStatus storage.Status
 		wantAck    bool  // the ACK phase is in flight afterwards
 		wantAt     int64 // its next attempt, when wantAck (0: a backoff of about 1s)
 		wantReason string
 		wantExAck  bool
 	}{
-		{"callback 2xx awaits the ack", ackTask(false, 1), result(dispatch.OutcomeSuccess, 200, 1), finishAwaitAck, storage.StatusAwaitingAck, true, now + 2*sec, "", false},
-		{"callback failure retries the callback", ackTask(false, 1), result(dispatch.OutcomeFailure, 500, 1), finishRetry, storage.StatusScheduled, false, 0, "", false},
-		{"callback failure exhausted: failed, no ack", ackTask(false, 3), result(dispatch.OutcomeFailure, 500, 3), finishFailed, storage.StatusFailed, false, 0, "", false},
-		{"ack 2xx is done", ackTask(true, 1), result(dispatch.OutcomeSuccess, 204, 1), finishSuccess, storage.StatusDone, false, 0, "", true},
-		{"ack failure retries", ackTask(true, 1), result(dispatch.OutcomeFailure, 500, 1), finishRetry, storage.StatusAwaitingAck, true, 0, "", true},
-		{"ack 404 retries", ackTask(true, 2), result(dispatch.OutcomeGone, 404, 2), finishRetry, storage.StatusAwaitingAck, true, 0, "", true},
-		{"ack retries exhausted: failed, reason ack", ackTask(true, 3), result(dispatch.OutcomeFailure, 500, 3), finishFailed, storage.StatusFailed, false, 0, FailReasonAck, true},
-		{"ack address refused: failed at once", ackTask(true, 1), result(dispatch.OutcomeDenied, 0, 1), finishFailed, storage.StatusFailed, false, 0, FailReasonAck, true},
+		{"callback 2xx awaits the ack", ackTask(false, 1), result(dispatch.OutcomeSuccess, 200, 1), FinishAwaitAck, storage.StatusAwaitingAck, true, now + 2*sec, "", false},
+		{"callback failure retries the callback", ackTask(false, 1), result(dispatch.OutcomeFailure, 500, 1), FinishRetry, storage.StatusScheduled, false, 0, "", false},
+		{"callback failure exhausted: failed, no ack", ackTask(false, 3), result(dispatch.OutcomeFailure, 500, 3), FinishFailed, storage.StatusFailed, false, 0, "", false},
+		{"ack 2xx is done", ackTask(true, 1), result(dispatch.OutcomeSuccess, 204, 1), FinishSuccess, storage.StatusDone, false, 0, "", true},
+		{"ack failure retries", ackTask(true, 1), result(dispatch.OutcomeFailure, 500, 1), FinishRetry, storage.StatusAwaitingAck, true, 0, "", true},
+		{"ack 404 retries", ackTask(true, 2), result(dispatch.OutcomeGone, 404, 2), FinishRetry, storage.StatusAwaitingAck, true, 0, "", true},
+		{"ack retries exhausted: failed, reason ack", ackTask(true, 3), result(dispatch.OutcomeFailure, 500, 3), FinishFailed, storage.StatusFailed, false, 0, FailReasonAck, true},
+		{"ack address refused: failed at once", ackTask(true, 1), result(dispatch.OutcomeDenied, 0, 1), FinishFailed, storage.StatusFailed, false, 0, FailReasonAck, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ex, got := finishFire(tc.task, tc.res, now, rnd)
+			ex, got := Finish(tc.task, tc.res, now, rnd)
 			if got != tc.want {
-				t.Fatalf("finishFire = %d, want %d", got, tc.want)
+				t.Fatalf("Finish = %d, want %d", got, tc.want)
 			}
 			if ex == nil || ex.FireID != "t:1" || ex.Ack != tc.wantExAck {
 				t.Errorf("execution %+v, want fire t:1 with Ack %v", ex, tc.wantExAck)
@@ -97,19 +97,19 @@ func TestFinishFireAck(t *testing.T) {
 	}
 }
 
-// TestBeginFireAck: the ACK phase starts its attempts through beginFire
+// TestBeginFireAck: the ACK phase starts its attempts through Begin
 // like a retry: not before its time, then attempt 1, 2, … of the same fire,
-// and jobFor sends them to the ack_url with the ACK marker.
+// and JobFor sends them to the ack_url with the ACK marker.
 func TestBeginFireAck(t *testing.T) {
 	task := ackTask(true, 0)
 	task.Inflight.NextAttemptAt = 103 * sec
-	if got := beginFire(task, 103*sec-1, int64(5*time.Second)); got != startNothing {
-		t.Fatalf("beginFire before the ack delay = %d, want nothing", got)
+	if got := Begin(task, 103*sec-1, int64(5*time.Second)); got != StartNothing {
+		t.Fatalf("Begin before the ack delay = %d, want nothing", got)
 	}
-	if got := beginFire(task, 103*sec, int64(5*time.Second)); got != startFire {
-		t.Fatalf("beginFire at the ack delay = %d, want a fire", got)
+	if got := Begin(task, 103*sec, int64(5*time.Second)); got != StartFire {
+		t.Fatalf("Begin at the ack delay = %d, want a fire", got)
 	}
-	j := jobFor(task)
+	j := JobFor(task)
 	if j.URL != "https://example.com/ack" || !j.Ack || j.Attempt != 1 || j.Seq != 1 || j.Due != 100*sec {
 		t.Errorf("job %+v, want ACK attempt 1 of fire 1 to the ack_url", j)
 	}
@@ -117,7 +117,7 @@ func TestBeginFireAck(t *testing.T) {
 		t.Errorf("status %v, want awaiting_ack", task.Status)
 	}
 	cb := ackTask(false, 1)
-	if j := jobFor(cb); j.URL != cb.Spec.CallbackURL || j.Ack {
+	if j := JobFor(cb); j.URL != cb.Spec.CallbackURL || j.Ack {
 		t.Errorf("callback job %+v, want the callback_url without the ACK marker", j)
 	}
 }

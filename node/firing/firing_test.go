@@ -1,4 +1,4 @@
-package node
+package firing
 
 import (
 	"math/rand/v2"
@@ -27,54 +27,54 @@ func TestBeginFire(t *testing.T) {
 		name     string
 		task     func() *storage.Task
 		now      int64
-		want     startDecision
+		want     StartDecision
 		wantSeq  uint64
 		wantDue  int64
 		wantNext int64
 		missed   bool
 	}{
-		{"not due yet", func() *storage.Task { return onceTask(100 * sec) }, 99 * sec, startNothing, 0, 0, 100 * sec, false},
-		{"due now", func() *storage.Task { return onceTask(100 * sec) }, 100 * sec, startFire, 1, 100 * sec, 100 * sec, false},
-		{"one-shot late fires however late", func() *storage.Task { return onceTask(100 * sec) }, 1000 * sec, startFire, 1, 100 * sec, 100 * sec, false},
+		{"not due yet", func() *storage.Task { return onceTask(100 * sec) }, 99 * sec, StartNothing, 0, 0, 100 * sec, false},
+		{"due now", func() *storage.Task { return onceTask(100 * sec) }, 100 * sec, StartFire, 1, 100 * sec, 100 * sec, false},
+		{"one-shot late fires however late", func() *storage.Task { return onceTask(100 * sec) }, 1000 * sec, StartFire, 1, 100 * sec, 100 * sec, false},
 		{"paused does not fire", func() *storage.Task {
 			t := onceTask(100 * sec)
 			t.Status = storage.StatusPaused
 			return t
-		}, 200 * sec, startNothing, 0, 0, 100 * sec, false},
-		{"periodic within grace", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireOnce) }, 104 * sec, startFire, 1, 100 * sec, 100 * sec, false},
-		{"periodic missed, fire_once", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireOnce) }, 135 * sec, startFire, 1, 100 * sec, 100 * sec, true},
-		{"periodic missed, fire_all", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireAll) }, 135 * sec, startFire, 1, 100 * sec, 100 * sec, true},
-		{"periodic missed, skip", func() *storage.Task { return everyTask(100*sec, storage.MisfireSkip) }, 135 * sec, startSkipped, 0, 0, 140 * sec, false},
+		}, 200 * sec, StartNothing, 0, 0, 100 * sec, false},
+		{"periodic within grace", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireOnce) }, 104 * sec, StartFire, 1, 100 * sec, 100 * sec, false},
+		{"periodic missed, fire_once", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireOnce) }, 135 * sec, StartFire, 1, 100 * sec, 100 * sec, true},
+		{"periodic missed, fire_all", func() *storage.Task { return everyTask(100*sec, storage.MisfireFireAll) }, 135 * sec, StartFire, 1, 100 * sec, 100 * sec, true},
+		{"periodic missed, skip", func() *storage.Task { return everyTask(100*sec, storage.MisfireSkip) }, 135 * sec, StartSkipped, 0, 0, 140 * sec, false},
 		{"trigger on a paused task", func() *storage.Task {
 			t := onceTask(100 * sec)
 			t.Status = storage.StatusPaused
 			t.Triggers = []int64{50 * sec}
 			return t
-		}, 60 * sec, startFire, 1, 50 * sec, 100 * sec, false},
+		}, 60 * sec, StartFire, 1, 50 * sec, 100 * sec, false},
 		{"in-flight fire repeats with the same seq", func() *storage.Task {
 			t := onceTask(100 * sec)
 			t.FireSeq = 7
 			t.Inflight = &storage.Inflight{Seq: 7, Due: 100 * sec, Attempt: 1}
 			return t
-		}, 300 * sec, startFire, 7, 100 * sec, 100 * sec, false},
+		}, 300 * sec, StartFire, 7, 100 * sec, 100 * sec, false},
 		{"retry waits for its backoff", func() *storage.Task {
 			t := onceTask(100 * sec)
 			t.FireSeq = 1
 			t.Inflight = &storage.Inflight{Seq: 1, Due: 100 * sec, Attempt: 1, NextAttemptAt: 102 * sec}
 			return t
-		}, 101 * sec, startNothing, 1, 100 * sec, 100 * sec, false},
+		}, 101 * sec, StartNothing, 1, 100 * sec, 100 * sec, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			task := tc.task()
-			got := beginFire(task, tc.now, grace)
+			got := Begin(task, tc.now, grace)
 			if got != tc.want {
-				t.Fatalf("beginFire = %d, want %d", got, tc.want)
+				t.Fatalf("Begin = %d, want %d", got, tc.want)
 			}
 			if task.NextDue != tc.wantNext {
 				t.Errorf("NextDue = %d, want %d", task.NextDue, tc.wantNext)
 			}
-			if tc.want != startFire {
+			if tc.want != StartFire {
 				return
 			}
 			inf := task.Inflight
@@ -104,30 +104,30 @@ func TestFinishFire(t *testing.T) {
 		name       string
 		task       *storage.Task
 		res        *dispatch.Result
-		want       finishResult
+		want       FinishResult
 		wantStatus storage.Status
 		wantNext   int64
 		wantRetry  bool
 		wantFails  uint64
 	}{
-		{"one-shot success", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusDone, 0, false, 0},
-		{"one-shot failure retries", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeFailure, 500, 1, 1), finishRetry, storage.StatusScheduled, 100 * sec, true, 0},
-		{"one-shot retries exhausted", inflight(onceTask(100*sec), 3), result(dispatch.OutcomeFailure, 500, 3, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"one-shot gone", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeGone, 410, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"periodic success advances from due", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), finishSuccess, storage.StatusScheduled, 110 * sec, false, 0},
-		{"periodic gone is inactive", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeGone, 404, 1, 1), finishFailed, storage.StatusInactive, 0, false, 1},
-		{"one-shot denied is not retried", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeDenied, 0, 1, 1), finishFailed, storage.StatusFailed, 0, false, 1},
-		{"periodic denied advances, not retried", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeDenied, 0, 1, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
-		{"periodic failure advances", inflight(everyTask(100*sec, storage.MisfireFireOnce), 2), result(dispatch.OutcomeFailure, 500, 2, 1), finishFailed, storage.StatusScheduled, 110 * sec, false, 1},
-		{"stale seq is ignored", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 9), finishStale, storage.StatusScheduled, 100 * sec, true, 0},
+		{"one-shot success", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), FinishSuccess, storage.StatusDone, 0, false, 0},
+		{"one-shot failure retries", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeFailure, 500, 1, 1), FinishRetry, storage.StatusScheduled, 100 * sec, true, 0},
+		{"one-shot retries exhausted", inflight(onceTask(100*sec), 3), result(dispatch.OutcomeFailure, 500, 3, 1), FinishFailed, storage.StatusFailed, 0, false, 1},
+		{"one-shot gone", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeGone, 410, 1, 1), FinishFailed, storage.StatusFailed, 0, false, 1},
+		{"periodic success advances from due", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeSuccess, 200, 1, 1), FinishSuccess, storage.StatusScheduled, 110 * sec, false, 0},
+		{"periodic gone is inactive", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeGone, 404, 1, 1), FinishFailed, storage.StatusInactive, 0, false, 1},
+		{"one-shot denied is not retried", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeDenied, 0, 1, 1), FinishFailed, storage.StatusFailed, 0, false, 1},
+		{"periodic denied advances, not retried", inflight(everyTask(100*sec, storage.MisfireFireOnce), 1), result(dispatch.OutcomeDenied, 0, 1, 1), FinishFailed, storage.StatusScheduled, 110 * sec, false, 1},
+		{"periodic failure advances", inflight(everyTask(100*sec, storage.MisfireFireOnce), 2), result(dispatch.OutcomeFailure, 500, 2, 1), FinishFailed, storage.StatusScheduled, 110 * sec, false, 1},
+		{"stale seq is ignored", inflight(onceTask(100*sec), 1), result(dispatch.OutcomeSuccess, 200, 1, 9), FinishStale, storage.StatusScheduled, 100 * sec, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ex, got := finishFire(tc.task, tc.res, 101*sec, rnd)
+			ex, got := Finish(tc.task, tc.res, 101*sec, rnd)
 			if got != tc.want {
-				t.Fatalf("finishFire = %d, want %d", got, tc.want)
+				t.Fatalf("Finish = %d, want %d", got, tc.want)
 			}
-			if got == finishStale {
+			if got == FinishStale {
 				if ex != nil {
 					t.Error("a stale result produced an execution record")
 				}
@@ -154,17 +154,17 @@ func TestFinishFire(t *testing.T) {
 
 func TestFinishFireMisfireFireOnceResumesAfterNow(t *testing.T) {
 	task := everyTask(100*sec, storage.MisfireFireOnce)
-	if beginFire(task, 135*sec, 5*sec) != startFire {
+	if Begin(task, 135*sec, 5*sec) != StartFire {
 		t.Fatal("did not fire")
 	}
-	res := &dispatch.Result{Job: jobFor(task), Outcome: dispatch.OutcomeSuccess, StatusCode: 200, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}
-	finishFire(task, res, 136*sec, rand.New(rand.NewPCG(1, 1)))
+	res := &dispatch.Result{Job: JobFor(task), Outcome: dispatch.OutcomeSuccess, StatusCode: 200, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}
+	Finish(task, res, 136*sec, rand.New(rand.NewPCG(1, 1)))
 	if task.NextDue != 140*sec {
 		t.Errorf("NextDue = %d, want %d (first occurrence after now on the 10 s grid)", task.NextDue/sec, 140)
 	}
 	task = everyTask(100*sec, storage.MisfireFireAll)
-	beginFire(task, 135*sec, 5*sec)
-	finishFire(task, &dispatch.Result{Job: jobFor(task), Outcome: dispatch.OutcomeSuccess, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}, 136*sec, rand.New(rand.NewPCG(1, 1)))
+	Begin(task, 135*sec, 5*sec)
+	Finish(task, &dispatch.Result{Job: JobFor(task), Outcome: dispatch.OutcomeSuccess, StartedAt: time.Unix(135, 0), FinishedAt: time.Unix(135, 0)}, 136*sec, rand.New(rand.NewPCG(1, 1)))
 	if task.NextDue != 110*sec {
 		t.Errorf("fire_all NextDue = %d, want 110 (every missed occurrence fires)", task.NextDue/sec)
 	}
