@@ -15,6 +15,7 @@ import (
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
+	"github.com/chime-scheduler/chime/node/idfilter"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/node/membership"
@@ -54,7 +55,7 @@ type Node struct {
 	dash       *dashboard.Dashboard // the live dashboard's snapshots and timeline
 	hosts      *dispatch.HostStats
 	breakers   *dispatch.Breakers // nil: Config.Breaker.Off
-	ids        *idFilter
+	ids        *idfilter.Filter
 	rebuildIDs chan struct{} // cap 1: the id filter outgrew its size
 	stopBG     chan struct{}
 	tasks      struct {
@@ -83,7 +84,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg.Clock = clock.Or(cfg.Clock) // the parts built with &n.cfg use it as is
 	n := &Node{cfg: cfg, log: log.With("node", cfg.Name), now: cfg.Clock.Now, hosts: dispatch.NewHostStats(),
-		ids: newIDFilter(minIDFilter), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
+		ids: idfilter.New(idfilter.Min), rebuildIDs: make(chan struct{}, 1), stopBG: make(chan struct{})}
 	n.tasks.base.Store(-1)
 	n.chain = newChainOutbox(n)
 	if !cfg.Breaker.Off {
@@ -320,7 +321,7 @@ func (n *Node) countTasks() {
 		defer n.bg.Done()
 		before := n.tasks.delta.Load()
 		var c int64
-		err := n.ids.build(func(add func([]byte)) error {
+		err := n.ids.Build(func(add func([]byte)) error {
 			return n.store.ScanTaskIDs(nil, func(_ uint16, id []byte) bool {
 				c++
 				add(id)
@@ -338,7 +339,7 @@ func (n *Node) countTasks() {
 				return
 			case <-n.rebuildIDs:
 			}
-			err := n.ids.build(func(add func([]byte)) error {
+			err := n.ids.Build(func(add func([]byte)) error {
 				return n.store.ScanTaskIDs(nil, func(_ uint16, id []byte) bool {
 					add(id)
 					select {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/idfilter"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/slots"
@@ -56,7 +57,7 @@ type writerDeps struct {
 	queued     func() int               // dispatcher backlog
 	metrics    *metrics
 	hosts      *dispatch.HostStats
-	ids        *idFilter                   // which ids may exist; creates of others skip a read
+	ids        *idfilter.Filter            // which ids may exist; creates of others skip a read
 	rebuildIDs func()                      // asks for a larger id filter; never blocks
 	counted    func(delta int64)           // tasks created (+) and deleted (-)
 	view       func() *view                // the current view: a slot not owned is not fired

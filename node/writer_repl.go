@@ -137,7 +137,7 @@ func (w *writer) purgeSlot(slot uint16, ids []string) {
 	}
 	for _, id := range ids {
 		w.hot.drop(id)
-		if w.ids.add(id) {
+		if w.ids.Add(id) {
 			w.rebuildIDs()
 		}
 	}
@@ -212,7 +212,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int
 			res.Gens[i] = w.repl.bumpGen(m.Slot)
 			w.purgeSlot(m.Slot, nil)
 			for _, id := range o.TaskIDs() {
-				if w.ids.add(id) {
+				if w.ids.Add(id) {
 					w.rebuildIDs()
 				}
 			}

@@ -71,7 +71,7 @@ func (w *writer) getForCreate(id string) (*storage.Task, error) {
 	if t, ok := w.pending[id]; ok {
 		return t, nil
 	}
-	if !w.ids.mayContain(id) {
+	if !w.ids.MayContain(id) {
 		return nil, nil
 	}
 	return w.get(id)
@@ -189,7 +189,7 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 			t.ParentID, t.ParentFire = old.ParentID, old.ParentFire
 		} else {
 			op.created[i] = true
-			if w.ids.add(t.ID) {
+			if w.ids.Add(t.ID) {
 				w.rebuildIDs()
 			}
 		}

@@ -1,4 +1,4 @@
-package node
+package idfilter
 
 import (
 	"fmt"
@@ -8,32 +8,32 @@ import (
 )
 
 func TestIDFilter(t *testing.T) {
-	f := newIDFilter(minIDFilter)
-	if !f.mayContain("anything") {
+	f := New(Min)
+	if !f.MayContain("anything") {
 		t.Fatal("before its first build the filter must answer maybe for every id")
 	}
 	stored := make([]string, 5000)
 	for i := range stored {
 		stored[i] = fmt.Sprintf("stored-%d", i)
 	}
-	err := f.build(func(add func([]byte)) error {
+	err := f.Build(func(add func([]byte)) error {
 		for _, id := range stored {
 			add([]byte(id))
 		}
-		f.add("created-during-scan") // a create racing the scan
+		f.Add("created-during-scan") // a create racing the scan
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range append(stored, "created-during-scan") {
-		if !f.mayContain(id) {
+		if !f.MayContain(id) {
 			t.Fatalf("stored id %q reported absent: a false negative would allow a duplicate create", id)
 		}
 	}
 	fp := 0
 	for i := range 100000 {
-		if f.mayContain(fmt.Sprintf("new-%d", i)) {
+		if f.MayContain(fmt.Sprintf("new-%d", i)) {
 			fp++
 		}
 	}
@@ -43,12 +43,12 @@ func TestIDFilter(t *testing.T) {
 }
 
 // TestIDFilterRebuildsWhenFull grows a filter sized for 4,096 ids (the
-// node's is sized for minIDFilter, a million: the same logic, 256 times
+// node's is sized for Min, a million: the same logic, 256 times
 // the ids to add under -race).
 func TestIDFilterRebuildsWhenFull(t *testing.T) {
 	const min = 1 << 12
-	f := newIDFilter(min)
-	if err := f.build(func(func([]byte)) error { return nil }); err != nil {
+	f := New(min)
+	if err := f.Build(func(func([]byte)) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	var all []string
@@ -56,20 +56,20 @@ func TestIDFilterRebuildsWhenFull(t *testing.T) {
 	for i := 0; !asked; i++ {
 		id := fmt.Sprintf("id-%d", i)
 		all = append(all, id)
-		asked = f.add(id)
+		asked = f.Add(id)
 	}
 	if len(all) <= min {
 		t.Fatalf("rebuild asked after %d ids, want after more than %d", len(all), min)
 	}
-	if f.add("one-more") {
+	if f.Add("one-more") {
 		t.Error("a second rebuild was asked while one is pending")
 	}
 	all = append(all, "one-more")
-	err := f.build(func(add func([]byte)) error {
+	err := f.Build(func(add func([]byte)) error {
 		for _, id := range all[:len(all)/2] {
 			add([]byte(id))
 		}
-		f.add("during-rebuild")
+		f.Add("during-rebuild")
 		for _, id := range all[len(all)/2:] {
 			add([]byte(id))
 		}
@@ -79,7 +79,7 @@ func TestIDFilterRebuildsWhenFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range append(all, "during-rebuild") {
-		if !f.mayContain(id) {
+		if !f.MayContain(id) {
 			t.Fatalf("id %q lost by the rebuild", id)
 		}
 	}

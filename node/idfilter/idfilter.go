@@ -1,4 +1,6 @@
-package node
+// Package idfilter is the Bloom filter of stored task ids that lets a
+// create of a new id skip the 409-if-exists read.
+package idfilter
 
 import (
 	"math/bits"
@@ -7,7 +9,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// idFilter answers "might a task with this id be stored?" so that creating
+// Filter answers "might a task with this id be stored?" so that creating
 // a task with a new id (the common case) skips the Pebble read that the
 // 409-if-exists check would otherwise cost (about 10 us per task measured
 // under create load: a third of the create path). It is a Bloom filter over
@@ -15,13 +17,13 @@ import (
 // cannot happen once it is ready.
 //
 // It is filled from a key-only scan of the store at start (until then
-// mayContain says yes to everything) and from every create. Deletes are not
+// MayContain says yes to everything) and from every create. Deletes are not
 // removed (a deleted id stays a possible false positive). When more ids have
 // been added than it was sized for, the node rebuilds it twice as large
 // from another scan, feeding new creates to both filters meanwhile.
 //
 // Safe for concurrent use: the writer adds and asks, a background scan adds.
-type idFilter struct {
+type Filter struct {
 	min int // the fewest ids any of its Bloom filters is sized for
 	mu  struct {
 		sync.Mutex
@@ -47,7 +49,7 @@ type bloom struct {
 const (
 	bloomBitsPerID = 10
 	bloomProbes    = 7
-	minIDFilter    = 1 << 20
+	Min    = 1 << 20
 )
 
 func newBloom(capacity int) *bloom {
@@ -79,26 +81,26 @@ func (b *bloom) has(h uint64) bool {
 	return true
 }
 
-// newIDFilter returns a filter that is never smaller than min ids
-// (minIDFilter in production; tests use small ones, so that growing past
+// New returns a filter that is never smaller than min ids
+// (Min in production; tests use small ones, so that growing past
 // it costs thousands of ids, not a million).
-func newIDFilter(min int) *idFilter {
-	f := &idFilter{min: min}
+func New(min int) *Filter {
+	f := &Filter{min: min}
 	f.mu.cur = newBloom(min)
 	return f
 }
 
-// mayContain reports whether id might be stored.
-func (f *idFilter) mayContain(id string) bool {
+// MayContain reports whether id might be stored.
+func (f *Filter) MayContain(id string) bool {
 	h := xxhash.Sum64String(id)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return !f.mu.ready || f.mu.cur.has(h)
 }
 
-// add records a stored id. It reports whether the filter has outgrown its
+// Add records a stored id. It reports whether the filter has outgrown its
 // size and no rebuild is running: the caller should start one.
-func (f *idFilter) add(id string) (rebuild bool) {
+func (f *Filter) Add(id string) (rebuild bool) {
 	h := xxhash.Sum64String(id)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -113,10 +115,10 @@ func (f *idFilter) add(id string) (rebuild bool) {
 	return false
 }
 
-// build fills the filter from scan, which must call add for every stored id
+// Build fills the filter from scan, which must call add for every stored id
 // (a snapshot taken after this call starts). The first build makes the
 // filter ready; later ones replace it with one sized for twice its ids.
-func (f *idFilter) build(scan func(add func(id []byte)) error) error {
+func (f *Filter) Build(scan func(add func(id []byte)) error) error {
 	f.mu.Lock()
 	f.mu.pending = true
 	next := f.mu.cur
