@@ -49,7 +49,7 @@ type bloom struct {
 const (
 	bloomBitsPerID = 10
 	bloomProbes    = 7
-	Min    = 1 << 20
+	Min            = 1 << 20
 )
 
 func newBloom(capacity int) *bloom {
