@@ -10,9 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // aeRoles returns the indexes of the owner and the follower of slot s in

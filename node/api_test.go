@@ -3,10 +3,11 @@ package node
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/chime-scheduler/chime/node/health"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"strings"
 	"testing"
+
+	"github.com/chime-scheduler/chime/node/health"
+	"github.com/chime-scheduler/chime/node/httpapi"
 )
 
 type errorBody struct {

@@ -330,7 +330,7 @@ func (w *writer) applyChainDone(b *storage.Batch, g *syncGroup, op *chainDoneOp)
 	}
 	if len(left) == len(t.Children) {
 		w.chain.release(op.parent) // before wakeOf: the children count again
-		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+		g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.wakeOf(t)})
 		return 0
 	}
 	t.Children = left

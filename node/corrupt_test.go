@@ -3,12 +3,13 @@ package node
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/httpapi"
 
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"

@@ -2,7 +2,6 @@ package node
 
 import (
 	"encoding/json"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/httpapi"
 )
 
 // edgeReq sends a raw request to tn: body as is, hdr pairs set exactly

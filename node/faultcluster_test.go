@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/node/httpapi"
 
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"

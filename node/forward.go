@@ -11,12 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
-	"github.com/valyala/fasthttp"
 )
 
 // Headers of calls between nodes.

@@ -7,8 +7,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/chime-scheduler/chime/slots"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/chime-scheduler/chime/slots"
 )
 
 // TestJoinMovesSlotsWithTheirTasks: tasks stored on a lone node; a second

@@ -139,7 +139,7 @@ func (l *loop) run() {
 			l.mu.gained = l.mu.gained[:0]
 			l.mu.Unlock()
 			for _, c := range inbox {
-				l.file(c.id, c.wake)
+				l.file(c.ID, c.At)
 			}
 			clear(inbox)
 		case res := <-l.scanRes:

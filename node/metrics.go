@@ -3,12 +3,13 @@ package node
 import (
 	"net/http"
 
-	"github.com/chime-scheduler/chime/node/dispatch"
-	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/membership"
 )
 
 // metrics holds the node's Prometheus collectors, registered on a registry
@@ -62,7 +63,7 @@ type metrics struct {
 	circuitOpen  *prometheus.GaugeVec
 	circuitHeld  *prometheus.GaugeVec
 	circuitHolds prometheus.Counter
-	// flowHolds counts fire starts held by a flow key's limits (writer_flow.go).
+	// flowHolds counts fire starts held by a flow key's limits (node/flow).
 	flowHolds prometheus.Counter
 
 	// noticesDelivered and noticesDropped count result callbacks

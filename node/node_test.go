@@ -3,16 +3,18 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/chime-scheduler/chime/node/httpapi"
 	"net/http"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/httpapi"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/slots"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // End-to-end tests: an in-process node with a real Pebble store on disk and

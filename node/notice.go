@@ -150,7 +150,7 @@ func (w *writer) noticeUndispatched(j *dispatch.Job) {
 	if seq, ok := w.noticing[j.TaskID]; ok && seq == j.Seq {
 		delete(w.noticing, j.TaskID)
 	}
-	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
+	w.notify([]wakeChange{{ID: j.TaskID, At: w.now().UnixNano() + int64(fireRetryDelay)}})
 }
 
 // applyNoticeDone applies the result of one delivery attempt: a 2xx, a
@@ -181,7 +181,7 @@ func (w *writer) applyNoticeDone(b *storage.Batch, g *syncGroup, r *dispatch.Res
 		}
 	}
 	if i < 0 {
-		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+		g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.wakeOf(t)})
 		return 0 // dropped meanwhile
 	}
 	prev := t.Wake()

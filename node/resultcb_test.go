@@ -13,11 +13,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/chime-scheduler/chime/client/signature"
 	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // noticeJSON is the body of a result callback (API.md "Result callbacks").

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/flow"
 	"github.com/chime-scheduler/chime/node/idfilter"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
@@ -25,11 +26,8 @@ import (
 // writer means no locks around read-modify-write; the pipeline means the
 // fsync of one group overlaps the building of the next (group commit).
 
-// wakeChange tells the loop that a task's wake time is now wake (0 = none).
-type wakeChange struct {
-	id   string
-	wake int64
-}
+// wakeChange tells the loop that task ID's wake time is now At (0 = none).
+type wakeChange = flow.Wake
 
 // syncGroup is one committed batch on its way to durability.
 type syncGroup struct {
@@ -110,14 +108,8 @@ type writer struct {
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
-	held      heldFires // fires held by an open circuit (writer_breaker.go)
-	// The flow limiter (writer_flow.go): the state per flow key, when
-	// each slot's flows were first needed at its epoch, and the held
-	// fires' keys. Lazily made.
-	flows       map[string]*flowState
-	slotSince   *[slots.Count]slotSince
-	flowWaitIdx map[string]*flowState
-	bornAt      int64 // when the writer was made (Unix ns)
+	held      heldFires     // fires held by an open circuit (writer_breaker.go)
+	flows     *flow.Limiter // the flow limiter (package node/flow)
 	// pendingFlows are the flow definitions the current group wrote
 	// (nil: deleted).
 	pendingFlows map[string]*storage.Flow
@@ -137,7 +129,7 @@ func newWriter(cfg *Config, deps writerDeps, seed uint64) *writer {
 }
 
 func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
-	return &writer{
+	w := &writer{
 		writerDeps:  deps,
 		cfg:         cfg,
 		api:         make(chan request, cfg.WriteQueue),
@@ -154,8 +146,14 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		hot:         hotCache{m: make(map[string][]byte)},
 		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
-		bornAt:      cfg.Clock.Now().UnixNano(),
 	}
+	w.flows = flow.New(flow.Config{
+		Holds:   func(slot uint16) uint64 { e, _ := w.holds(slot); return e },
+		Load:    w.store.GetFlow,
+		Cluster: w.ctl != nil,
+		Born:    cfg.Clock.Now().UnixNano(),
+	})
+	return w
 }
 
 // submit hands an API op to the writer without blocking and waits until it

@@ -111,7 +111,7 @@ func (w *writer) recordCircuit(g *syncGroup, r *dispatch.Result, now int64) (spa
 				}
 			}
 			if first != "" {
-				g.wakes = append(g.wakes, wakeChange{first, w.heldWake(next.UnixNano(), now)})
+				g.wakes = append(g.wakes, wakeChange{ID: first, At: w.heldWake(next.UnixNano(), now)})
 			}
 		}
 		return true
@@ -142,7 +142,7 @@ func (w *writer) recordCircuit(g *syncGroup, r *dispatch.Result, now int64) (spa
 		})
 		first := w.breakers.Config().RampStart
 		for i, id := range ids {
-			g.wakes = append(g.wakes, wakeChange{id, w.heldWake(now+int64(dispatch.ReleaseDelay(i, first)), now)})
+			g.wakes = append(g.wakes, wakeChange{ID: id, At: w.heldWake(now+int64(dispatch.ReleaseDelay(i, first)), now)})
 		}
 	}
 	return false

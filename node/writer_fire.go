@@ -10,6 +10,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/firing"
+	"github.com/chime-scheduler/chime/node/flow"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -35,7 +36,7 @@ func (w *writer) undispatched(j *dispatch.Job) {
 		// fire starts again; a delete): this may run on the syncer.
 		j.Started.Store(w.now().UnixNano())
 	}
-	w.notify([]wakeChange{{j.TaskID, w.now().UnixNano() + int64(fireRetryDelay)}})
+	w.notify([]wakeChange{{ID: j.TaskID, At: w.now().UnixNano() + int64(fireRetryDelay)}})
 }
 
 // fireRetryDelay is how long an expired entry waits when the dispatcher's
@@ -50,15 +51,15 @@ const maxQuarantined = 10000
 func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 	n := 0
 	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
-	var kicks []*flowState // flows whose held fires came up: kicked at the end
+	var kicks []*flow.State // flows whose held fires came up: kicked at the end
 	defer func() {
 		for _, fs := range kicks {
-			w.flowKick(g, fs, op.now)
+			g.wakes = w.flows.Kick(g.wakes, fs, op.now)
 		}
 	}()
 	for _, e := range op.fires {
-		if len(w.flowWaitIdx) > 0 {
-			if fs := w.unwait(e.ID); fs != nil && !slices.Contains(kicks, fs) {
+		if w.flows.Holding() {
+			if fs := w.flows.Unwait(e.ID); fs != nil && !slices.Contains(kicks, fs) {
 				kicks = append(kicks, fs)
 			}
 		}
@@ -76,7 +77,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		}
 		if err != nil {
 			w.log.Error("read task to fire", "task", e.ID, "err", err)
-			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(time.Second)})
 			continue
 		}
 		if t == nil {
@@ -85,13 +86,13 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		if ok, held := w.fires(t.Slot); held {
 			// The ownership loop is late renewing the slot's bound: the
 			// fire waits for it (or for the slot to stop firing).
-			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(fireRetryDelay)})
+			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(fireRetryDelay)})
 			continue
 		} else if !ok {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
 		if w.ctl != nil {
-			w.noteSlot(t.Slot, w.ctl.Holds(t.Slot), op.now) // for the flow limiter's knownSince
+			w.flows.NoteSlot(t.Slot, w.ctl.Holds(t.Slot), op.now) // for the flow limiter's knownSince
 		}
 		w.claimChildren(g, t, op.now)
 		w.claimNotice(g, t, op.now) // notice.go: never waits for the fire
@@ -99,19 +100,19 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			continue // an attempt is at the dispatcher; its result re-files the task
 		}
 		if len(w.running) >= limit {
-			g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(fireRetryDelay)})
+			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(fireRetryDelay)})
 			w.metrics.fireDeferred.Inc()
 			continue
 		}
-		// A flow key with limits (writer_flow.go): its callback attempts
+		// A flow key with limits (package node/flow): its callback attempts
 		// (not the ACK's) start on a copy, so that a held one leaves the
 		// record as it was.
-		var fs *flowState
+		var fs *flow.State
 		if key := t.Spec.FlowKey; key != "" && (t.Inflight == nil || !t.Inflight.Ack) {
 			var err error
-			if fs, err = w.flowOf(key, t.Slot, op.now); err != nil {
+			if fs, err = w.flows.Of(key, t.Slot, op.now); err != nil {
 				w.log.Error("read flow to fire: the fire waits", "task", e.ID, "flow", key, "err", err)
-				g.wakes = append(g.wakes, wakeChange{e.ID, op.now + int64(time.Second)})
+				g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(time.Second)})
 				continue
 			}
 			if fs != nil {
@@ -137,7 +138,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		prev := t.Wake()
 		switch firing.Begin(t, op.now, int64(w.cfg.MisfireGrace)) {
 		case firing.StartNothing:
-			g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+			g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.wakeOf(t)})
 			continue
 		case firing.StartExpire:
 			// Its retention has passed: deleted with its history through
@@ -154,8 +155,9 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			continue
 		}
 		if fs != nil {
-			if ok, at := w.flowAllow(fs, t.ID, prev, op.now); !ok {
-				g.wakes = append(g.wakes, wakeChange{t.ID, at})
+			if !w.flows.Allow(fs, t.ID, prev, op.now) {
+				w.metrics.flowHolds.Inc()
+				g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.heldWake(op.now+int64(w.cfg.Window/2), op.now)})
 				if !slices.Contains(kicks, fs) {
 					kicks = append(kicks, fs)
 				}
@@ -164,7 +166,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		}
 		if host != "" {
 			if ok, at := w.gate(host, t, prev, op.now); !ok {
-				g.wakes = append(g.wakes, wakeChange{t.ID, at})
+				g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: at})
 				continue
 			}
 		}
@@ -177,8 +179,8 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		j := firing.JobFor(t)
 		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
 		if fs != nil {
-			w.flowStarted(fs, t, j)
-			if fs.waiting.Len() > 0 && !slices.Contains(kicks, fs) {
+			j.Started = w.flows.Started(fs, t.ID, t.Inflight.Seq)
+			if fs.Waiting() && !slices.Contains(kicks, fs) {
 				kicks = append(kicks, fs) // room left: the next held ones go too
 			}
 		}
@@ -198,7 +200,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
 		delete(w.running, id)
 		if rf.flow != nil {
-			w.flowDone(g, rf.flow, id, r.Job.Seq, op.now)
+			g.wakes = w.flows.Done(g.wakes, rf.flow, id, r.Job.Seq, op.now)
 		}
 	}
 	if r.StatusCode == 0 && r.Err == dispatch.Shutdown {
@@ -234,7 +236,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 	case firing.FinishStale:
 		// Replaced while its callback ran: the new definition is filed
 		// already, unless it was waiting for this attempt.
-		g.wakes = append(g.wakes, wakeChange{t.ID, w.wakeOf(t)})
+		g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.wakeOf(t)})
 		return 0
 	case firing.FinishRetry:
 		w.metrics.retries.Inc()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/firing"
+	"github.com/chime-scheduler/chime/node/flow"
 	"github.com/chime-scheduler/chime/node/schedule"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -23,7 +24,7 @@ import (
 type runningFire struct {
 	seq  uint64
 	rec  *storage.Task
-	flow *flowState // the flow limiter's state it counts against; nil: none (writer_flow.go)
+	flow *flow.State // the flow limiter's state it counts against; nil: none
 }
 
 // cloneTask copies the parts of a record the writer mutates in place.
@@ -111,7 +112,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	firing.SettleFinal(t, now, w.cfg.Retention)
 	b.PutTask(t, prev)
 	w.pending[t.ID] = t
-	w.rewait(g, t.ID, now)
+	g.wakes = w.flows.Rewait(g.wakes, t.ID, now)
 	delete(w.quarantined, t.ID) // a good record again
 	wake := w.wakeOf(t)
 	if rf, ok := w.running[t.ID]; ok {
@@ -123,7 +124,7 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 	} else {
 		w.hot.drop(t.ID)
 	}
-	g.wakes = append(g.wakes, wakeChange{t.ID, wake})
+	g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: wake})
 }
 
 // del deletes t (as stored) with its history: the API's delete and an
@@ -132,8 +133,10 @@ func (w *writer) del(b *storage.Batch, g *syncGroup, t *storage.Task) {
 	b.DeleteTask(t)
 	w.hot.drop(t.ID)
 	if now := w.now().UnixNano(); t.Spec.FlowKey != "" {
-		w.rewait(g, t.ID, now)
-		w.flowDeleted(g, t, now)
+		g.wakes = w.flows.Rewait(g.wakes, t.ID, now)
+		if !w.isRunning(t) {
+			g.wakes = w.flows.Deleted(g.wakes, t.Spec.FlowKey, t.ID, now)
+		}
 	}
 	w.counted(-1)
 	w.pending[t.ID] = nil
@@ -141,7 +144,7 @@ func (w *writer) del(b *storage.Batch, g *syncGroup, t *storage.Task) {
 		rf.rec = nil // its result finds the task gone
 		w.running[t.ID] = rf
 	}
-	g.wakes = append(g.wakes, wakeChange{t.ID, 0})
+	g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: 0})
 }
 
 func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {

@@ -55,6 +55,7 @@ deny ./node/replication "github.com/cockroachdb/pebble|github.com/hashicorp/memb
 deny ./node/dispatch "^$mod/(ring|slots|storage|wheel|node|ui|cmd|bench)(/|$)|^$mod/client$" "dispatch is the callback client: it knows nothing of slots, storage or the writer"
 deny ./client/signature "^$mod/" "signature is the callback signature format, a pure leaf the node and the Go SDK share (stdlib only)"
 deny ./node/firing "github.com/hashicorp/memberlist|^$mod/(node$|node/(httpapi|ownership|replication|dashboard|health|keyring|internalauth|tlsconf|backup|membership)|ring|slots|wheel|ui|cmd|bench)(/|$)" "firing is the pure firing state machine of one task record: storage records, the dispatcher's job and result types and schedule arithmetic only"
+deny ./node/flow "github.com/hashicorp/memberlist|^$mod/(node|ring/gossip|wheel|ui|cmd|bench)(/|$)" "flow is the pure flow limiter: storage's flow record and slots only"
 deny ./node/idfilter "$pure|^$mod/" "idfilter is a pure Bloom filter of ids (stdlib and xxhash only)"
 deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"

@@ -1,7 +1,6 @@
-package node
+package flow
 
 import (
-	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -17,10 +16,10 @@ import (
 // first period holds everything.
 func TestFlowStateRoom(t *testing.T) {
 	sec := int64(time.Second)
-	fs := &flowState{inflight: map[string]uint64{}}
+	fs := &State{inflight: map[string]uint64{}}
 	fs.setLimits(&storage.Flow{Rate: 2, PeriodMs: 1000, Parallelism: 3})
 	start := func(sent int64) *atomic.Int64 {
-		s := flowStart{sent: new(atomic.Int64)}
+		s := start{sent: new(atomic.Int64)}
 		s.sent.Store(sent)
 		fs.starts = append(fs.starts, s)
 		return s.sent
@@ -30,7 +29,7 @@ func TestFlowStateRoom(t *testing.T) {
 	}
 	a := start(0) // not sent yet
 	start(10 * sec)
-	if n, at := fs.room(20 * sec); n != 0 || at != 20*sec+flowPoll {
+	if n, at := fs.room(20 * sec); n != 0 || at != 20*sec+Poll {
 		t.Errorf("window full, oldest unsent: room %d at %d, want 0 at now+poll", n, at)
 	}
 	a.Store(11 * sec) // sent after the second one
@@ -73,22 +72,21 @@ func TestFlowStateRoom(t *testing.T) {
 	}
 }
 
-// TestFlowHeldOrder: on a bare writer (standalone), fires over a key's
+// TestFlowHeldOrder: on a standalone limiter, fires over a key's
 // parallelism are held and remembered in due order; a result wakes the
 // earliest; a held fire whose task changes is forgotten and the next one
-// woken; a fire with room waits behind an earlier held one; trimFlows
-// drops idle states and keeps busy ones; a deleted flow releases its held
+// woken; a fire with room waits behind an earlier held one; trim drops
+// idle states and keeps busy ones; a deleted flow releases its held
 // fires.
 func TestFlowHeldOrder(t *testing.T) {
-	v := standaloneView("n", "127.0.0.1:1")
-	w := &writer{writerDeps: writerDeps{metrics: newMetrics(gauges{}), log: slog.New(slog.DiscardHandler),
-		view: func() *view { return v }}, cfg: &Config{Window: time.Minute}}
-	fs := w.newFlowState("k", 5, 0, &storage.Flow{Key: "k", Parallelism: 1}, 0)
+	l := New(Config{Holds: func(uint16) uint64 { return 0 },
+		Load: func(uint16, string) (*storage.Flow, error) { return nil, storage.ErrNotFound }})
+	fs := l.newState("k", 5, 0, &storage.Flow{Key: "k", Parallelism: 1}, 0)
 	if !fs.limited() || fs.blockedUntil != 0 {
 		t.Fatalf("state %+v", fs)
 	}
 	const now = int64(1000)
-	if ok, _ := w.flowAllow(fs, "a", 10, now); !ok {
+	if !l.Allow(fs, "a", 10, now) {
 		t.Fatal("first fire held")
 	}
 	fs.inflight["a"] = 1
@@ -96,48 +94,45 @@ func TestFlowHeldOrder(t *testing.T) {
 		id  string
 		due int64
 	}{{"c", 30}, {"b", 20}, {"d", 20}} {
-		if ok, wake := w.flowAllow(fs, c.id, c.due, now); ok || wake <= now {
-			t.Fatalf("%s allowed (or woken at %d) over parallelism 1", c.id, wake)
+		if l.Allow(fs, c.id, c.due, now) {
+			t.Fatalf("%s allowed over parallelism 1", c.id)
 		}
 	}
 	if fs.waiting.Len() != 3 || fs.waiting.items[0].id != "b" {
 		t.Fatalf("held %v, want b first (due 20, then d by id)", fs.waiting.items)
 	}
-	g := &syncGroup{}
-	w.flowDone(g, fs, "a", 1, now)
-	if len(g.wakes) != 1 || g.wakes[0] != (wakeChange{"b", now + 1}) {
-		t.Fatalf("after a's result: wakes %v, want b now", g.wakes)
+	wakes := l.Done(nil, fs, "a", 1, now)
+	if len(wakes) != 1 || wakes[0] != (Wake{"b", now + 1}) {
+		t.Fatalf("after a's result: wakes %v, want b now", wakes)
 	}
 	// e comes up with room, but b (earlier) waits: e is held, b woken.
-	g = &syncGroup{}
-	if ok, _ := w.flowAllow(fs, "e", 5000, now); ok {
+	if l.Allow(fs, "e", 5000, now) {
 		t.Fatal("e went before the earlier held b")
 	}
-	w.flowKick(g, fs, now)
-	if len(g.wakes) != 1 || g.wakes[0].id != "b" {
-		t.Fatalf("kick woke %v, want b", g.wakes)
+	wakes = l.Kick(nil, fs, now)
+	if len(wakes) != 1 || wakes[0].ID != "b" {
+		t.Fatalf("kick woke %v, want b", wakes)
 	}
 	// b is replaced meanwhile: forgotten, and d (next) woken.
-	g = &syncGroup{}
-	w.rewait(g, "b", now)
-	if _, held := fs.waiting.at["b"]; held || len(g.wakes) != 1 || g.wakes[0].id != "d" {
-		t.Fatalf("after b changed: held %v, wakes %v; want d woken", fs.waiting.items, g.wakes)
+	wakes = l.Rewait(nil, "b", now)
+	if _, held := fs.waiting.at["b"]; held || len(wakes) != 1 || wakes[0].ID != "d" {
+		t.Fatalf("after b changed: held %v, wakes %v; want d woken", fs.waiting.items, wakes)
 	}
 	// d comes up: unwaited at the entry, allowed (room, nothing earlier).
-	if w.unwait("d") != fs {
+	if l.Unwait("d") != fs {
 		t.Fatal("d was not held")
 	}
-	if ok, _ := w.flowAllow(fs, "d", 20, now); !ok {
+	if !l.Allow(fs, "d", 20, now) {
 		t.Fatal("d held with room and nothing earlier")
 	}
-	w.newFlowState("idle", 6, 0, &storage.Flow{Key: "idle", Parallelism: 1}, 0)
-	w.trimFlows(now)
-	if w.flows["idle"] != nil || w.flows["k"] != fs {
-		t.Errorf("trim: %v, want the idle state dropped, k kept (it holds fires)", w.flows)
+	l.newState("idle", 6, 0, &storage.Flow{Key: "idle", Parallelism: 1}, 0)
+	l.trim(now)
+	if l.states["idle"] != nil || l.states["k"] != fs {
+		t.Errorf("trim: %v, want the idle state dropped, k kept (it holds fires)", l.states)
 	}
-	ids := w.dropFlow("k")
+	ids := l.Drop("k")
 	slices.Sort(ids)
-	if !slices.Equal(ids, []string{"c", "e"}) || len(w.flowWaitIdx) != 0 {
-		t.Errorf("dropFlow released %v (index %v), want c and e", ids, w.flowWaitIdx)
+	if !slices.Equal(ids, []string{"c", "e"}) || l.Holding() {
+		t.Errorf("Drop released %v (index %v), want c and e", ids, l.waitIdx)
 	}
 }
