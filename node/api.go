@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/backup"
+	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
@@ -295,7 +296,7 @@ func (a api) Readiness() (bool, string, []string) {
 // sending it. body is the request's body, already read.
 func (a api) Hops(r *http.Request, body []byte) int {
 	n := a.n
-	h := r.Header.Get(hdrHop)
+	h := r.Header.Get(forward.HeaderHop)
 	if h == "" || n.guard == nil {
 		return 0
 	}
@@ -310,8 +311,7 @@ func (a api) Hops(r *http.Request, body []byte) int {
 }
 
 func (a api) Forward(ctx context.Context, to ring.Member, method, uri string, body []byte, hdr http.Header, hop int) (httpapi.Answer, error) {
-	c, err := a.n.fwd.do(ctx, to, method, uri, body, hdr, hop)
-	return httpapi.Answer{Status: c.status, Header: c.header, Body: c.body}, err
+	return a.n.fwd.Do(ctx, to, method, uri, body, hdr, hop)
 }
 
 func (a api) Authenticate(r *http.Request, endpoint string) *Error {

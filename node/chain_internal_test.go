@@ -8,6 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/chain"
+	"github.com/chime-scheduler/chime/node/forward"
+	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
@@ -36,26 +39,26 @@ func TestInternalChainHostile(t *testing.T) {
 			}
 			return body
 		}
-		post := func(f *forwarder, body []byte) call {
-			c, err := f.do(t.Context(), to, http.MethodPost, "/internal/v1/chain", body, http.Header{}, 0)
+		post := func(f *forward.Client, body []byte) httpapi.Answer {
+			c, err := f.Do(t.Context(), to, http.MethodPost, "/internal/v1/chain", body, http.Header{}, 0)
 			if err != nil {
 				t.Fatalf("POST of %d bytes: %v", len(body), err)
 			}
 			return c
 		}
-		field := func(c call) string {
+		field := func(c httpapi.Answer) string {
 			var e struct {
 				Error struct{ Field string } `json:"error"`
 			}
-			_ = json.Unmarshal(c.body, &e)
+			_ = json.Unmarshal(c.Body, &e)
 			return e.Error.Field
 		}
 
 		if code := b.do(t, "POST", "/internal/v1/chain", enc(child("p.1.0")), nil); code != http.StatusUnauthorized {
 			t.Errorf("unsigned: %d, want 401", code)
 		}
-		if c := post(signer(t, "x", []byte("other"), time.Second), enc(child("p.1.0"))); c.status != http.StatusUnauthorized {
-			t.Errorf("signed with another secret: %d, want 401", c.status)
+		if c := post(signer(t, "x", []byte("other"), time.Second), enc(child("p.1.0"))); c.Status != http.StatusUnauthorized {
+			t.Errorf("signed with another secret: %d, want 401", c.Status)
 		}
 		wrongSlot := child("p.1.1")
 		wrongSlot.Slot++
@@ -75,15 +78,15 @@ func TestInternalChainHostile(t *testing.T) {
 			{"no parent", enc(noParent), 400, "parent_id"},
 			{"not a new task", enc(done), 400, "status"},
 		} {
-			if got := post(good, c.body); got.status != c.code || (c.field != "" && field(got) != c.field) {
-				t.Errorf("%s: %d %s, want %d on %q", c.name, got.status, got.body, c.code, c.field)
+			if got := post(good, c.body); got.Status != c.code || (c.field != "" && field(got) != c.field) {
+				t.Errorf("%s: %d %s, want %d on %q", c.name, got.Status, got.Body, c.code, c.field)
 			}
 		}
 		// Past the bound the node stops reading (413, or the sender's
 		// write fails on the pipe network): nothing is allocated or written.
-		if c, err := good.do(t.Context(), to, http.MethodPost, "/internal/v1/chain",
-			bytes.Repeat([]byte{'x'}, maxChainBody+1), http.Header{}, 0); err == nil && c.status != http.StatusRequestEntityTooLarge {
-			t.Errorf("too long: %d, want 413", c.status)
+		if c, err := good.Do(t.Context(), to, http.MethodPost, "/internal/v1/chain",
+			bytes.Repeat([]byte{'x'}, chain.MaxBody+1), http.Header{}, 0); err == nil && c.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("too long: %d, want 413", c.Status)
 		}
 		for _, id := range []string{"p.1.1", "p.1.2", "p.1.3"} {
 			if code := b.do(t, "GET", "/v1/tasks/"+id, nil, nil); code != http.StatusNotFound {
@@ -91,11 +94,11 @@ func TestInternalChainHostile(t *testing.T) {
 			}
 		}
 
-		if c := post(good, enc(child("p.1.0"))); c.status != http.StatusCreated {
-			t.Fatalf("a good child: %d %s, want 201", c.status, c.body)
+		if c := post(good, enc(child("p.1.0"))); c.Status != http.StatusCreated {
+			t.Fatalf("a good child: %d %s, want 201", c.Status, c.Body)
 		}
-		if c := post(good, enc(child("p.1.0"))); c.status != http.StatusOK || !bytes.Contains(c.body, []byte(`"created":false`)) {
-			t.Errorf("the same child again: %d %s, want 200 created false", c.status, c.body)
+		if c := post(good, enc(child("p.1.0"))); c.Status != http.StatusOK || !bytes.Contains(c.Body, []byte(`"created":false`)) {
+			t.Errorf("the same child again: %d %s, want 200 created false", c.Status, c.Body)
 		}
 		var got map[string]any
 		if code := b.do(t, "GET", "/v1/tasks/p.1.0", nil, &got); code != http.StatusOK || got["parent_id"] != "p" {

@@ -73,12 +73,12 @@ func (s dashSource) SlotHealth() (under, importing, stalled []uint16) {
 }
 
 func (s dashSource) FetchMember(ctx context.Context, name, httpAddr string) (int, []byte, error) {
-	c, err := s.n.fwd.do(ctx, ring.Member{Name: name, HTTPAddr: httpAddr},
+	c, err := s.n.fwd.Do(ctx, ring.Member{Name: name, HTTPAddr: httpAddr},
 		http.MethodGet, "/internal/v1/member", nil, http.Header{}, 0)
 	if err != nil {
 		return 0, nil, err
 	}
-	return c.status, c.body, nil
+	return c.Status, c.Body, nil
 }
 
 // serveMember serves this node's own dashboard row, for the node that

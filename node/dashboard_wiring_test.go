@@ -13,6 +13,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
+	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/ring/gossip"
@@ -27,21 +28,21 @@ func startSigningNode(t *testing.T, name string, secret []byte) *testNode {
 	cfg := testConfig(t, name)
 	return runNode(t, cfg, func(n *Node) {
 		n.fwd = signer(t, name, secret, 10*time.Second) // before anything reads it
-		n.guard = newGuard(n, n.fwd.auth)
+		n.guard = newGuard(n, n.fwd.Auth())
 	})
 }
 
 // signer returns a forwarder that signs its calls with secret, as node
 // name, and dials on the test's network; a cleanup closes it (and the
 // network's waits forwarderIdle in a bubble).
-func signer(t *testing.T, name string, secret []byte, timeout time.Duration) *forwarder {
-	f := newForwarder(name, secret, timeout, clock.Real)
+func signer(t *testing.T, name string, secret []byte, timeout time.Duration) *forward.Client {
 	tnet := netOf(t)
-	f.dial = tnet.pn.dialer(tnet.newAddr())
+	f := forward.New(forward.Config{Self: name, Secret: secret, Timeout: timeout, Clock: clock.Real,
+		Dial: tnet.pn.dialer(tnet.newAddr())})
 	tnet.mu.Lock()
 	tnet.fwd = true
 	tnet.mu.Unlock()
-	t.Cleanup(f.close)
+	t.Cleanup(f.Close)
 	return f
 }
 
@@ -244,23 +245,23 @@ func TestInternalMemberAuth(t *testing.T) {
 			t.Errorf("unsigned GET /internal/v1/member = %d, want 401", code)
 		}
 		other := signer(t, "x", []byte("other"), time.Second)
-		c, err := other.do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
-		if err != nil || c.status != http.StatusUnauthorized {
-			t.Errorf("GET signed with another secret = %d, %v; want 401", c.status, err)
+		c, err := other.Do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
+		if err != nil || c.Status != http.StatusUnauthorized {
+			t.Errorf("GET signed with another secret = %d, %v; want 401", c.Status, err)
 		}
-		c, err = signer(t, "a", secret, time.Second).do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
-		if err != nil || c.status != http.StatusOK {
-			t.Fatalf("signed GET = %d, %v; want 200", c.status, err)
+		c, err = signer(t, "a", secret, time.Second).Do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/member", nil, http.Header{}, 0)
+		if err != nil || c.Status != http.StatusOK {
+			t.Fatalf("signed GET = %d, %v; want 200", c.Status, err)
 		}
 		var row dashboard.MemberSnapshot
 		var extra struct {
 			Wheel *dashboard.WheelHeatmap `json:"wheel"`
 		}
-		if err := json.Unmarshal(c.body, &row); err != nil || json.Unmarshal(c.body, &extra) != nil {
-			t.Fatalf("decode %s: %v", c.body, err)
+		if err := json.Unmarshal(c.Body, &row); err != nil || json.Unmarshal(c.Body, &extra) != nil {
+			t.Fatalf("decode %s: %v", c.Body, err)
 		}
 		if row.Name != "b" || row.Status != "alive" || row.SlotsOwned != slots.Count || extra.Wheel == nil || len(extra.Wheel.Counts) != 60 {
-			t.Errorf("answer %s: want b's row (alive, every slot) and its wheel", c.body)
+			t.Errorf("answer %s: want b's row (alive, every slot) and its wheel", c.Body)
 		}
 	})
 }

@@ -56,8 +56,8 @@ func newKeys(n *Node) *keyring.Service {
 		},
 		Members: func() []gossip.Member { return n.view.Load().Members },
 		Call: func(ctx context.Context, m gossip.Member, body []byte) (int, []byte, error) {
-			c, err := n.fwd.do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr}, http.MethodPost, keyring.InternalPath, body, http.Header{}, 0)
-			return c.status, c.body, err
+			c, err := n.fwd.Do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr}, http.MethodPost, keyring.InternalPath, body, http.Header{}, 0)
+			return c.Status, c.Body, err
 		},
 		// Through n.guard at call time: tests set it after New.
 		Authenticate: func(r *http.Request, endpoint string, limit int64) (string, []byte, *Error) {

@@ -54,7 +54,7 @@ func (n *Node) shutdown(ctx context.Context, mode stopMode) error {
 		n.bg.Wait()
 		n.closeErr = n.store.Close()
 		if n.fwd != nil {
-			n.fwd.close()
+			n.fwd.Close()
 		}
 		n.log.Info("node stopped")
 	})

@@ -10,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/chain"
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/dashboard"
 	"github.com/chime-scheduler/chime/node/dispatch"
+	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/health"
 	"github.com/chime-scheduler/chime/node/httpapi"
 	"github.com/chime-scheduler/chime/node/idfilter"
@@ -36,7 +38,7 @@ type Node struct {
 	store   *storage.Store
 	writer  *writer
 	loop    *loop
-	chain   *chainOutbox // creates the children of chains (chain.go)
+	chain   *chain.Outbox // creates the children of chains (node/chain)
 	disp    *dispatch.Dispatcher
 	metrics *metrics
 	api     *httpapi.Server  // the HTTP API (api.go)
@@ -44,7 +46,7 @@ type Node struct {
 
 	view    atomic.Pointer[view] // the cluster as this node sees it; never nil after New
 	cluster *membership.Cluster  // nil for a standalone node
-	fwd     *forwarder
+	fwd     *forward.Client
 	guard   *internalauth.Guard  // authenticates the internal endpoints' calls; nil standalone
 	keys    *keyring.Service     // the gossip key endpoints (internal_wiring.go)
 	ship    *replication.Shipper // replication to replicas; nil standalone
@@ -107,12 +109,13 @@ func New(cfg Config) (*Node, error) {
 		n.view.Store(standaloneView(cfg.Name, cfg.HTTPAddr))
 	} else {
 		n.view.Store(nodeView(membership.NewView(cfg.Name, nil, time.Time{}, 0))) // owns nothing until it has joined
-		n.fwd = newForwarder(cfg.Name, cfg.Cluster.Secret, cfg.Cluster.ForwardTimeout, cfg.Clock)
-		n.guard = newGuard(n, n.fwd.auth)
-		n.fwd.dial = cfg.DialContext
+		fc := forward.Config{Self: cfg.Name, Secret: cfg.Cluster.Secret, Timeout: cfg.Cluster.ForwardTimeout,
+			Clock: cfg.Clock, Dial: cfg.DialContext}
 		if cfg.TLS != nil {
-			n.fwd.tls = cfg.TLS.Client
+			fc.TLS = cfg.TLS.Client
 		}
+		n.fwd = forward.New(fc)
+		n.guard = newGuard(n, n.fwd.Auth())
 	}
 	n.dash = newDashboard(n)
 	n.keys = newKeys(n)
@@ -276,7 +279,7 @@ func (n *Node) Start() error {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
-		n.chain.run(n.stopBG)
+		n.chain.Run(n.stopBG)
 	}()
 	go lp.run()
 	if n.cluster != nil {
@@ -417,7 +420,7 @@ func (n *Node) notReadyReason() string {
 func (n *Node) installView(old, v *membership.View) {
 	n.view.Store(nodeView(v))
 	if n.fwd != nil {
-		n.fwd.noteTLS(v.Members)
+		n.fwd.NoteTLS(v.Members)
 	}
 	if n.guard != nil {
 		n.guard.NoteView(guardMembers(v.Members))

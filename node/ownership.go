@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/node/ownership"
@@ -75,7 +76,7 @@ func (o ownStore) Seq(s uint16) uint64                        { return o.w.repl.
 
 // ownSender posts the executor's batches to POST /internal/v1/ctl.
 type ownSender struct {
-	fwd     *forwarder
+	fwd     *forward.Client
 	timeout time.Duration
 }
 
@@ -83,7 +84,7 @@ func (o ownSender) Send(to ring.Member, bodies [][]byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	for _, body := range bodies {
-		if _, err := postSigned(ctx, o.fwd, to, "/internal/v1/ctl", "application/octet-stream", body); err != nil {
+		if _, err := o.fwd.Post(ctx, to, "/internal/v1/ctl", "application/octet-stream", body); err != nil {
 			return err
 		}
 	}

@@ -3,10 +3,10 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/ring"
@@ -22,7 +22,7 @@ const replTimeout = 10 * time.Second
 // peers is the replication's Transport: signed calls through the
 // forwarder to the members of the current view.
 type peers struct {
-	fwd  *forwarder
+	fwd  *forward.Client
 	view func() *view
 }
 
@@ -31,20 +31,7 @@ func (p peers) Call(ctx context.Context, to, path, contentType string, body []by
 	if !ok {
 		return nil, replication.ErrUnknownMember
 	}
-	return postSigned(ctx, p.fwd, ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}, path, contentType, body)
-}
-
-// postSigned posts body to path at member m through fwd and returns the
-// answer's body; an answer other than 200 is an error.
-func postSigned(ctx context.Context, fwd *forwarder, m ring.Member, path, contentType string, body []byte) ([]byte, error) {
-	res, err := fwd.do(ctx, m, http.MethodPost, path, body, http.Header{"Content-Type": {contentType}}, 0)
-	if err != nil {
-		return nil, err
-	}
-	if res.status != http.StatusOK {
-		return nil, fmt.Errorf("status %d: %s", res.status, res.body)
-	}
-	return res.body, nil
+	return p.fwd.Post(ctx, ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}, path, contentType, body)
 }
 
 // replData is the writer as the replication sees it: its Copies and Sums.

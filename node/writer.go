@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/chain"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/flow"
 	"github.com/chime-scheduler/chime/node/idfilter"
@@ -67,9 +68,9 @@ type writerDeps struct {
 	replicate func([]replication.Msg, *replication.Wait)
 	log       *slog.Logger
 	now       func() time.Time
-	// chain is the chain outbox (chain.go); nil: chains are not created
+	// chain is the chain outbox (node/chain); nil: chains are not created
 	// (writer tests).
-	chain *chainOutbox
+	chain *chain.Outbox
 	// breakers is the circuit breaker per callback host (nil: off), and
 	// circuitEvent notes its openings and closings on the dashboard's
 	// timeline (nil: nowhere). writer_breaker.go.
@@ -454,12 +455,12 @@ func (w *writer) finish(g *syncGroup) {
 		// Nothing of the group is known to be durable: fire nothing. The
 		// records keep their previous state on disk and the loader finds them.
 		for _, p := range g.chains {
-			w.chain.release(p.ID)
+			w.chain.Release(p.ID)
 		}
 		return
 	}
 	if len(g.chains) > 0 {
-		w.chain.enqueue(g.chains)
+		w.chain.Enqueue(g.chains)
 	}
 	if len(g.wakes) > 0 {
 		w.notify(g.wakes)

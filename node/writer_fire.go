@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/chain"
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/firing"
 	"github.com/chime-scheduler/chime/node/flow"
@@ -249,7 +250,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		if ex.Ack && t.LastFire != nil {
 			res = t.LastFire.Result
 		}
-		ex.Children = addChildren(t, r.Job.Seq, fr == firing.FinishFailed, ex.FinishedAt, res)
+		ex.Children = chain.AddChildren(t, r.Job.Seq, fr == firing.FinishFailed, ex.FinishedAt, res)
 		w.addNotice(t, r.Job.Seq, fr == firing.FinishFailed, op.now) // result callback, same write (notice.go)
 	}
 	b.AppendExecution(t, ex)

@@ -90,7 +90,7 @@ func (w *writer) wakeOf(t *storage.Task) int64 {
 	if nw := w.noticeWake(t); nw != 0 && (wake == 0 || nw < wake) {
 		wake = nw // a pending result callback (notice.go)
 	}
-	if len(t.Children) > 0 && (w.chain == nil || !w.chain.isBusy(t.ID)) {
+	if len(t.Children) > 0 && (w.chain == nil || !w.chain.Busy(t.ID)) {
 		c := max(t.Children[0].At, w.chainAfter[t.ID])
 		if wake == 0 || c < wake {
 			wake = c
