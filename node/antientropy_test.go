@@ -46,7 +46,7 @@ func slotData(t *testing.T, st *storage.Store, s uint16) map[string]string {
 }
 
 func aeCounts(n *Node) (match, mismatch, resyncs float64) {
-	return testutil.ToFloat64(n.metrics.aeMatch), testutil.ToFloat64(n.metrics.aeMismatch), testutil.ToFloat64(n.metrics.aeResyncs)
+	return testutil.ToFloat64(n.metrics.AeMatch), testutil.ToFloat64(n.metrics.AeMismatch), testutil.ToFloat64(n.metrics.AeResyncs)
 }
 
 // TestAntiEntropy runs two nodes of the fault harness (fake time, lossy
@@ -140,7 +140,7 @@ func consistent(t *testing.T, c *faultCluster, interval time.Duration) {
 	for _, fn := range c.nodes {
 		m, mm, rs := aeCounts(fn.n)
 		t.Logf("%s: %v matches, %v mismatches, %v resyncs, %v not comparable", fn.name, m, mm, rs,
-			testutil.ToFloat64(fn.n.metrics.aeNotComparable))
+			testutil.ToFloat64(fn.n.metrics.AeNotComparable))
 		matches += m
 		if mm != 0 || rs != 0 {
 			t.Errorf("%s: %v mismatches and %v resyncs between consistent copies", fn.name, mm, rs)

@@ -40,9 +40,9 @@ func newAPI(n *Node) *httpapi.Server {
 		Clock:       cfg.Clock,
 		Forwarded: func(ok bool) {
 			if ok {
-				n.metrics.forwarded.WithLabelValues("ok").Inc()
+				n.metrics.Forwarded.WithLabelValues("ok").Inc()
 			} else {
-				n.metrics.forwarded.WithLabelValues("error").Inc()
+				n.metrics.Forwarded.WithLabelValues("error").Inc()
 			}
 		},
 		Handlers: httpapi.Handlers{
@@ -56,7 +56,7 @@ func newAPI(n *Node) *httpapi.Server {
 					writeError(w, errStopping)
 					return
 				}
-				n.metrics.handler.ServeHTTP(w, r)
+				n.metrics.Handler.ServeHTTP(w, r)
 			},
 			Replicate:    n.handleReplicate,
 			Ctl:          n.handleCtl,
@@ -97,7 +97,7 @@ func (a api) Overloaded() *Error {
 func (a api) CheckCallback(url string) error {
 	err := a.n.policy.CheckURL(url)
 	if err != nil && a.n.metrics != nil {
-		a.n.metrics.callbacksDenied.WithLabelValues("create").Inc()
+		a.n.metrics.CallbacksDenied.WithLabelValues("create").Inc()
 	}
 	return err
 }
@@ -271,7 +271,7 @@ func (a api) ScanTasks(from storage.Position, f func(*storage.Task) bool) error 
 // Stats is GET /v1/stats.
 func (a api) Stats() (*health.Stats, error) {
 	n := a.n
-	st, err := n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.reg)
+	st, err := n.health.Stats(n.cfg.Name, n.now().Sub(n.started), n.Ready(), n.metrics.Reg)
 	if err != nil {
 		return nil, err
 	}

@@ -17,13 +17,13 @@ import (
 // newChainOutbox returns n's chain outbox.
 func newChainOutbox(n *Node) *chain.Outbox {
 	return chain.New(chain.Config{
-		Create:        n.createChildAtOwner,
+		Create:        func(ctx context.Context, t *storage.Task) error { return createChildAtOwner(ctx, n, t) },
 		CheckCallback: api{n}.CheckCallback,
 		Limits:        n.cfg.Limits,
 		Done: func(d chain.Done) bool {
 			return n.writer.send(&chainDoneOp{writeOp: writeOp{kind: opChainDone}, Done: d})
 		},
-		Refused: func() { n.metrics.chainRefused.Inc() }, // made after the outbox
+		Refused: func() { n.metrics.ChainRefused.Inc() }, // made after the outbox
 		Log:     n.log,
 	})
 }
@@ -36,7 +36,7 @@ type chainDoneOp struct {
 
 // createChildAtOwner creates child t through the owner of its slot: here
 // when this node owns it, else POST /internal/v1/chain to the owner.
-func (n *Node) createChildAtOwner(ctx context.Context, t *storage.Task) error {
+func createChildAtOwner(ctx context.Context, n *Node, t *storage.Task) error {
 	v := n.view.Load()
 	if v.Owns(t.Slot) {
 		_, err := n.createChild(ctx, t)

@@ -49,7 +49,7 @@ func (s dashSource) Stats() (dashboard.Stats, error) {
 	return out, nil
 }
 
-func (s dashSource) LatenessBuckets() ([]uint64, []float64) { return s.n.metrics.latenessBuckets() }
+func (s dashSource) LatenessBuckets() ([]uint64, []float64) { return s.n.metrics.LatenessBuckets() }
 
 // ScanDue scans the slots this node owns in the current view: the replicas
 // it follows are their owner's to count, so that a cluster's heatmaps add

@@ -10,7 +10,11 @@
 // node/dashboard, behind dashboard.Source in dashboard_wiring.go), the
 // authentication of calls between nodes (package node/internalauth) and
 // gossip key rotation (package node/keyring), the last two wired in
-// internal_wiring.go. The pure packages it wires (wheel, ring,
+// internal_wiring.go. The writer's leaf packages: node/firing (a record's
+// firing state machine), node/flow (the flow limiter), node/chain (the
+// chain outbox, wired in chain.go), node/idfilter (the id Bloom filter)
+// and node/metrics (the collectors); calls between nodes go through
+// node/forward. The pure packages it wires (wheel, ring,
 // slots) start no goroutines and read no clock; node starts the goroutines
 // listed below (Pebble, ring/gossip with memberlist, and the dashboard, ui,
 // start their own).
@@ -119,6 +123,11 @@
 //     slots compare checksums each tick, reading its own on the writer
 //     (writer_sums.go). Owns its memory of the checks. Stops on
 //     Checker.Close.
+//   - chain outbox (chain.Outbox.Run, package node/chain, wired in
+//     chain.go): creates the children the writer hands it (parents whose
+//     fire finished with a chain) through their slots' owners; owns its
+//     queue and the claimed parents, and answers each parent to the writer
+//     (opChainDone). Stops with the background watchers.
 //
 // A replica's side of both (POST /internal/v1/replicate, /antientropy)
 // runs on the HTTP handler's goroutine: authenticated and bounded in

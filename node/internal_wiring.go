@@ -26,7 +26,7 @@ func newGuard(n *Node, auth *internalauth.Auth) *internalauth.Guard {
 			return ok, m.Status == gossip.StatusLeft
 		},
 		Rejected: func(endpoint, reason string) {
-			n.metrics.internalRejected.WithLabelValues(endpoint, reason).Inc()
+			n.metrics.InternalRejected.WithLabelValues(endpoint, reason).Inc()
 		},
 	}
 	if n.cfg.TLS != nil && n.cfg.TLS.Mutual() {

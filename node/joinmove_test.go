@@ -103,7 +103,7 @@ func TestJoinMovesSlotsWithTheirTasks(t *testing.T) {
 
 // fired returns how many callbacks node i sent successfully.
 func fired(c *faultCluster, i int) int {
-	return int(testutil.ToFloat64(c.nodes[i].n.metrics.firesSuccess))
+	return int(testutil.ToFloat64(c.nodes[i].n.metrics.FiresSuccess))
 }
 
 // checkOnce checks that the fires are n distinct tasks, each fired once

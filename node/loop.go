@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/membership"
+	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/storage"
 	"github.com/chime-scheduler/chime/wheel"
 )
@@ -41,7 +42,7 @@ type loop struct {
 	cfg     *Config
 	store   *storage.Store
 	writer  *writer
-	metrics *metrics
+	metrics *metrics.Metrics
 	log     *slog.Logger
 	now     func() time.Time
 
@@ -66,7 +67,7 @@ type loop struct {
 	scanDone chan struct{}
 }
 
-func newLoop(cfg *Config, store *storage.Store, wr *writer, m *metrics, log *slog.Logger, now func() time.Time, v func() *view) (*loop, error) {
+func newLoop(cfg *Config, store *storage.Store, wr *writer, m *metrics.Metrics, log *slog.Logger, now func() time.Time, v func() *view) (*loop, error) {
 	w, err := wheel.New(now(), cfg.Tick, 256, 4)
 	if err != nil {
 		return nil, err
@@ -172,7 +173,7 @@ func (l *loop) run() {
 				return
 			}
 		}
-		l.metrics.wheelSize.Set(float64(l.wheel.Len()))
+		l.metrics.WheelSize.Set(float64(l.wheel.Len()))
 		wait := time.Duration(nextLoad - nowNs)
 		if next, ok := l.wheel.Next(); ok {
 			wait = min(wait, next.Sub(now))
@@ -205,7 +206,7 @@ func (l *loop) landScan(res scanResult) {
 				l.wheel.Add(e.ID, e.Due)
 			}
 		}
-		l.metrics.loaded.Add(float64(len(res.entries)))
+		l.metrics.Loaded.Add(float64(len(res.entries)))
 		return
 	}
 	l.scanTarget = 0
@@ -221,7 +222,7 @@ func (l *loop) landScan(res scanResult) {
 		l.wheel.Add(e.ID, e.Due)
 	}
 	l.frontier = res.job.to
-	l.metrics.loaded.Add(float64(len(res.entries)))
+	l.metrics.Loaded.Add(float64(len(res.entries)))
 	select {
 	case <-l.loaded:
 	default:

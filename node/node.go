@@ -21,6 +21,7 @@ import (
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/keyring"
 	"github.com/chime-scheduler/chime/node/membership"
+	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/storage"
@@ -40,7 +41,7 @@ type Node struct {
 	loop    *loop
 	chain   *chain.Outbox // creates the children of chains (node/chain)
 	disp    *dispatch.Dispatcher
-	metrics *metrics
+	metrics *metrics.Metrics
 	api     *httpapi.Server  // the HTTP API (api.go)
 	policy  *dispatch.Policy // the callback address policy, for create-time checks
 
@@ -155,43 +156,43 @@ func (n *Node) Start() error {
 		n.ctl = ownership.NewBoard()
 	}
 	var wr *writer
-	n.metrics = newMetrics(gauges{
-		storeBytes:    func() float64 { return float64(st.Stats().DiskBytes) },
-		dispatchQueue: func() float64 { return float64(n.disp.Queued()) },
-		dispatchRun:   func() float64 { return float64(n.disp.Running()) },
-		writeQueue:    func() float64 { return float64(len(wr.api)) },
-		replPending: func() float64 {
+	n.metrics = metrics.New(metrics.Gauges{
+		StoreBytes:    func() float64 { return float64(st.Stats().DiskBytes) },
+		DispatchQueue: func() float64 { return float64(n.disp.Queued()) },
+		DispatchRun:   func() float64 { return float64(n.disp.Running()) },
+		WriteQueue:    func() float64 { return float64(len(wr.api)) },
+		ReplPending: func() float64 {
 			if n.ship == nil {
 				return 0
 			}
 			return float64(n.ship.Pending())
 		},
-		tasksStored: func() float64 {
+		TasksStored: func() float64 {
 			c, _ := n.taskCount()
 			return float64(c)
 		},
-		importing: func() float64 {
+		Importing: func() float64 {
 			if n.ctl == nil {
 				return 0
 			}
 			return float64(n.ctl.Counts().Importing)
 		},
-		unavailable: func() float64 {
+		Unavailable: func() float64 {
 			if n.ctl == nil {
 				return 0
 			}
 			return float64(n.ctl.Counts().Unavailable)
 		},
-		stalled: func() float64 { return float64(len(n.health.Stalled().Slots)) },
-		overdue: func() float64 { return float64(max(0, n.health.Overdue())) },
-		corrupt: func() float64 { return float64(n.store.CorruptRecords()) },
-		storageFailed: func() float64 {
+		Stalled: func() float64 { return float64(len(n.health.Stalled().Slots)) },
+		Overdue: func() float64 { return float64(max(0, n.health.Overdue())) },
+		Corrupt: func() float64 { return float64(n.store.CorruptRecords()) },
+		StorageFailed: func() float64 {
 			if n.storageErr.Load() != nil {
 				return 1
 			}
 			return 0
 		},
-		replBehind: func() float64 {
+		ReplBehind: func() float64 {
 			if n.ctl == nil {
 				return 0
 			}
@@ -250,7 +251,7 @@ func (n *Node) Start() error {
 		return err
 	}
 	n.writer, n.loop = wr, lp
-	n.metrics.noteView(n.view.Load().View)
+	noteViewMetrics(n.metrics, n.view.Load().View)
 	if n.cfg.Cluster != nil {
 		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
 			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log})
@@ -427,7 +428,7 @@ func (n *Node) installView(old, v *membership.View) {
 	}
 	gained, lost := v.Owned.Minus(&old.Owned), old.Owned.Minus(&v.Owned)
 	n.ctl.ViewChanged(ownView(old), ownView(v))
-	n.metrics.noteView(v)
+	noteViewMetrics(n.metrics, v)
 	for _, c := range membership.Changes(old.Members, v.Members) {
 		n.dash.Note(c.Kind, c.Text)
 	}
@@ -437,6 +438,12 @@ func (n *Node) installView(old, v *membership.View) {
 		n.dash.Note("table", fmt.Sprintf("table %016x: %d members, owns %d slots (+%d −%d)",
 			v.Table.Checksum(), len(v.Table.Members()), v.Owned.Count(), len(gained), len(lost)))
 	}
+}
+
+// noteViewMetrics updates m's cluster gauges from view v.
+func noteViewMetrics(m *metrics.Metrics, v *membership.View) {
+	c := v.Table.Counts()[v.Self]
+	m.NoteView(c.Owned, c.Following, v.Members)
 }
 
 // Handler is the node's HTTP API.

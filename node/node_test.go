@@ -503,9 +503,9 @@ func TestRefusedFireIsNotRunning(t *testing.T) {
 		}
 		s := slots.Of("r1")
 		deadline := time.Now().Add(10 * time.Second)
-		for testutil.ToFloat64(tn.metrics.fireDeferred) < 2 {
+		for testutil.ToFloat64(tn.metrics.FireDeferred) < 2 {
 			if time.Now().After(deadline) {
-				t.Fatalf("the refused fire was tried %v times in 10 s, want it tried again", testutil.ToFloat64(tn.metrics.fireDeferred))
+				t.Fatalf("the refused fire was tried %v times in 10 s, want it tried again", testutil.ToFloat64(tn.metrics.FireDeferred))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

@@ -79,7 +79,7 @@ func (w *writer) addNotice(t *storage.Task, seq uint64, failed bool, now int64) 
 	ns := t.Notices
 	if len(ns) >= maxNotices {
 		drop := len(ns) - maxNotices + 1
-		w.metrics.noticesDropped.WithLabelValues("overflow").Add(float64(drop))
+		w.metrics.NoticesDropped.WithLabelValues("overflow").Add(float64(drop))
 		w.log.Warn("result callback dropped: too many pending", "task", t.ID, "fire", firing.FireID(t.ID, ns[0].Seq))
 		ns = ns[drop:]
 	}
@@ -191,14 +191,14 @@ func (w *writer) applyNoticeDone(b *storage.Batch, g *syncGroup, r *dispatch.Res
 	settled := true
 	switch r.Outcome {
 	case dispatch.OutcomeSuccess:
-		w.metrics.noticesDelivered.Inc()
+		w.metrics.NoticesDelivered.Inc()
 	case dispatch.OutcomeGone, dispatch.OutcomeDenied:
-		w.metrics.noticesDropped.WithLabelValues(r.Outcome.String()).Inc()
+		w.metrics.NoticesDropped.WithLabelValues(r.Outcome.String()).Inc()
 		w.log.Warn("result callback dropped", "task", id, "fire", firing.FireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
 	default:
 		nt.Attempts++
 		if nt.Attempts >= maxNoticeAttempts {
-			w.metrics.noticesDropped.WithLabelValues("attempts").Inc()
+			w.metrics.NoticesDropped.WithLabelValues("attempts").Inc()
 			w.log.Warn("result callback dropped after its attempts", "task", id, "fire", firing.FireID(id, nt.Seq), "status", r.StatusCode, "err", r.Err)
 		} else {
 			settled = false

@@ -35,7 +35,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 		Clock:     n.cfg.Clock,
 		Log:       n.log,
 		Gained: func(ss []uint16) {
-			n.metrics.takeovers.Add(float64(len(ss)))
+			n.metrics.Takeovers.Add(float64(len(ss)))
 			n.loop.gain(ss)
 		},
 		Genesis: c.SetGenesis,

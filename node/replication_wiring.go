@@ -8,6 +8,7 @@ import (
 
 	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/internalauth"
+	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/ring"
 )
@@ -76,20 +77,20 @@ func (d replData) Repair(slot uint16) (was, now replication.Checksum, err error)
 }
 
 // aeMetrics counts the checker's outcomes in the node's metrics.
-type aeMetrics struct{ m *metrics }
+type aeMetrics struct{ m *metrics.Metrics }
 
 func (a aeMetrics) Checked(res uint8) {
 	switch res {
 	case replication.Match:
-		a.m.aeMatch.Inc()
+		a.m.AeMatch.Inc()
 	case replication.Mismatch:
-		a.m.aeMismatch.Inc()
+		a.m.AeMismatch.Inc()
 	default:
-		a.m.aeNotComparable.Inc()
+		a.m.AeNotComparable.Inc()
 	}
 }
 
-func (a aeMetrics) Resynced() { a.m.aeResyncs.Inc() }
+func (a aeMetrics) Resynced() { a.m.AeResyncs.Inc() }
 
 // handleReplicate is the replica's side of replication.PathReplicate.
 func (n *Node) handleReplicate(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/chime-scheduler/chime/client/signature"
 	"github.com/chime-scheduler/chime/node/firing"
+	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -235,7 +236,7 @@ func TestResultCallbacksAddressPolicy(t *testing.T) {
 // TestAddNoticeBound: a task keeps at most maxNotices pending result
 // callbacks; a newer one drops the oldest, counted; no URL, no notice.
 func TestAddNoticeBound(t *testing.T) {
-	m := newMetrics(gauges{})
+	m := metrics.New(metrics.Gauges{})
 	w := &writer{writerDeps: writerDeps{metrics: m, log: slog.New(slog.DiscardHandler)}}
 	tk := &storage.Task{ID: "b", Spec: storage.Spec{SuccessURL: "http://x/s"}}
 	for seq := uint64(1); seq <= maxNotices+3; seq++ {
@@ -246,7 +247,7 @@ func TestAddNoticeBound(t *testing.T) {
 	if len(tk.Notices) != maxNotices || tk.Notices[0].Seq != 4 || tk.Notices[maxNotices-1].Seq != maxNotices+3 {
 		t.Fatalf("notices %d, first seq %d, want %d from seq 4", len(tk.Notices), tk.Notices[0].Seq, maxNotices)
 	}
-	if got := testutil.ToFloat64(m.noticesDropped.WithLabelValues("overflow")); got != 3 {
+	if got := testutil.ToFloat64(m.NoticesDropped.WithLabelValues("overflow")); got != 3 {
 		t.Errorf("overflow drops counted %v, want 3", got)
 	}
 }

@@ -80,13 +80,13 @@ func TestRetentionBulk(t *testing.T) {
 			t.Fatalf("%d tasks stored before the expiry, want %d", got, n)
 		}
 		time.Sleep(time.Until(time.Unix(0, expireAt-int64(time.Second))))
-		if got := testutil.ToFloat64(tn.metrics.expired); got != 0 {
+		if got := testutil.ToFloat64(tn.metrics.Expired); got != 0 {
 			t.Fatalf("%v tasks expired a second before the first expiry", got)
 		}
 		start := time.Now()
-		for testutil.ToFloat64(tn.metrics.expired) < float64(n) {
+		for testutil.ToFloat64(tn.metrics.Expired) < float64(n) {
 			if time.Since(start) > time.Minute {
-				t.Fatalf("%v of %d tasks expired after a minute", testutil.ToFloat64(tn.metrics.expired), n)
+				t.Fatalf("%v of %d tasks expired after a minute", testutil.ToFloat64(tn.metrics.Expired), n)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

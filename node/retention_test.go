@@ -217,7 +217,7 @@ func TestFaultRetentionFailover(t *testing.T) {
 		var expired float64
 		for _, i := range c.up() {
 			n := c.nodes[i].n
-			expired += testutil.ToFloat64(n.metrics.expired)
+			expired += testutil.ToFloat64(n.metrics.Expired)
 			for _, id := range list {
 				if _, err := n.store.Get(slots.Of(id), id); !errors.Is(err, storage.ErrNotFound) {
 					t.Errorf("%s: %s still holds the task after its expiry (%v)", c.nodes[i].name, id, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/chime-scheduler/chime/node/dispatch"
 	"github.com/chime-scheduler/chime/node/flow"
 	"github.com/chime-scheduler/chime/node/idfilter"
+	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/slots"
@@ -54,7 +55,7 @@ type writerDeps struct {
 	notify     func([]wakeChange)       // the loop's inbox; never blocks
 	dispatch   func(*dispatch.Job) bool // the dispatcher's submit; never blocks
 	queued     func() int               // dispatcher backlog
-	metrics    *metrics
+	metrics    *metrics.Metrics
 	hosts      *dispatch.HostStats
 	ids        *idfilter.Filter            // which ids may exist; creates of others skip a read
 	rebuildIDs func()                      // asks for a larger id filter; never blocks
@@ -281,7 +282,7 @@ func (w *writer) group(first request) {
 		if err := b.Commit(false); err != nil {
 			g.err = err
 		}
-		w.metrics.commit.Observe(w.cfg.Clock.Since(start).Seconds())
+		w.metrics.Commit.Observe(w.cfg.Clock.Since(start).Seconds())
 	}
 	if len(g.applied) > 0 && g.err == nil {
 		w.ctl.Post(g.applied...)
@@ -304,7 +305,7 @@ func (w *writer) group(first request) {
 		}
 		w.replicate(msgs, g.wait)
 	}
-	w.metrics.writeGroup(n)
+	w.metrics.WriteGroup(n)
 	if !g.acked {
 		// Only fire intents and results: nobody waits for their fsync, so
 		// dispatch and re-file now, and let the syncer sync them later
@@ -426,7 +427,7 @@ func (w *writer) syncLoop() {
 }
 
 func (w *writer) sync() error {
-	w.metrics.fsyncs.Inc()
+	w.metrics.Fsyncs.Inc()
 	err := w.store.Sync()
 	if err != nil {
 		w.log.Error("sync failed: writes are not acknowledged", "err", err)

@@ -46,7 +46,7 @@ func (w *writer) gate(host string, t *storage.Task, due, now int64) (ok bool, re
 		w.unhold(t.ID, host)
 		return true, 0
 	}
-	w.metrics.circuitHolds.Inc()
+	w.metrics.CircuitHolds.Inc()
 	if w.held.by == nil {
 		w.held.by = make(map[string]map[string]int64)
 	}
@@ -59,7 +59,7 @@ func (w *writer) gate(host string, t *storage.Task, due, now int64) (ok bool, re
 		m[t.ID] = due
 		w.held.n++
 		w.breakers.SetHeld(host, len(m))
-		w.metrics.circuitHeld.WithLabelValues(host).Set(float64(len(m)))
+		w.metrics.CircuitHeld.WithLabelValues(host).Set(float64(len(m)))
 	}
 	return false, w.heldWake(at.UnixNano(), now)
 }
@@ -81,7 +81,7 @@ func (w *writer) unhold(id, host string) {
 	delete(m, id)
 	w.held.n--
 	w.breakers.SetHeld(host, len(m))
-	w.metrics.circuitHeld.WithLabelValues(host).Set(float64(len(m)))
+	w.metrics.CircuitHeld.WithLabelValues(host).Set(float64(len(m)))
 }
 
 // recordCircuit tells the breaker the result r and acts on its change: an
@@ -159,8 +159,8 @@ func (w *writer) labelCircuit(host string, open bool) {
 	if open {
 		v = 1
 	}
-	w.metrics.circuitOpen.WithLabelValues(host).Set(v)
-	w.metrics.circuitHeld.WithLabelValues(host).Set(0)
+	w.metrics.CircuitOpen.WithLabelValues(host).Set(v)
+	w.metrics.CircuitHeld.WithLabelValues(host).Set(0)
 	w.breakers.SetHeld(host, 0)
 	if len(w.held.labels) <= maxCircuitLabels {
 		return
@@ -168,8 +168,8 @@ func (w *writer) labelCircuit(host string, open bool) {
 	for h, o := range w.held.labels {
 		if !o {
 			delete(w.held.labels, h)
-			w.metrics.circuitOpen.DeleteLabelValues(h)
-			w.metrics.circuitHeld.DeleteLabelValues(h)
+			w.metrics.CircuitOpen.DeleteLabelValues(h)
+			w.metrics.CircuitHeld.DeleteLabelValues(h)
 		}
 	}
 }

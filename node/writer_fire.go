@@ -27,7 +27,7 @@ func (w *writer) undispatched(j *dispatch.Job) {
 		w.noticeUndispatched(j)
 		return
 	}
-	w.metrics.fireDeferred.Inc()
+	w.metrics.FireDeferred.Inc()
 	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
 		delete(w.running, j.TaskID)
 	}
@@ -102,7 +102,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		}
 		if len(w.running) >= limit {
 			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(fireRetryDelay)})
-			w.metrics.fireDeferred.Inc()
+			w.metrics.FireDeferred.Inc()
 			continue
 		}
 		// A flow key with limits (package node/flow): its callback attempts
@@ -146,18 +146,18 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			// the same path as an API delete, so the follower deletes it
 			// too and a next owner of the slot does not bring it back.
 			w.del(b, g, t)
-			w.metrics.expired.Inc()
+			w.metrics.Expired.Inc()
 			n++
 			continue
 		case firing.StartSkipped:
-			w.metrics.misfireSkipped.Inc()
+			w.metrics.MisfireSkipped.Inc()
 			w.put(b, g, t, prev, op.now)
 			n++
 			continue
 		}
 		if fs != nil {
 			if !w.flows.Allow(fs, t.ID, prev, op.now) {
-				w.metrics.flowHolds.Inc()
+				w.metrics.FlowHolds.Inc()
 				g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.heldWake(op.now+int64(w.cfg.Window/2), op.now)})
 				if !slices.Contains(kicks, fs) {
 					kicks = append(kicks, fs)
@@ -172,8 +172,8 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			}
 		}
 		if t.Inflight.Attempt == 1 && !t.Inflight.Ack { // an ACK waits ack_delay_ms on purpose
-			w.metrics.startLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
-			w.metrics.startLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
+			w.metrics.StartLag.WithLabelValues("loop").Observe(float64(op.now-t.Inflight.Due) / 1e9)
+			w.metrics.StartLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
 		}
 		w.running[t.ID] = runningFire{seq: t.Inflight.Seq, flow: fs}
 		w.put(b, g, t, prev, op.now)
@@ -210,7 +210,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		// attempt, instead of spending one of its retries.
 		return 0
 	}
-	w.metrics.observeResult(r)
+	w.metrics.ObserveResult(r)
 	spare := false
 	if w.breakers != nil {
 		spare = w.recordCircuit(g, r, op.now)
@@ -240,7 +240,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 		g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: w.wakeOf(t)})
 		return 0
 	case firing.FinishRetry:
-		w.metrics.retries.Inc()
+		w.metrics.Retries.Inc()
 	case firing.FinishSuccess, firing.FinishFailed:
 		// The chain's children are recorded with the outcome, in the
 		// same write: they replicate with it (chain.go). After an ACK

@@ -209,7 +209,7 @@ func (w *writer) applyTasks(b *storage.Batch, g *syncGroup, op *tasksOp) int {
 			created++
 		}
 	}
-	w.metrics.created.Add(float64(created))
+	w.metrics.Created.Add(float64(created))
 	w.counted(int64(created))
 	return n
 }

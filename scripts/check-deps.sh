@@ -59,6 +59,7 @@ deny ./node/flow "github.com/hashicorp/memberlist|^$mod/(node|ring/gossip|wheel|
 deny ./node/forward "^$mod/node$|^$mod/(node/(ownership|replication|dashboard|health|keyring|tlsconf|backup|membership|dispatch)|wheel|ui|cmd|bench)(/|$)" "forward is the signed client of the calls between nodes"
 only ./node/forward "$mod/(node/httpapi|node/internalauth|ring|ring/gossip)" "forward uses httpapi's answer, internalauth's signer and ring's member types only"
 deny ./node/chain "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/(ownership|replication|dashboard|health|keyring|internalauth|tlsconf|backup|membership|forward)|ring/gossip|wheel|ui|cmd|bench)(/|$)" "chain is the chain outbox: it reaches the owners and the writer only through the funcs it is built with"
+only ./node/metrics "$mod/(node/dispatch|ring/gossip)" "metrics is the node's collectors: it reads a callback's result and the members only"
 deny ./node/idfilter "$pure|^$mod/" "idfilter is a pure Bloom filter of ids (stdlib and xxhash only)"
 deny ./node/schedule "github.com/hashicorp/memberlist|^$mod/(node|ring|slots|wheel|ui|cmd|bench)" "schedule is due-time arithmetic over storage.Spec"
 deny ./node/httpapi "github.com/hashicorp/memberlist|^$mod/node$|^$mod/(node/tlsconf|node/ownership|ring/gossip|wheel|ui|cmd|bench)(/|$)" "httpapi is the HTTP edge: it knows the node only through its Backend interface"
