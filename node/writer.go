@@ -47,6 +47,9 @@ type syncGroup struct {
 	applied []slots.Event
 	sums    bool // some op is opSums or opCheckSums
 	err     error
+	// committed is when the group's batch was committed (Unix ns), for
+	// the "sync" stage of the fire start lag.
+	committed int64
 }
 
 // writerDeps is what the writer calls outside itself.
@@ -282,7 +285,9 @@ func (w *writer) group(first request) {
 		if err := b.Commit(false); err != nil {
 			g.err = err
 		}
-		w.metrics.Commit.Observe(w.cfg.Clock.Since(start).Seconds())
+		end := w.cfg.Clock.Now()
+		w.metrics.Commit.Observe(end.Sub(start).Seconds())
+		g.committed = end.UnixNano()
 	}
 	if len(g.applied) > 0 && g.err == nil {
 		w.ctl.Post(g.applied...)
@@ -394,12 +399,7 @@ func (w *writer) syncLoop() {
 					// repeats it with the same fire id). Waiting made every
 					// fire of a group that happened to hold an API write
 					// wait for the slowest follower, up to failure detection.
-					for _, j := range g.jobs {
-						if !w.dispatch(j) {
-							w.undispatched(j)
-						}
-					}
-					g.jobs = nil
+					w.dispatchJobs(g)
 					// Acknowledge once the followers have it too.
 					w.replWaits.Add(1)
 					go func() {
@@ -466,11 +466,28 @@ func (w *writer) finish(g *syncGroup) {
 	if len(g.wakes) > 0 {
 		w.notify(g.wakes)
 	}
+	w.dispatchJobs(g)
+}
+
+// dispatchJobs hands the fire jobs of g, durable now, to the dispatcher,
+// and notes how long a first attempt waited for the group's fsync (the
+// start lag's "sync" stage) and when it was handed over (the "dispatch"
+// stage ends when a worker starts it).
+func (w *writer) dispatchJobs(g *syncGroup) {
+	if len(g.jobs) == 0 {
+		return
+	}
+	now := w.cfg.Clock.Now().UnixNano()
 	for _, j := range g.jobs {
+		if g.committed != 0 && j.Attempt == 1 && !j.Ack && !j.Notice {
+			w.metrics.StartLagSync.Observe(float64(now-g.committed) / 1e9)
+		}
+		j.Submitted = now
 		if !w.dispatch(j) {
 			w.undispatched(j)
 		}
 	}
+	g.jobs = nil
 }
 
 // doneLinger is how long a group of only callback results waits for more

@@ -38,6 +38,10 @@ type Job struct {
 	// Deps.Clock) just before its request is built and sent: the flow
 	// limiter's rate window counts an attempt from when it leaves.
 	Started *atomic.Int64
+	// Submitted, when set, is when the caller handed the job over (Unix
+	// ns of Deps.Clock); the caller's metrics read it back from the
+	// Result. Not sent.
+	Submitted int64
 }
 
 // Outcome classifies one attempt. The zero value is invalid on purpose.

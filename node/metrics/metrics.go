@@ -38,6 +38,9 @@ type Metrics struct {
 	Commit         prometheus.Histogram
 	Fsyncs         prometheus.Counter
 	StartLag       *prometheus.HistogramVec
+	// StartLagSync and StartLagDispatch are StartLag's "sync" and
+	// "dispatch" stages.
+	StartLagSync, StartLagDispatch prometheus.Observer
 
 	SlotsOwned     prometheus.Gauge
 	SlotsFollowing prometheus.Gauge
@@ -127,7 +130,7 @@ func New(g Gauges) *Metrics {
 			Name: "chime_loader_tasks_total", Help: "Tasks moved from the due index into the wheel."}),
 		StartLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chime_fire_start_lag_seconds",
-			Help:    "Where a first attempt's lateness arises before the dispatcher: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written).",
+			Help:    "Where a first attempt's lateness arises: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written), stage=sync (the intent's group committed to its fsync done and the attempt handed to the dispatcher), stage=dispatch (handed over to a worker starting it).",
 			Buckets: []float64{.001, .002, .005, .01, .015, .02, .03, .05, .1, .25, .5, 1},
 		}, []string{"stage"}),
 		Fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
@@ -187,6 +190,8 @@ func New(g Gauges) *Metrics {
 		Name: "chime_flow_holds_total", Help: "Fire starts held back by their flow key's rate or parallelism (a fire held several times counts each time)."})
 	reg.MustRegister(m.FlowHolds)
 	reg.MustRegister(m.SlotsOwned, m.SlotsFollowing, m.Members, m.TableChanges, m.Forwarded, m.Takeovers, m.AeChecks, m.AeResyncs, m.InternalRejected)
+	m.StartLagSync = m.StartLag.WithLabelValues("sync")
+	m.StartLagDispatch = m.StartLag.WithLabelValues("dispatch")
 	m.FiresSuccess = m.Fires.WithLabelValues("success")
 	m.FiresFailure = m.Fires.WithLabelValues("failure")
 	m.FiresGone = m.Fires.WithLabelValues("gone")
@@ -264,6 +269,9 @@ func (m *Metrics) ObserveResult(r *dispatch.Result) {
 	m.Callback.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	if r.Job.Attempt == 1 && !r.Job.Ack { // an ACK is late by its ack_delay_ms on purpose
 		m.Lateness.Observe(float64(r.StartedAt.UnixNano()-r.Job.Due) / 1e9)
+		if r.Job.Submitted != 0 {
+			m.StartLagDispatch.Observe(float64(r.StartedAt.UnixNano()-r.Job.Submitted) / 1e9)
+		}
 	}
 }
 
