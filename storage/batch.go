@@ -26,7 +26,7 @@ type Batch struct {
 	appended map[appendedExec][]byte
 	// dueSlots are the slots whose due keys the batch sets, marked after
 	// the commit (dueMarks).
-	dueSlots []uint16
+	dueSlots []dueSet
 }
 
 // appendedExec names one execution AppendExecution added to a batch.
@@ -329,8 +329,8 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 // keys, after the commit (dueMarks). A failed commit marks them too.
 func (b *Batch) bumpDue() {
 	b.s.writes.Add(1)
-	for _, s := range b.dueSlots {
-		b.s.due.bump(s)
+	for _, d := range b.dueSlots {
+		b.s.due.bump(d.slot, d.wake)
 	}
 	b.dueSlots = b.dueSlots[:0]
 }

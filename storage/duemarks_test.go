@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -168,6 +169,133 @@ func TestScanDueMarksConcurrent(t *testing.T) {
 	slices.SortFunc(want, cmp)
 	if !slices.Equal(found, want) {
 		t.Fatalf("after concurrent scans found %d entries, want %d", len(found), len(want))
+	}
+}
+
+// scanTo runs ScanDue over [0, to) of every slot and returns the slots it
+// asked owned about and the entries it found.
+func scanTo(t *testing.T, s *Store, to int64) (asked []uint16, found []dueEntry) {
+	t.Helper()
+	err := s.ScanDue(func(slot uint16) bool {
+		asked = append(asked, slot)
+		return true
+	}, 0, to, func(slot uint16, id string, wake int64) bool {
+		found = append(found, dueEntry{slot, id, wake})
+		return true
+	})
+	if err != nil {
+		t.Fatalf("ScanDue: %v", err)
+	}
+	return asked, found
+}
+
+// TestScanDueFloor: a scan from 0 learns each slot's earliest wake; a scan
+// whose window ends at or before it skips the slot without a seek, until a
+// commit sets an earlier key there (also one committed during the scan
+// that learnt the floor, after its snapshot).
+func TestScanDueFloor(t *testing.T) {
+	s := openMem(t, Options{})
+	put(t, s, newTask(42, "a", 100), newTask(42, "b", 200), newTask(9000, "c", 50))
+	scanAsked(t, s) // learns the floors: 100 and 50
+	if asked, found := scanTo(t, s, 50); len(asked) != 0 || len(found) != 0 {
+		t.Fatalf("window [0, 50): asked %v, found %v; want neither (both slots wake at 50 or later)", asked, found)
+	}
+	if asked, found := scanTo(t, s, 51); !slices.Equal(asked, []uint16{9000}) || !slices.Equal(found, []dueEntry{{9000, "c", 50}}) {
+		t.Fatalf("window [0, 51): asked %v, found %v; want slot 9000 and c", asked, found)
+	}
+	// An earlier key lowers the floor with its commit.
+	put(t, s, newTask(42, "early", 10))
+	if _, found := scanTo(t, s, 50); !slices.Equal(found, []dueEntry{{42, "early", 10}}) {
+		t.Fatalf("after an earlier put: found %v, want early", found)
+	}
+	// Deleting it leaves the floor low (a seek too many), until a scan
+	// from 0 raises it again.
+	b := s.NewBatch()
+	b.DeleteTask(newTask(42, "early", 10))
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	if asked, _ := scanTo(t, s, 50); !slices.Equal(asked, []uint16{42}) {
+		t.Fatalf("after the delete: asked %v, want [42]", asked)
+	}
+	scanAsked(t, s)
+	if asked, _ := scanTo(t, s, 50); len(asked) != 0 {
+		t.Fatalf("after a scan from 0: asked %v, want none", asked)
+	}
+	// A key committed after a scan's snapshot: the scan does not see it,
+	// and must not raise the floor over it.
+	b = s.NewBatch()
+	b.PutTask(newTask(42, "late", 20), 0)
+	testHookScanDueIter = func() {
+		testHookScanDueIter = nil
+		if err := b.Commit(false); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookScanDueIter = nil }()
+	if _, found := scanAsked(t, s); slices.Contains(found, dueEntry{42, "late", 20}) {
+		t.Fatalf("the scan saw a commit after its snapshot")
+	}
+	if _, found := scanTo(t, s, 50); !slices.Equal(found, []dueEntry{{42, "late", 20}}) {
+		t.Fatalf("the next scan of [0, 50) found %v, want late", found)
+	}
+}
+
+// Writers and scans at once, from 0 (which learn floors) and of shorter
+// windows (which skip by them): once the writers are done, every window
+// finds exactly the keys below its end (run under -race).
+func TestScanDueFloorConcurrent(t *testing.T) {
+	s := openMem(t, Options{DisableChecksums: true})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				to := int64(1 << 62)
+				if i == 1 {
+					to = rand.Int64N(1000)
+				}
+				if err := s.ScanDue(nil, 0, to, func(uint16, string, int64) bool { return true }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	var want []dueEntry
+	for i := range 400 {
+		slot := uint16(rand.IntN(16))
+		id := fmt.Sprintf("t%d", i)
+		wake := 1 + rand.Int64N(1000) // earlier and later than the floors learnt
+		put(t, s, newTask(slot, id, wake))
+		want = append(want, dueEntry{slot, id, wake})
+	}
+	close(stop)
+	wg.Wait()
+	slices.SortFunc(want, func(a, b dueEntry) int {
+		if a.Slot != b.Slot {
+			return int(a.Slot) - int(b.Slot)
+		}
+		if a.Wake != b.Wake {
+			return int(a.Wake - b.Wake)
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	for _, to := range []int64{1, 50, 333, 999, 1001} {
+		var below []dueEntry
+		for _, e := range want {
+			if e.Wake < to {
+				below = append(below, e)
+			}
+		}
+		if _, found := scanTo(t, s, to); !slices.Equal(found, below) {
+			t.Fatalf("window [0, %d): found %d entries, want %d", to, len(found), len(below))
+		}
 	}
 }
 

@@ -52,9 +52,11 @@ func (b *Batch) set(key, value []byte) { b.setOver(key, value, unknownPrior) }
 func (b *Batch) setOver(key, value []byte, p prior) uint64 {
 	if isDueKey(key) {
 		// Commit marks the slot after the key is written (dueMarks).
-		s := dueSlot(key)
-		if n := len(b.dueSlots); n == 0 || b.dueSlots[n-1] != s {
-			b.dueSlots = append(b.dueSlots, s)
+		s, w := dueSlot(key), dueWake(key)
+		if n := len(b.dueSlots); n > 0 && b.dueSlots[n-1].slot == s {
+			b.dueSlots[n-1].wake = min(b.dueSlots[n-1].wake, w)
+		} else {
+			b.dueSlots = append(b.dueSlots, dueSet{s, w})
 		}
 	}
 	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch

@@ -33,7 +33,8 @@ func closeIter(it *pebble.Iterator, err *error) {
 // false to stop. It reads a consistent snapshot through one iterator, one
 // SeekGE per owned slot that may hold due keys: the store keeps in memory a
 // superset of those (duemarks.go), and the others are skipped without a
-// seek, as are slots found to hold no key at all; no key beyond a slot's
+// seek, as are slots found to hold no key at all and slots whose earliest
+// due key is known to wake at or after to (a scan from 0 learns it); no key beyond a slot's
 // [from, to) window is read except the one that ends it. It sees every
 // commit that returned before it was called; one that returns meanwhile
 // may or may not be seen. A scan from 0 that finds no due key in a slot
@@ -55,9 +56,16 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 		gen  uint64
 	}
 	var cands []cand
+	var epoch uint64 // learning the floors (dueMarks); 0: not
+	if from == 0 {
+		if e, ok := s.due.learn(); ok {
+			epoch = e
+			defer s.due.learnt()
+		}
+	}
 	for slot := range 1 << 16 {
 		sl := uint16(slot)
-		if !s.due.mayHold(sl) || (owned != nil && !owned(sl)) {
+		if !s.due.mayHoldBefore(sl, to) || (owned != nil && !owned(sl)) {
 			continue
 		}
 		cands = append(cands, cand{sl, s.due.gen[sl].Load()})
@@ -102,6 +110,9 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 				s.due.empty[c.slot].Store(c.gen + 1)
 			}
 			continue
+		}
+		if epoch != 0 {
+			s.due.setFloor(c.slot, epoch, dueWake(it.Key()))
 		}
 		for ok && ks == c.slot && section == sectionDue {
 			k := it.Key()
