@@ -14,10 +14,17 @@ import (
 // entries it found.
 func scanAsked(t *testing.T, s *Store) (asked []uint16, found []dueEntry) {
 	t.Helper()
+	return scanTo(t, s, 1<<62)
+}
+
+// scanTo runs ScanDue over [0, to) of every slot and returns the slots it
+// asked owned about and the entries it found.
+func scanTo(t *testing.T, s *Store, to int64) (asked []uint16, found []dueEntry) {
+	t.Helper()
 	err := s.ScanDue(func(slot uint16) bool {
 		asked = append(asked, slot)
 		return true
-	}, 0, 1<<62, func(slot uint16, id string, wake int64) bool {
+	}, 0, to, func(slot uint16, id string, wake int64) bool {
 		found = append(found, dueEntry{slot, id, wake})
 		return true
 	})
@@ -119,13 +126,10 @@ func TestScanDueMarksCommitAfterSnapshot(t *testing.T) {
 	}
 }
 
-// Writers and scans from 0 at once: once the writers are done, a scan finds
-// every due key (run under -race).
-func TestScanDueMarksConcurrent(t *testing.T) {
-	s := openMem(t, Options{DisableChecksums: true})
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
+// scanning starts n goroutines that scan [0, to(i)) of every slot until
+// stop is closed (i: the goroutine's number).
+func scanning(t *testing.T, s *Store, wg *sync.WaitGroup, stop <-chan struct{}, n int, to func(i int) int64) {
+	for i := range n {
 		wg.Go(func() {
 			for {
 				select {
@@ -133,13 +137,22 @@ func TestScanDueMarksConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				if err := s.ScanDue(nil, 0, 1<<62, func(uint16, string, int64) bool { return true }); err != nil {
+				if err := s.ScanDue(nil, 0, to(i), func(uint16, string, int64) bool { return true }); err != nil {
 					t.Error(err)
 					return
 				}
 			}
 		})
 	}
+}
+
+// Writers and scans from 0 at once: once the writers are done, a scan finds
+// every due key (run under -race).
+func TestScanDueMarksConcurrent(t *testing.T) {
+	s := openMem(t, Options{DisableChecksums: true})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	scanning(t, s, &wg, stop, 2, func(int) int64 { return 1 << 62 })
 	var want []dueEntry
 	for i := range 300 {
 		slot := uint16(rand.IntN(64))
@@ -170,23 +183,6 @@ func TestScanDueMarksConcurrent(t *testing.T) {
 	if !slices.Equal(found, want) {
 		t.Fatalf("after concurrent scans found %d entries, want %d", len(found), len(want))
 	}
-}
-
-// scanTo runs ScanDue over [0, to) of every slot and returns the slots it
-// asked owned about and the entries it found.
-func scanTo(t *testing.T, s *Store, to int64) (asked []uint16, found []dueEntry) {
-	t.Helper()
-	err := s.ScanDue(func(slot uint16) bool {
-		asked = append(asked, slot)
-		return true
-	}, 0, to, func(slot uint16, id string, wake int64) bool {
-		found = append(found, dueEntry{slot, id, wake})
-		return true
-	})
-	if err != nil {
-		t.Fatalf("ScanDue: %v", err)
-	}
-	return asked, found
 }
 
 // TestScanDueFloor: a scan from 0 learns each slot's earliest wake; a scan
@@ -248,25 +244,12 @@ func TestScanDueFloorConcurrent(t *testing.T) {
 	s := openMem(t, Options{DisableChecksums: true})
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i := range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				to := int64(1 << 62)
-				if i == 1 {
-					to = rand.Int64N(1000)
-				}
-				if err := s.ScanDue(nil, 0, to, func(uint16, string, int64) bool { return true }); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
+	scanning(t, s, &wg, stop, 2, func(i int) int64 {
+		if i == 1 {
+			return rand.Int64N(1000)
+		}
+		return 1 << 62
+	})
 	var want []dueEntry
 	for i := range 400 {
 		slot := uint16(rand.IntN(16))
