@@ -235,7 +235,7 @@ func (l *loop) scanner() {
 	defer close(l.scanDone)
 	for job := range l.scanReq {
 		var entries []wheel.Entry
-		owned := l.writer.active
+		owned := l.writer.activeAt(l.now())
 		if job.gained != nil {
 			owned = job.gained.Has
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -134,6 +135,7 @@ func (n *Node) Start() error {
 		CacheSize:    n.cfg.CacheSize,
 		MemTableSize: n.cfg.MemTableSize,
 		HistoryLimit: n.cfg.HistoryLimit,
+		Slots:        slots.Count,
 		Logger:       n.log,
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"sync"
+	"time"
 
 	"github.com/chime-scheduler/chime/node/replication"
 	"github.com/chime-scheduler/chime/slots"
@@ -69,6 +70,17 @@ func (r *writerRepl) gen(slot uint16) uint64 {
 func (w *writer) active(slot uint16) bool {
 	ok, _ := w.fires(slot)
 	return ok
+}
+
+// activeAt is active for a scan of many slots: one clock read, now.
+func (w *writer) activeAt(now time.Time) func(slot uint16) bool {
+	if w.ctl == nil {
+		return w.view().Fires
+	}
+	return func(slot uint16) bool {
+		ok, _ := w.ctl.Fires(slot, now)
+		return ok
+	}
 }
 
 // fires is active, and held: the machine fires slot but its bound has

@@ -198,7 +198,7 @@ func (s *Store) RecentExecutions(owned func(uint16) bool, q ExecQuery) (out []Lo
 		return execHead{pos: ExecPos{Set: true, FinishedAt: f, Slot: slot, ID: id, Seq: seq}, outcome: outcome}, true, nil
 	}
 	h := make(execHeap, 0, 64)
-	for slot := 0; slot < 1<<16; slot++ {
+	for slot := 0; slot < s.slots; slot++ {
 		if owned != nil && !owned(uint16(slot)) {
 			continue
 		}

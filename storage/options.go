@@ -54,6 +54,11 @@ type Options struct {
 	// in one scan of the store.
 	DisableChecksums bool
 
+	// Slots is how many slot numbers are in use (0 to Slots-1): what the
+	// scans of every slot (ScanDue, RecentExecutions) walk. Default 1<<16,
+	// every uint16; the node passes slots.Count.
+	Slots int
+
 	// Logger receives pebble's errors (level Error) and, when the handler
 	// enables level Debug, pebble's informational events. Nil discards.
 	Logger *slog.Logger
@@ -117,6 +122,9 @@ func (o Options) Validate() error {
 	if o.HistoryLimit < 0 {
 		errs = append(errs, fmt.Errorf("storage: HistoryLimit %d < 0", o.HistoryLimit))
 	}
+	if o.Slots < 0 || o.Slots > 1<<16 {
+		errs = append(errs, fmt.Errorf("storage: Slots %d not in [0, 65536]", o.Slots))
+	}
 	return errors.Join(errs...)
 }
 
@@ -144,6 +152,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HistoryLimit == 0 {
 		o.HistoryLimit = DefaultHistoryLimit
+	}
+	if o.Slots == 0 {
+		o.Slots = 1 << 16
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -63,7 +63,7 @@ func (s *Store) ScanDue(owned func(slot uint16) bool, from, to int64, fn func(sl
 			defer s.due.learnt()
 		}
 	}
-	for slot := range 1 << 16 {
+	for slot := range s.slots {
 		sl := uint16(slot)
 		if !s.due.mayHoldBefore(sl, to) || (owned != nil && !owned(sl)) {
 			continue

@@ -67,6 +67,7 @@ func (s *Store) CorruptRecords() uint64 { return s.corrupt.Load() }
 type Store struct {
 	db           *pebble.DB
 	historyLimit uint64
+	slots        int  // Options.Slots
 	checksums    bool // maintain slot checksums (!Options.DisableChecksums)
 
 	// sums serializes the commits that change slot checksums (checksum.go)
@@ -174,6 +175,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	s := &Store{
 		db:           db,
 		historyLimit: uint64(opts.HistoryLimit),
+		slots:        opts.Slots,
 		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
 		failedC:      make(chan struct{}),

@@ -26,9 +26,11 @@ func TestOptionsValidate(t *testing.T) {
 		{name: "missing dir", opts: Options{}, want: []string{"Dir is required"}},
 		{
 			name: "all bad",
-			opts: Options{CacheSize: -1, MemTableSize: 10, HistoryLimit: -1},
-			want: []string{"Dir is required", "CacheSize", "MemTableSize", "HistoryLimit"},
+			opts: Options{CacheSize: -1, MemTableSize: 10, HistoryLimit: -1, Slots: -1},
+			want: []string{"Dir is required", "CacheSize", "MemTableSize", "HistoryLimit", "Slots"},
 		},
+		{name: "16384 slots", opts: Options{InMemory: true, Slots: 16384}},
+		{name: "too many slots", opts: Options{InMemory: true, Slots: 1<<16 + 1}, want: []string{"Slots"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
