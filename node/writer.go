@@ -48,7 +48,7 @@ type syncGroup struct {
 	sums    bool // some op is opSums or opCheckSums
 	err     error
 	// committed is when the group's batch was committed (Unix ns), for
-	// the "sync" stage of the fire start lag.
+	// the "sync" stage of the fire start lag (dispatchJobs).
 	committed int64
 }
 
@@ -469,10 +469,11 @@ func (w *writer) finish(g *syncGroup) {
 	w.dispatchJobs(g)
 }
 
-// dispatchJobs hands the fire jobs of g, durable now, to the dispatcher,
-// and notes how long a first attempt waited for the group's fsync (the
-// start lag's "sync" stage) and when it was handed over (the "dispatch"
-// stage ends when a worker starts it).
+// dispatchJobs hands the fire jobs of g to the dispatcher (after its fsync
+// when g holds an API write; at once, committed, when it holds only fire
+// intents and results), and notes how long a first attempt waited since
+// the commit (the start lag's "sync" stage) and when it was handed over
+// (the "dispatch" stage ends when a worker starts it).
 func (w *writer) dispatchJobs(g *syncGroup) {
 	if len(g.jobs) == 0 {
 		return

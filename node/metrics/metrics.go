@@ -130,7 +130,7 @@ func New(g Gauges) *Metrics {
 			Name: "chime_loader_tasks_total", Help: "Tasks moved from the due index into the wheel."}),
 		StartLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "chime_fire_start_lag_seconds",
-			Help:    "Where a first attempt's lateness arises: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written), stage=sync (the intent's group committed to its fsync done and the attempt handed to the dispatcher), stage=dispatch (handed over to a worker starting it).",
+			Help:    "Where a first attempt's lateness arises: stage=loop (due to the wheel handing it over), stage=writer (handover to the intent being written), stage=sync (the intent's group committed to the attempt handed to the dispatcher: after the group's fsync when it holds an API write, at once when it holds only fire intents and results), stage=dispatch (handed over to a worker starting it).",
 			Buckets: []float64{.001, .002, .005, .01, .015, .02, .03, .05, .1, .25, .5, 1},
 		}, []string{"stage"}),
 		Fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
