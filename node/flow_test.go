@@ -387,8 +387,10 @@ func TestFaultFlowLimitsCluster(t *testing.T) {
 		if code != 200 || json.Unmarshal(data, &page) != nil || len(page.Flows) != 1 || page.Flows[0].Key != key || page.Flows[0].Owner != "n2" {
 			t.Errorf("GET /v1/flows via n3: %d %s", code, data)
 		}
-		if code, _ := c.send(2, http.MethodDelete, "/v1/flows/"+key, nil, http.StatusNoContent); code != http.StatusNoContent {
-			t.Errorf("DELETE flow via n3: %d", code)
+		// A 404 on a later try means an earlier try's delete ran at the
+		// owner and only its answer was lost on the lossy links.
+		if code, n := c.send(2, http.MethodDelete, "/v1/flows/"+key, nil, http.StatusNoContent, http.StatusNotFound); code != http.StatusNoContent && (code != http.StatusNotFound || n == 1) {
+			t.Errorf("DELETE flow via n3: %d after %d tries", code, n)
 		}
 		if code, _ := c.send(0, http.MethodGet, "/v1/flows/"+key, nil, http.StatusNotFound); code != http.StatusNotFound {
 			t.Errorf("GET flow after its delete: %d, want 404", code)
