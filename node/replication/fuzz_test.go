@@ -25,8 +25,11 @@ func FuzzReplicate(f *testing.F) {
 	f.Add(bad)
 	f.Add([]byte{0x82, 0xa1, 'f', 0xa1, 'x', 0xa1, 'm', 0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req Request
-		if checkMsgpack(body) != nil || msgpack.Unmarshal(body, &req) != nil {
+		if checkMsgpack(body) != nil {
+			return
+		}
+		req, err := decodeRequest(body)
+		if err != nil {
 			return
 		}
 		for _, m := range req.Msgs {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/slots"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // queued is one message waiting for its replicas' answers.
@@ -490,20 +489,17 @@ func shipOrder(batch []*queued, holds func(slot uint16) uint64) []int {
 
 // call sends one replication request to node to.
 func (s *Shipper) call(to string, req *Request) ([]uint8, []uint64, error) {
-	body, err := msgpack.Marshal(req)
-	if err != nil {
-		return nil, nil, err
-	}
+	body := encodeRequest(req)
 	out, err := s.d.Transport.Call(context.Background(), to, PathReplicate, "application/msgpack", body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("replicate to %s: %w", to, err)
 	}
-	var ans Answer
 	if err := checkMsgpack(out); err != nil {
 		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", to, err)
 	}
-	if err := msgpack.Unmarshal(out, &ans); err != nil {
-		return nil, nil, err
+	ans, err := decodeAnswer(out)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", to, err)
 	}
 	if len(ans.Results) != len(req.Msgs) || len(ans.Epochs) != len(req.Msgs) {
 		return nil, nil, errors.New("replicate: answer has the wrong number of results")
@@ -516,12 +512,12 @@ func (s *Shipper) call(to string, req *Request) ([]uint8, []uint64, error) {
 // the writer (c), durably, and answer one result per message. The caller
 // has authenticated the call and bounded the body.
 func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byte) ([]byte, error) {
-	var req Request
 	if err := checkMsgpack(body); err != nil {
 		return nil, &BadRequest{"body", fmt.Errorf("replicate: %w", err)}
 	}
-	if err := msgpack.Unmarshal(body, &req); err != nil {
-		return nil, &BadRequest{"body", fmt.Errorf("replicate: %w", err)}
+	req, err := decodeRequest(body)
+	if err != nil {
+		return nil, &BadRequest{"body", err}
 	}
 	if from != "" && req.From != from {
 		return nil, &BadRequest{"from", fmt.Errorf("replicate: the body names sender %q, the signature %q", req.From, from)}
@@ -537,5 +533,5 @@ func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byt
 				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}, a.Gens[i])
 		}
 	}
-	return msgpack.Marshal(Answer{Results: a.Results, Epochs: a.Epochs})
+	return encodeAnswer(&Answer{Results: a.Results, Epochs: a.Epochs}), nil
 }
