@@ -123,7 +123,11 @@ func TestRepWireHostile(t *testing.T) {
 	reqs, answers := repWireCases()
 	for i, req := range reqs {
 		b := encodeRequest(&req)
-		for n := range len(b) {
+		step := 1 // every cut of the hand-made cases, a sample of the random ones' (race builds are slow)
+		if i >= 16 {
+			step = 7
+		}
+		for n := 0; n < len(b); n += step {
 			if _, err := decodeRequest(b[:n]); err == nil {
 				t.Errorf("request %d truncated to %d of %d bytes decodes", i, n, len(b))
 			}
