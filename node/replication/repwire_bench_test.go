@@ -1,10 +1,6 @@
 package replication
 
-import (
-	"testing"
-
-	"github.com/vmihailenco/msgpack/v5"
-)
+import "testing"
 
 // The replication hot path, both ways: a write group's request (64 slots'
 // ops of ~200 bytes each, as a busy owner ships them) and a bootstrap's
@@ -14,13 +10,19 @@ import (
 // a peer's body gets first. The hand-written codec stays only while it is
 // at least twice as fast.
 
-func repBench() (groups, snaps Request, ga, sa Answer) {
-	groups = Request{From: "node-7", Msgs: make([]Msg, 64)}
+type repBenchCase struct {
+	name string
+	req  Request
+	ans  Answer
+}
+
+func repBench() []repBenchCase {
+	groups := Request{From: "node-7", Msgs: make([]Msg, 64)}
 	for i := range groups.Msgs {
 		groups.Msgs[i] = Msg{Slot: uint16(i * 97), Epoch: 3, Seq: uint64(1e6 + i), PrevEpoch: 3, PrevSeq: uint64(1e6 + i - 1),
 			Count: 2, Data: make([]byte, 200)}
 	}
-	snaps = Request{From: "node-7", Msgs: make([]Msg, maxBatch)}
+	snaps := Request{From: "node-7", Msgs: make([]Msg, maxBatch)}
 	for i := range snaps.Msgs {
 		snaps.Msgs[i] = Msg{Slot: uint16(i), Epoch: 1, Reset: true, Snap: true, Sent: 1_800_000_000_000_000_000 + int64(i), Grant: true, Owner: true, SnapEpoch: 1}
 	}
@@ -31,16 +33,11 @@ func repBench() (groups, snaps Request, ga, sa Answer) {
 		}
 		return a
 	}
-	return groups, snaps, answer(len(groups.Msgs)), answer(len(snaps.Msgs))
+	return []repBenchCase{{"groups", groups, answer(len(groups.Msgs))}, {"snapshots", snaps, answer(len(snaps.Msgs))}}
 }
 
 func BenchmarkRepWire(b *testing.B) {
-	groups, snaps, ga, sa := repBench()
-	for _, c := range []struct {
-		name string
-		req  Request
-		ans  Answer
-	}{{"groups", groups, ga}, {"snapshots", snaps, sa}} {
+	for _, c := range repBench() {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -64,31 +61,14 @@ func BenchmarkRepWire(b *testing.B) {
 }
 
 func BenchmarkRepWireMsgpack(b *testing.B) {
-	groups, snaps, ga, sa := repBench()
-	roundTrip := func(in, out any) {
-		body, err := msgpack.Marshal(in)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := checkMsgpack(body); err != nil {
-			b.Fatal(err)
-		}
-		if err := msgpack.Unmarshal(body, out); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for _, c := range []struct {
-		name string
-		req  Request
-		ans  Answer
-	}{{"groups", groups, ga}, {"snapshots", snaps, sa}} {
+	for _, c := range repBench() {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var req Request
-				roundTrip(&c.req, &req)
+				msgpackRoundTrip(b, &c.req, &req)
 				var ans Answer
-				roundTrip(&c.ans, &ans)
+				msgpackRoundTrip(b, &c.ans, &ans)
 			}
 		})
 	}
