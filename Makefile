@@ -72,7 +72,7 @@ test: ## tests without the race detector
 # (all its tests): its process tests start chime binaries built without
 # -race, so an instrumented test binary checks only their harness, for
 # ~73 CPU-s of a make check whose CPU is its wall time (docs/BENCHMARKS.md).
-FAKETIME := ./node/membership ./storage
+FAKETIME := ./node/membership ./storage ./node/schedule
 PURE     := ./slots ./ring ./wheel
 MODULE   := $(shell $(GO) list -m)
 NORACE   := -gcflags=all=-d=checkptr=0 '-gcflags=$(MODULE)/slots=-race=false -d=checkptr=0'
