@@ -159,6 +159,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	// Bloom filters on every level (L1+ inherit L0's policy): a Get of a
 	// missing id usually touches no data block.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(bloomBitsPerKey)
+	po.Experimental.CompactionScheduler = newCompactionScheduler()
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %q: %w", dir, err)

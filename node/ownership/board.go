@@ -93,6 +93,13 @@ func (b *Board) post(evs ...any) {
 	}
 }
 
+// postQuiet queues evs without waking the loop: the next step takes them.
+func (b *Board) postQuiet(evs ...any) {
+	b.mu.Lock()
+	b.queue = append(b.queue, evs...)
+	b.mu.Unlock()
+}
+
 // take returns the queued events and empties the queue.
 func (b *Board) take() []any {
 	b.mu.Lock()

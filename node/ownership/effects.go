@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/ring"
@@ -191,15 +192,44 @@ func (e *Executor) send(to string, msg Msg) {
 	e.out[to] = append(q, msg)
 }
 
+// inFlight is a batch on its way to a node. Its sender posts the outcome
+// (sentEvent) without waking the loop unless more waits for that node:
+// the next step takes it, a Tick at the latest, so an idle node's
+// deliveries cost no wake-up of their own (issue 17 item 1).
+type inFlight struct {
+	waiting atomic.Bool // the loop queued more for the node meanwhile
+}
+
+// deferrable reports whether msgs may wait for the node's next batch or
+// ping (pingEvery after the last batch at most): pair acks only. An ack
+// renews the owner's lease from the time the owner sent its pair beat, so
+// a later ack renews the same lease, only later; beats go every Lease/4,
+// so the lease holds through several late acks. Sending each ack at once
+// was a third of an idle cluster's ctl requests.
+func deferrable(msgs []Msg) bool {
+	for _, m := range msgs {
+		if _, ok := m.(*PairAck); !ok {
+			return false
+		}
+	}
+	return true
+}
+
 // flush sends each node's queued messages as one batch, one batch in
-// flight per node; what queues meanwhile goes with the next.
+// flight per node; what queues meanwhile goes with the next. Queued pair
+// acks alone wait until a ping is due (deferrable).
 func (e *Executor) flush() {
 	v := e.view
 	if v == nil {
 		return
 	}
+	now := e.d.Clock.Now()
 	for to, msgs := range e.out {
-		if e.sending[to] {
+		if deferrable(msgs) && now.Sub(e.lastSent[to]) < e.pingEvery() {
+			continue
+		}
+		if f := e.sending[to]; f != nil {
+			f.waiting.Store(true)
 			continue
 		}
 		delete(e.out, to)
@@ -207,8 +237,9 @@ func (e *Executor) flush() {
 		if !ok || mem.Status == gossip.StatusDead || mem.Status == gossip.StatusLeft {
 			continue // lost: the machine repeats what matters
 		}
-		e.sending[to] = true
-		e.lastSent[to] = e.d.Clock.Now()
+		f := &inFlight{}
+		e.sending[to] = f
+		e.lastSent[to] = now
 		target := ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}
 		bodies := encodeChunks(e.self, msgs, e.cfg.MaxBody)
 		go func() {
@@ -216,7 +247,12 @@ func (e *Executor) flush() {
 			if err != nil {
 				e.d.Log.Debug("ownership messages", "to", to, "err", err)
 			}
-			e.b.post(sentEvent{to: to, ok: err == nil})
+			ev := sentEvent{to: to, ok: err == nil}
+			if f.waiting.Load() {
+				e.b.post(ev)
+			} else {
+				e.b.postQuiet(ev)
+			}
 		}()
 	}
 }

@@ -127,7 +127,7 @@ type Executor struct {
 	// may still hold lower (raised after the firing bits, bounds.go).
 	nearRaise    []slots.Slot
 	out          map[string][]Msg
-	sending      map[string]bool        // a batch to that node is in flight
+	sending      map[string]*inFlight   // a batch to that node is in flight
 	lastSent     map[string]time.Time   // last batch sent to that node
 	snapAsked    map[slotNode]time.Time // last snapshot asked on a gap
 	dropGen      map[uint16]uint64      // data generation the machine last saw per slot
@@ -183,7 +183,7 @@ func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, 
 	}
 	e := &Executor{m: m, cfg: cfg, b: b, d: d, self: cfg.Machine.Self, voters: *slots.NewVoters(voters), savedVoters: voters,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		sealing: map[uint16]bool{}, out: map[string][]Msg{}, sending: map[string]bool{}, lastSent: map[string]time.Time{},
+		sealing: map[uint16]bool{}, out: map[string][]Msg{}, sending: map[string]*inFlight{}, lastSent: map[string]time.Time{},
 		snapAsked: map[slotNode]time.Time{}, dropGen: map[uint16]uint64{}, fresh: len(persisted) == 0}
 	for s := range slots.Count {
 		e.publish(uint16(s))
@@ -197,6 +197,19 @@ func (e *Executor) tickEvery() time.Duration {
 	return min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3)
 }
 
+// pingEvery is how long the loop lets pass without a batch to a live
+// member before it sends one, empty if need be: the signs of life the
+// machine's evidence of a majority counts (slots.Config.Settle). Settle/2
+// is the pair beats' period in both profiles (Lease/4: 500 ms local, 1 s
+// LAN), so a settled node sends each peer one batch per beat, its pair
+// beat with the acks of the peer's; and each node hears of each peer
+// through two streams about that often, the peer's batches and the
+// answers to its own (sentEvent), so a lapse of the evidence (nothing for
+// Settle) takes both delayed by half a Settle and more. Pings every
+// Settle/4 sent a batch between every two beats: a third of an idle
+// cluster's ctl requests (issue 17 item 1).
+func (e *Executor) pingEvery() time.Duration { return e.cfg.Machine.Settle / 2 }
+
 // Close stops Run and waits for it.
 func (e *Executor) Close() {
 	close(e.stop)
@@ -207,16 +220,20 @@ func (e *Executor) Close() {
 func (e *Executor) Run() {
 	defer close(e.done)
 	e.watch.last.Store(e.d.Clock.Now().UnixNano())
-	go e.watch.run(e.d.Clock, e.stop)
-	tk := e.d.Clock.NewTicker(e.tickEvery())
-	defer tk.Stop()
+	ticks := make(chan struct{}, 1)
+	watching := make(chan struct{})
+	go func() {
+		defer close(watching)
+		e.watch.run(e.d.Clock, e.tickEvery(), ticks, e.stop)
+	}()
+	defer func() { <-watching }()
 	for {
 		tick := false
 		select {
 		case <-e.stop:
 			return
 		case <-e.b.kick:
-		case <-tk.C:
+		case <-ticks:
 			tick = true
 		}
 		e.step(tick)
@@ -231,6 +248,7 @@ func (e *Executor) step(tick bool) {
 	var effs []slots.Effect
 	all, counts := false, false // publish every slot; recount
 	touched := map[uint16]bool{}
+	effs = e.sentFirst(batch, effs)
 	if tick {
 		now := e.d.Clock.Now().Round(0)
 		stalled := e.watch.take(now)
@@ -276,10 +294,7 @@ func (e *Executor) step(tick bool) {
 		case ownedReportEvent:
 			ev.out <- e.ownedReport(3)
 		case sentEvent:
-			e.sending[ev.to] = false
-			if ev.ok {
-				effs = append(effs, e.m.Step(slots.MemberAlive{Name: ev.to})...)
-			}
+			// Handled before the Tick (sentFirst).
 		case gapEvent:
 			k := slotNode{ev.slot, ev.from}
 			now := e.d.Clock.Now()
@@ -497,8 +512,24 @@ func (e *Executor) onGenesisTold(ev genesisTold) bool {
 	return true
 }
 
+// sentFirst handles the batches delivered (or not) to other nodes, before
+// the Tick: a delivery is a sign of life of its receiver, stamped with the
+// machine's time before the Tick, never later than it happened (most are
+// posted without waking the loop, see inFlight).
+func (e *Executor) sentFirst(batch []any, effs []slots.Effect) []slots.Effect {
+	for _, ev := range batch {
+		if ev, ok := ev.(sentEvent); ok {
+			delete(e.sending, ev.to)
+			if ev.ok {
+				effs = append(effs, e.m.Step(slots.MemberAlive{Name: ev.to})...)
+			}
+		}
+	}
+	return effs
+}
+
 // pingIdle sends an empty batch to every live member not written to within
-// Settle/4: its answer is a sign of life for the machine's majority
+// pingEvery: its answer is a sign of life for the machine's majority
 // evidence. It also retries a bootstrap that waited for the view to settle.
 func (e *Executor) pingIdle(now time.Time) {
 	v := e.view
@@ -512,7 +543,7 @@ func (e *Executor) pingIdle(now time.Time) {
 		if m.Name == e.self || m.Status != gossip.StatusAlive {
 			continue
 		}
-		if now.Sub(e.lastSent[m.Name]) >= e.cfg.Machine.Settle/4 {
+		if now.Sub(e.lastSent[m.Name]) >= e.pingEvery() {
 			if _, ok := e.out[m.Name]; !ok {
 				e.out[m.Name] = []Msg{}
 			}

@@ -75,46 +75,57 @@ func (e *Executor) checkStalls(now time.Time) {
 	e.d.Stalled(rep)
 }
 
-// stallBeat is how often the stall watch beats.
-const stallBeat = 50 * time.Millisecond
-
 // stallWatch measures how long this process was stalled, as opposed to the
 // ownership loop alone: a goroutine that does nothing but beat every
-// stallBeat. The longest gap between two beats is how long the runtime ran
-// none of its goroutines on time (a stop-the-world pause, a frozen VM, a
-// machine so loaded that the whole process starved), memberlist's
-// included. A long step of the ownership loop itself (persisting thousands
-// of slot states, a backlog of events) leaves the beats on time: the
-// others kept hearing from this node, so nobody can have declared it dead
-// meanwhile (slots.Tick.Stalled).
+// tickEvery and pass each beat on to the loop as its Tick (dropped when the
+// loop has one pending, like a time.Ticker's). The longest gap between two
+// beats is how long the runtime ran none of its goroutines on time (a
+// stop-the-world pause, a frozen VM, a machine so loaded that the whole
+// process starved), memberlist's included. A long step of the ownership
+// loop itself (persisting thousands of slot states, a backlog of events)
+// leaves the beats on time: the others kept hearing from this node, so
+// nobody can have declared it dead meanwhile (slots.Tick.Stalled).
+//
+// The watch beats with the loop's ticks, not on a timer of its own: an
+// idle node's CPU goes mostly to waking up (issue 17 item 1), and a beat of
+// its own every 50 ms was 20 of an idle node's ~75 wake-ups a second.
 type stallWatch struct {
 	last   atomic.Int64 // unix nanos of the last beat
 	maxGap atomic.Int64 // the longest gap since the last take
 }
 
-// run beats until stop is closed.
-func (w *stallWatch) run(c clock.Clock, stop <-chan struct{}) {
-	tk := c.NewTicker(stallBeat)
+// run beats every every, offering each beat on tick, until stop is closed.
+func (w *stallWatch) run(c clock.Clock, every time.Duration, tick chan<- struct{}, stop <-chan struct{}) {
+	tk := c.NewTicker(every)
 	defer tk.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case now := <-tk.C:
-			n := now.UnixNano()
+		case <-tk.C:
+			// The time it ran, not the tick's: a timer fired late after a
+			// stall carries the time it was due.
+			n := c.Now().UnixNano()
 			if gap := n - w.last.Swap(n); gap > w.maxGap.Load() {
 				w.maxGap.Store(gap)
+			}
+			select {
+			case tick <- struct{}{}:
+			default:
 			}
 		}
 	}
 }
 
-// take returns the longest stall since the previous take, up to now: the
-// longest gap between beats, or the time since the last beat if longer.
+// take returns how long the process may have stalled since the previous
+// take, up to now: the longest gap between beats, or the time since the
+// last beat if longer. It is an upper bound (a stall of d between two beats
+// makes a gap of at least d), one beat period above the stall at most, so
+// a stall is never held against DeadAfter as shorter than it was.
 func (w *stallWatch) take(now time.Time) time.Duration {
 	g := w.maxGap.Swap(0)
 	if since := now.UnixNano() - w.last.Load(); since > g {
 		g = since
 	}
-	return max(0, time.Duration(g)-stallBeat)
+	return max(0, time.Duration(g))
 }
