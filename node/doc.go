@@ -109,8 +109,8 @@
 //     role, epoch and firing gate, waking requests held for a moving slot
 //     (awaitHeld). It sends the machine's messages to each peer on a
 //     goroutine per peer in flight (POST /internal/v1/ctl), and runs the
-//     stall watch (stallWatch.run, stalls.go), which only beats every 50
-//     ms. All stop on Executor.Close (n.exec), before the node leaves the
+//     stall watch (stallWatch.run, stalls.go), which only beats and hands
+//     each beat to the loop as its Tick. All stop on Executor.Close (n.exec), before the node leaves the
 //     gossip.
 //   - shipper (replication.Shipper.Run, package node/replication, wired in
 //     replication_wiring.go): sends queued replication messages (write

@@ -316,9 +316,11 @@ func (w *writer) group(first request) {
 		// dispatch and re-file now, and let the syncer sync them later
 		// (see syncLoop) without ever blocking on it.
 		w.finish(g)
-		select {
-		case w.dirty <- struct{}{}:
-		default:
+		if b.Count() > 0 { // a group of reads (anti-entropy's) wrote nothing to sync
+			select {
+			case w.dirty <- struct{}{}:
+			default:
+			}
 		}
 		return
 	}
