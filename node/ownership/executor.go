@@ -199,16 +199,13 @@ func (e *Executor) tickEvery() time.Duration {
 
 // pingEvery is how long the loop lets pass without a batch to a live
 // member before it sends one, empty if need be: the signs of life the
-// machine's evidence of a majority counts (slots.Config.Settle). Settle/2
-// is the pair beats' period in both profiles (Lease/4: 500 ms local, 1 s
-// LAN), so a settled node sends each peer one batch per beat, its pair
-// beat with the acks of the peer's; and each node hears of each peer
-// through two streams about that often, the peer's batches and the
-// answers to its own (sentEvent), so a lapse of the evidence (nothing for
-// Settle) takes both delayed by half a Settle and more. Pings every
-// Settle/4 sent a batch between every two beats: a third of an idle
-// cluster's ctl requests (issue 17 item 1).
-func (e *Executor) pingEvery() time.Duration { return e.cfg.Machine.Settle / 2 }
+// machine's evidence of a majority counts (slots.Config.Settle), four
+// chances per Settle. Pings every Settle/2 (the pair beats' period, one
+// batch per beat) cut an idle node's requests further, but on the fault
+// tests' lossy links the evidence lapsed more often and the tests ran
+// ~15 % longer (TestFaultJoin, TestFaultAckOwnerCrash): lapses stop what
+// acts on a majority, so the cheaper cadence was not worth it.
+func (e *Executor) pingEvery() time.Duration { return e.cfg.Machine.Settle / 4 }
 
 // Close stops Run and waits for it.
 func (e *Executor) Close() {
