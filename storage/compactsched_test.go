@@ -90,11 +90,11 @@ func TestCompactionSchedulerGrants(t *testing.T) {
 	}
 }
 
-// TestCompactionsRunOnDisk: a real store under this scheduler compacts:
+// TestCompactionsRun: a real store under this scheduler compacts:
 // eight small memtables flushed into L0 (pebble compacts L0 from 4 files
 // and stops writes at 12) are compacted down.
-func TestCompactionsRunOnDisk(t *testing.T) {
-	s := openDiskForCompaction(t)
+func TestCompactionsRun(t *testing.T) {
+	s := openMem(t, Options{CacheSize: 1 << 20, MemTableSize: 1 << 20})
 	for i := range 8 {
 		b := s.NewBatch()
 		for j := range 400 {
@@ -116,18 +116,4 @@ func TestCompactionsRunOnDisk(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func openDiskForCompaction(t *testing.T) *Store {
-	t.Helper()
-	s, err := Open(Options{Dir: t.TempDir(), CacheSize: 1 << 20, MemTableSize: 1 << 20, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
 }
