@@ -212,7 +212,11 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int
 			if m.Reset {
 				b.DropSlot(m.Slot)
 			}
-			err = b.ApplySlotOps(o)
+			if m.Reset {
+				err = b.ApplySlotOps(o) // a dropped slot's keys are not read anyway
+			} else {
+				err = b.ApplySlotOpsKnowing(o, w.ids.MayContainBytes)
+			}
 		})
 		if err != nil {
 			w.log.Error("malformed replicated ops", "slot", m.Slot, "err", err)

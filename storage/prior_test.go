@@ -171,3 +171,70 @@ func TestUnappliedBatchForgets(t *testing.T) {
 		t.Errorf("copy with another ID: knows %v, want priorUnknown", got)
 	}
 }
+
+// TestReplicaCreatesSkipReads: a replica applying an owner's creates with
+// an id filter that knows the ids are new reads no key for the checksums;
+// without the filter, or for ids it may hold, it reads each key the ops
+// write (the task key and its due entry). The checksums agree either way.
+func TestReplicaCreatesSkipReads(t *testing.T) {
+	owner := openMem(t, Options{})
+	replica := openMem(t, Options{})
+	const n = 10
+	reads := func() uint64 {
+		replica.sums.Lock()
+		defer replica.sums.Unlock()
+		return replica.sums.reads
+	}
+	stored := map[string]bool{}
+	for _, step := range []struct {
+		name      string
+		first     int // ids first..first+n-1, in slot 3
+		mayHold   func(id []byte) bool
+		update    bool // update the records written by the step before
+		wantReads uint64
+	}{
+		{"creates, filter says new (reads only the slot's checksum key)", 0, func(id []byte) bool { return stored[string(id)] }, false, 1},
+		{"creates, no filter", n, nil, false, 2 * n},
+		{"creates, filter says maybe", 2 * n, func([]byte) bool { return true }, false, 2 * n},
+		{"updates of stored ids, filter knows them", 2 * n, func(id []byte) bool { return stored[string(id)] }, true, 3 * n},
+	} {
+		b := owner.NewBatch()
+		b.Capture()
+		for i := step.first; i < step.first+n; i++ {
+			id := fmt.Sprintf("r%03d", i)
+			if step.update {
+				tk, err := owner.Get(3, id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				prev := tk.Wake()
+				tk.NextDue += 10
+				b.PutTask(tk, prev) // task key, old and new due entry
+				continue
+			}
+			tk := newTask(3, id, 100)
+			tk.Replaces(nil)
+			b.PutTask(tk, 0)
+		}
+		ops := b.TakeSlotOps()
+		commit(t, b, false)
+		before := reads()
+		rb := replica.NewBatch()
+		for _, o := range ops {
+			if err := rb.ApplySlotOpsKnowing(o, step.mayHold); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range o.TaskIDs() {
+				stored[id] = true
+			}
+		}
+		commit(t, rb, false)
+		if got := reads() - before; got != step.wantReads && !checkPriors {
+			t.Errorf("%s: Commit read %d keys, want %d", step.name, got, step.wantReads)
+		}
+		want := checkChecksums(t, owner)
+		if got := checkChecksums(t, replica); got[3] != want[3] {
+			t.Fatalf("%s: replica checksum %v, owner %v", step.name, got[3], want[3])
+		}
+	}
+}

@@ -98,6 +98,14 @@ func (f *Filter) MayContain(id string) bool {
 	return !f.mu.ready || f.mu.cur.has(h)
 }
 
+// MayContainBytes is MayContain for an id in bytes (a key's tail).
+func (f *Filter) MayContainBytes(id []byte) bool {
+	h := xxhash.Sum64(id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.mu.ready || f.mu.cur.has(h)
+}
+
 // Add records a stored id. It reports whether the filter has outgrown its
 // size and no rebuild is running: the caller should start one.
 func (f *Filter) Add(id string) (rebuild bool) {
