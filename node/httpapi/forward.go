@@ -17,6 +17,7 @@ import (
 	"github.com/chime-scheduler/chime/ring"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
+	"github.com/oklog/ulid/v2"
 )
 
 // maxHops bounds forwarding: a request is forwarded at most twice (a table
@@ -83,35 +84,115 @@ func unreachable(owner ring.Member, err error) *Error {
 	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("owner %s (%s) is unreachable: %s", owner.Name, owner.HTTPAddr, msg)}
 }
 
-// withID returns the JSON object raw with "id":id added as its first
-// member. raw is a valid object without an id (the caller decoded it).
+// withID returns the JSON object raw with "id":id as its first member and
+// any "id" raw had (null or "": the caller generated id for it) left out:
+// the owner refuses a field given twice. raw is a valid JSON object.
 func withID(raw []byte, id string) []byte {
-	raw = bytes.TrimSpace(raw)
-	rest := bytes.TrimSpace(raw[1:]) // after '{'
+	sc := jsonScan{data: bytes.TrimSpace(raw)}
 	out := make([]byte, 0, len(raw)+len(id)+8)
 	out = append(out, `{"id":`...)
-	out = strconv.AppendQuote(out, id) // ids are [A-Za-z0-9._:-]: no escapes
-	if len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
-	}
-	return append(out, rest...)
+	out = strconv.AppendQuote(out, id) // ids are [A-Za-z0-9._:-{}]: no escapes
+	from := 1 // a member's text starts after '{' or the last value
+	_ = sc.object(func(key []byte) *Error {
+		sc.skipValue()
+		member := bytes.TrimLeft(sc.data[from:sc.i], " \t\r\n,")
+		from = sc.i
+		if string(key) != "id" {
+			out = append(out, ',')
+			out = append(out, member...)
+		}
+		return nil
+	})
+	return append(out, '}')
 }
 
-// splitBatch forwards the tasks of a batch whose slots other nodes own, one
-// sub-batch per owner in parallel, and takes them out of tasks (nil) so the
-// caller stores only its own. Their results land in results (same index)
-// by the time the returned wg is done. raws are the tasks' JSON
-// objects, with generated ids filled in.
-func (s *Server) splitBatch(r *http.Request, reqBody []byte, raws []json.RawMessage, tasks []*storage.Task, results []BatchResult) *remoteBatch {
+// routeID returns the id of a batch's task read without decoding the task:
+// its "id" (a new one when it has neither id nor flow_key, or "{key}<ulid>"
+// for a flow_key alone; generated reports that), enough to send it to its
+// slot's owner, which decodes and validates it. A batch's tasks are decoded
+// once, by their owner, not once by the node they reach and again by the
+// owner. ok is false when the task must be decoded here: an id or flow_key
+// that is not a plain valid string, one given twice, or an id the flow_key
+// does not match (the decode reports why). raw is valid JSON (the batch
+// envelope was decoded).
+func routeID(raw []byte) (id string, generated, ok bool) {
+	sc := jsonScan{data: raw}
+	if sc.peek() != '{' {
+		return "", false, false
+	}
+	var idRaw, keyRaw []byte
+	var seenID, seenKey bool
+	plain := func(dst *[]byte, seen *bool) *Error {
+		if *seen || sc.peek() != '"' {
+			return errNotRoutable
+		}
+		start := sc.i
+		sc.skipString()
+		v := raw[start+1 : sc.i-1]
+		if bytes.IndexByte(v, '\\') >= 0 {
+			return errNotRoutable
+		}
+		*dst, *seen = v, true
+		return nil
+	}
+	e := sc.object(func(key []byte) *Error {
+		switch string(key) {
+		case "id":
+			return plain(&idRaw, &seenID)
+		case "flow_key":
+			return plain(&keyRaw, &seenKey)
+		}
+		sc.skipValue()
+		return nil
+	})
+	if e != nil {
+		return "", false, false
+	}
+	key := string(keyRaw)
+	if seenKey && validateFlowKey("flow_key", key) != nil {
+		return "", false, false
+	}
+	if seenID {
+		id = string(idRaw)
+		if id == "" || validateID(id) != nil || (seenKey && slots.HashKey(id) != key) {
+			return "", false, false
+		}
+		return id, false, true
+	}
+	if !seenKey {
+		return ulid.Make().String(), true, true
+	}
+	if id = "{" + key + "}" + ulid.Make().String(); len(id) > maxIDLen {
+		return "", false, false
+	}
+	return id, true, true
+}
+
+// errNotRoutable stops routeID's walk.
+var errNotRoutable = &Error{Code: CodeInvalidArgument}
+
+// splitBatch forwards the tasks of a batch whose slots other nodes own in
+// v, one sub-batch per owner in parallel, and takes them out of tasks (nil)
+// so the caller stores only its own. routed[i] marks a task not decoded
+// here (routeID): its id is results[i].ID, and v has an owner of its slot
+// other than this node. Their results land in results (same index) by the
+// time the returned wg is done. raws are the tasks' JSON objects, with
+// generated ids filled in.
+func (s *Server) splitBatch(r *http.Request, v View, reqBody []byte, raws []json.RawMessage, routed []bool, tasks []*storage.Task, results []BatchResult) *remoteBatch {
 	rb := &remoteBatch{}
-	v := s.b.View()
 	groups := map[string][]int{}
 	owners := map[string]ring.Member{}
 	for i, t := range tasks {
-		if t == nil || v.Owns(t.Slot) {
+		var slot uint16
+		switch {
+		case routed[i]:
+			slot = slots.Of(results[i].ID)
+		case t == nil || v.Owns(t.Slot):
 			continue
+		default:
+			slot = t.Slot
 		}
-		o, ok := v.Owner(t.Slot)
+		o, ok := v.Owner(slot)
 		if !ok {
 			results[i].Status, results[i].Error = ErrNoOwner.HTTPStatus(), ErrNoOwner
 			tasks[i] = nil

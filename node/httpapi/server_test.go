@@ -517,6 +517,50 @@ func TestServerBatchSplitsByOwner(t *testing.T) {
 	}
 }
 
+// TestServerBatchRoutesUndecoded: a batch's tasks for other owners go to
+// them as they came, decoded and validated there (once), with generated
+// ids added; the owner's answer is each task's result. A task whose id
+// cannot be read plainly is decoded here first, as before.
+func TestServerBatchRoutesUndecoded(t *testing.T) {
+	f := newFake()
+	for s := range uint16(slots.Count) {
+		f.remote[s] = true
+	}
+	var sent []map[string]json.RawMessage
+	f.answer = func(_, uri string, body []byte) Answer {
+		var env struct {
+			Tasks []map[string]json.RawMessage `json:"tasks"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatalf("sub-batch %s: %v", body, err)
+		}
+		sent = env.Tasks
+		var out []string
+		for i := range env.Tasks {
+			out = append(out, fmt.Sprintf(`{"index":%d,"id":%s,"status":201}`, i, env.Tasks[i]["id"]))
+		}
+		return Answer{Status: http.StatusOK, Body: []byte(`{"results":[` + strings.Join(out, ",") + `]}`)}
+	}
+	// Task 0 is invalid (delay_ms a string): its owner says so, here it is
+	// not decoded. Task 1 has no id, task 2 a null one (decoded here).
+	w := serve(t, f, Config{}, "POST", "/v1/tasks:batch", `{"tasks":[{"id":"r0",`+cb+`,"delay_ms":"soon"},{`+cb+`,"delay_ms":5},{"id":null,`+cb+`,"delay_ms":5}]}`)
+	var ans struct {
+		Results []BatchResult `json:"results"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &ans); err != nil || w.Code != http.StatusOK || len(ans.Results) != 3 || len(sent) != 3 {
+		t.Fatalf("batch: %d %s; sent %d", w.Code, w.Body, len(sent))
+	}
+	if string(sent[0]["delay_ms"]) != `"soon"` {
+		t.Errorf("task 0 sent as %v, want it as it came", sent[0])
+	}
+	for i, r := range ans.Results {
+		var id string
+		if err := json.Unmarshal(sent[i]["id"], &id); err != nil || id == "" || r.ID != id || r.Status != http.StatusCreated {
+			t.Errorf("task %d: sent id %s, result %+v", i, sent[i]["id"], r)
+		}
+	}
+}
+
 // TestServerListsTheCluster: a clustered node merges its own page with
 // the other owners'.
 func TestServerListsTheCluster(t *testing.T) {

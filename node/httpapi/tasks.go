@@ -181,10 +181,23 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := s.b.Now()
+	v := s.b.View()
 	results := make([]BatchResult, len(req.Tasks))
 	tasks := make([]*storage.Task, len(req.Tasks))
+	// routed[i]: task i goes to its slot's owner undecoded (its id is
+	// results[i].ID); the owner decodes and validates it.
+	routed := make([]bool, len(req.Tasks))
 	for i, raw := range req.Tasks {
 		results[i].Index = i
+		if id, generated, ok := routeID(raw); ok {
+			if _, has := v.Owner(slots.Of(id)); has && !v.Owns(slots.Of(id)) {
+				if generated {
+					req.Tasks[i] = withID(raw, id)
+				}
+				routed[i], results[i].ID = true, id
+				continue
+			}
+		}
 		t, generated, e := s.parseTask(raw, "", now)
 		if e != nil {
 			results[i].Status = e.HTTPStatus()
@@ -197,7 +210,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 			req.Tasks[i] = withID(raw, t.ID)
 		}
 	}
-	remote := s.splitBatch(r, body, req.Tasks, tasks, results)
+	remote := s.splitBatch(r, v, body, req.Tasks, routed, tasks, results)
 	var errs []*Error
 	if slices.ContainsFunc(tasks, func(t *storage.Task) bool { return t != nil }) {
 		var err error
