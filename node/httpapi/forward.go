@@ -92,7 +92,8 @@ func withID(raw []byte, id string) []byte {
 	out := make([]byte, 0, len(raw)+len(id)+8)
 	out = append(out, `{"id":`...)
 	out = strconv.AppendQuote(out, id) // ids are [A-Za-z0-9._:-{}]: no escapes
-	from := 1 // a member's text starts after '{' or the last value
+	// A member's text starts after '{' or after the value before it.
+	from := 1
 	_ = sc.object(func(key []byte) *Error {
 		sc.skipValue()
 		member := bytes.TrimLeft(sc.data[from:sc.i], " \t\r\n,")

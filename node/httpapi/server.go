@@ -159,7 +159,8 @@ type Config struct {
 	Limits              Limits
 	// HistoryLimit bounds GET /v1/tasks/{id}/executions?limit=.
 	HistoryLimit int
-	// Clustered makes GET /v1/tasks list over every member.
+	// Clustered makes GET /v1/tasks list over every member, and a batch
+	// read each task's id to route it before decoding it.
 	Clustered bool
 	// DueScanKeys is the key budget of this node's part of
 	// GET /v1/stats/due (0: DefaultDueScanKeys).

@@ -543,7 +543,7 @@ func TestServerBatchRoutesUndecoded(t *testing.T) {
 	}
 	// Task 0 is invalid (delay_ms a string): its owner says so, here it is
 	// not decoded. Task 1 has no id, task 2 a null one (decoded here).
-	w := serve(t, f, Config{}, "POST", "/v1/tasks:batch", `{"tasks":[{"id":"r0",`+cb+`,"delay_ms":"soon"},{`+cb+`,"delay_ms":5},{"id":null,`+cb+`,"delay_ms":5}]}`)
+	w := serve(t, f, Config{Clustered: true}, "POST", "/v1/tasks:batch", `{"tasks":[{"id":"r0",`+cb+`,"delay_ms":"soon"},{`+cb+`,"delay_ms":5},{"id":null,`+cb+`,"delay_ms":5}]}`)
 	var ans struct {
 		Results []BatchResult `json:"results"`
 	}

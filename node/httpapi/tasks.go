@@ -189,13 +189,15 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
 	routed := make([]bool, len(req.Tasks))
 	for i, raw := range req.Tasks {
 		results[i].Index = i
-		if id, generated, ok := routeID(raw); ok {
-			if _, has := v.Owner(slots.Of(id)); has && !v.Owns(slots.Of(id)) {
-				if generated {
-					req.Tasks[i] = withID(raw, id)
+		if s.cfg.Clustered { // a standalone node owns every slot
+			if id, generated, ok := routeID(raw); ok {
+				if _, has := v.Owner(slots.Of(id)); has && !v.Owns(slots.Of(id)) {
+					if generated {
+						req.Tasks[i] = withID(raw, id)
+					}
+					routed[i], results[i].ID = true, id
+					continue
 				}
-				routed[i], results[i].ID = true, id
-				continue
 			}
 		}
 		t, generated, e := s.parseTask(raw, "", now)
