@@ -277,13 +277,17 @@ func (w *writer) group(first request) {
 	clear(w.pendingFlows)
 	w.closeSnaps()
 	var msgs []replication.Msg
+	var ops []storage.SlotOps
 	if w.replicate != nil {
-		msgs = w.prepareRepl(b, g)
+		msgs, ops = w.prepareRepl(b, g)
 	}
 	if b.Count() > 0 {
 		start := w.cfg.Clock.Now()
 		if err := b.Commit(false); err != nil {
 			g.err = err
+		}
+		for i := range msgs {
+			msgs[i].Priors = ops[i].Priors
 		}
 		end := w.cfg.Clock.Now()
 		w.metrics.Commit.Observe(end.Sub(start).Seconds())

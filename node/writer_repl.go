@@ -109,10 +109,12 @@ var errNotOwner = &Error{Code: CodeUnavailable, Message: "this node does not ser
 
 // prepareRepl turns the group's captured mutations of slots this node owns
 // into replication messages, advancing each slot's seq in the same batch.
-func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replication.Msg {
-	ops := b.TakeSlotOps()
-	var msgs []replication.Msg
-	for _, o := range ops {
+// ops[i] are msgs[i]'s mutations; b's commit sets their Priors
+// (storage.Batch.KeepPriors), for the caller to copy into msgs.
+func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) (msgs []replication.Msg, ops []storage.SlotOps) {
+	all := b.TakeSlotOps()
+	ops = all[:0]
+	for _, o := range all {
 		ep, ok := w.holds(o.Slot)
 		if !ok {
 			continue // a write that raced a move: it is not replicated, and the slot resyncs
@@ -132,8 +134,10 @@ func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) []replication.Msg {
 		// take a slot over without the last results and repeat fires.
 		msgs = append(msgs, replication.Msg{Slot: o.Slot, Epoch: m.Epoch, Seq: m.Seq, PrevEpoch: prev.Epoch, PrevSeq: prev.Seq,
 			Count: o.Count, Data: o.Data})
+		ops = append(ops, o)
 	}
-	return msgs
+	b.KeepPriors(ops)
+	return msgs, ops
 }
 
 // purgeSlot forgets the writer's cached records of a slot whose data was
@@ -206,7 +210,7 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int
 			res.Results[i] = replication.Gap
 			continue
 		}
-		o := storage.SlotOps{Slot: m.Slot, Count: m.Count, Data: m.Data}
+		o := storage.SlotOps{Slot: m.Slot, Count: m.Count, Data: m.Data, Priors: m.Priors}
 		var err error
 		b.WithoutCapture(func() {
 			if m.Reset {

@@ -17,6 +17,8 @@ type Batch struct {
 	// capture, when non-nil, records every data-key mutation per slot
 	// (Capture, TakeSlotOps in replica.go).
 	capture map[uint16]*SlotOps
+	// keepPriors: ops whose Priors Commit sets (KeepPriors).
+	keepPriors []SlotOps
 	// sums tracks the data keys written per slot, for the slot checksums
 	// Commit writes (checksum.go).
 	sums sumTracker
@@ -312,6 +314,11 @@ func (b *Batch) commitWithChecksums(sync bool) error {
 		}
 		return err
 	}()
+	if err == nil {
+		for i := range b.keepPriors {
+			b.keepPriors[i].Priors = b.opPriors(b.keepPriors[i])
+		}
+	}
 	if err == nil && sync {
 		// The WAL is sequential: this fsync covers the batch.
 		err = s.db.LogData(nil, pebble.Sync)
@@ -346,5 +353,5 @@ func (b *Batch) Close() {
 	}
 	_ = b.pb.Close() // only fails on a double close, which b.pb = nil prevents
 	putCodec(b.c)
-	b.pb, b.c, b.sums = nil, nil, sumTracker{}
+	b.pb, b.c, b.sums, b.keepPriors = nil, nil, sumTracker{}, nil
 }

@@ -114,6 +114,9 @@ type keyWrite struct {
 	off, n uint32 // the key is sumTracker.keys[off : off+n]
 	seq    uint32 // the write's position among the slot's writes
 	live   bool   // set (true) or deleted
+	// captured: the write is among the batch's captured ops (Capture),
+	// so OpPriors can say what it replaced.
+	captured bool
 	hash   uint64 // keyHash of the value set; 0 for a delete
 	// prior is what the caller knows the key held before the write
 	// (prior.go). Only the first write of a key in a batch says what
@@ -140,7 +143,7 @@ func (t *sumTracker) slot(slot uint16) *slotWrites {
 // track records a set (live) or delete of key, which held p before, and
 // returns the keyHash of the value set (0 for a delete, or when nothing is
 // tracked). Keys other than data keys are not covered by checksums.
-func (t *sumTracker) track(key, value []byte, live bool, p prior) uint64 {
+func (t *sumTracker) track(key, value []byte, live, captured bool, p prior) uint64 {
 	if t.off {
 		return 0
 	}
@@ -149,7 +152,7 @@ func (t *sumTracker) track(key, value []byte, live bool, p prior) uint64 {
 		return 0
 	}
 	sw := t.slot(slot)
-	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), seq: uint32(len(sw.writes)), live: live, prior: p}
+	w := keyWrite{off: uint32(len(t.keys)), n: uint32(len(key)), seq: uint32(len(sw.writes)), live: live, captured: captured, prior: p}
 	if live {
 		w.hash = keyHash(key, value)
 	}
@@ -266,6 +269,7 @@ func (b *Batch) addChecksums(dst []slotSum) (_ []slotSum, err error) {
 				j++
 			}
 			last := w.writes[j-1]
+			i0 := i
 			i = j
 			if !w.dropped {
 				p := first.prior
@@ -282,6 +286,7 @@ func (b *Batch) addChecksums(dst []slotSum) (_ []slotSum, err error) {
 						p = prior{priorValue, keyHash(k, v)}
 					}
 				}
+				w.writes[i0].prior = p // what the store held: OpPriors
 				if p.kind == priorValue {
 					sum.remove(p.hash)
 				}

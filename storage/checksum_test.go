@@ -145,7 +145,8 @@ func transfer(t testing.TB, src, dst *Store, slot uint16) {
 
 // TestChecksumRandomOps runs random batches on an owner store with capture
 // on and ships the captured ops to a replica (ApplySlotOpsKnowing, with the
-// ids the owner ever wrote as its id filter). Now and then a
+// ids the owner ever wrote as its id filter, mostly with the priors the
+// owner's commit found: KeepPriors). Now and then a
 // slot is dropped on both, dropped between writes of an owner batch (the
 // replica then gets a snapshot), copied by snapshot to a third store
 // that only ever receives snapshots, or all stores are closed and opened
@@ -250,7 +251,19 @@ func TestChecksumRandomOps(t *testing.T) {
 					}
 				}
 				ops := b.TakeSlotOps()
+				keep := rng.IntN(4) != 0
+				if keep {
+					b.KeepPriors(ops) // the replica trusts what the owner's commit found
+				}
 				commit(t, b, rng.IntN(4) == 0)
+				for i := range ops {
+					if keep && !slices.Contains(reset, ops[i].Slot) && ops[i].Priors == nil {
+						t.Fatalf("round %d: no priors kept for slot %d", round, ops[i].Slot)
+					}
+					if rng.IntN(4) == 0 {
+						ops[i].Priors = nil // the replica reads
+					}
+				}
 
 				rb := replica.NewBatch()
 				for _, o := range ops {

@@ -175,7 +175,9 @@ func TestUnappliedBatchForgets(t *testing.T) {
 // TestReplicaCreatesSkipReads: a replica applying an owner's creates with
 // an id filter that knows the ids are new reads no key for the checksums;
 // without the filter, or for ids it may hold, it reads each key the ops
-// write (the task key and its due entry). The checksums agree either way.
+// write (the task key and its due entry). Ops that carry the priors the
+// owner's commit found (KeepPriors) are read not at all. The checksums
+// agree every time.
 func TestReplicaCreatesSkipReads(t *testing.T) {
 	owner := openMem(t, Options{})
 	replica := openMem(t, Options{})
@@ -191,12 +193,15 @@ func TestReplicaCreatesSkipReads(t *testing.T) {
 		first     int // ids first..first+n-1, in slot 3
 		mayHold   func(id []byte) bool
 		update    bool // update the records written by the step before
+		priors    bool // with the priors the owner's commit found
 		wantReads uint64
 	}{
-		{"creates, filter says new (reads only the slot's checksum key)", 0, func(id []byte) bool { return stored[string(id)] }, false, 1},
-		{"creates, no filter", n, nil, false, 2 * n},
-		{"creates, filter says maybe", 2 * n, func([]byte) bool { return true }, false, 2 * n},
-		{"updates of stored ids, filter knows them", 2 * n, func(id []byte) bool { return stored[string(id)] }, true, 3 * n},
+		{"creates, filter says new (reads only the slot's checksum key)", 0, func(id []byte) bool { return stored[string(id)] }, false, false, 1},
+		{"creates, no filter", n, nil, false, false, 2 * n},
+		{"creates, filter says maybe", 2 * n, func([]byte) bool { return true }, false, false, 2 * n},
+		{"updates of stored ids, filter knows them", 2 * n, func(id []byte) bool { return stored[string(id)] }, true, false, 3 * n},
+		{"updates with the owner's priors", 2 * n, nil, true, true, 0},
+		{"creates with the owner's priors", 3 * n, nil, false, true, 0},
 	} {
 		b := owner.NewBatch()
 		b.Capture()
@@ -217,6 +222,9 @@ func TestReplicaCreatesSkipReads(t *testing.T) {
 			b.PutTask(tk, 0)
 		}
 		ops := b.TakeSlotOps()
+		if step.priors {
+			b.KeepPriors(ops)
+		}
 		commit(t, b, false)
 		before := reads()
 		rb := replica.NewBatch()

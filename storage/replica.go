@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -33,6 +34,125 @@ type SlotOps struct {
 	// length, key (a full key of the slot), and for a set a uvarint value
 	// length and the value.
 	Data []byte
+	// Priors, when not empty, says what each record replaced, for the
+	// slot checksums (prior.go), as the owner's commit found it (OpPriors):
+	// Count entries of a kind byte, 0 unknown, 1 nothing stored, 2 a
+	// value, followed by its keyHash (8 bytes, big endian). A replica at
+	// the same position holds what the owner held, so it need not read
+	// the keys again.
+	Priors []byte
+}
+
+// Kinds of a SlotOps.Priors entry.
+const (
+	priorByteUnknown byte = 0
+	priorByteNone    byte = 1
+	priorByteValue   byte = 2
+)
+
+// KeepPriors makes Commit, once it has applied b, set the Priors of each of
+// ops, which b captured (TakeSlotOps), to what each op's key held before
+// it as the commit found it: the value it read, or the one the writing
+// Task knew (prior.go). Ops of a slot b keeps no checksum for, or drops,
+// get none; an op whose key b also wrote uncaptured gets "unknown".
+func (b *Batch) KeepPriors(ops []SlotOps) { b.keepPriors = ops }
+
+// opPriors returns SlotOps.Priors for o (KeepPriors), after b's commit
+// applied it.
+func (b *Batch) opPriors(o SlotOps) []byte {
+	t := &b.sums
+	if t.off || !t.applied {
+		return nil
+	}
+	w := t.slots[o.Slot]
+	if w == nil || w.dropped || len(w.writes) == 0 {
+		return nil
+	}
+	keyOf := func(kw keyWrite) []byte { return t.keys[kw.off : kw.off+kw.n] }
+	out := make([]byte, 0, o.Count*9)
+	var nth map[string]int // ops seen of keys o writes more than once
+	d := o.Data
+	for len(d) > 0 {
+		kind := d[0]
+		n, k := binary.Uvarint(d[1:])
+		if k <= 0 || uint64(len(d)-1-k) < n {
+			return nil // not b's capture
+		}
+		key := d[1+k : 1+k+int(n)]
+		d = d[1+k+int(n):]
+		if kind == opSet {
+			n, k := binary.Uvarint(d)
+			if k <= 0 || uint64(len(d)-k) < n {
+				return nil
+			}
+			d = d[k+int(n):]
+		}
+		// The run of key's writes (sorted by key, then order: Commit).
+		lo, _ := slices.BinarySearchFunc(w.writes, key, func(kw keyWrite, key []byte) int { return bytes.Compare(keyOf(kw), key) })
+		hi := lo
+		all := true // every write of the run was captured
+		for hi < len(w.writes) && bytes.Equal(keyOf(w.writes[hi]), key) {
+			all = all && w.writes[hi].captured
+			hi++
+		}
+		i := lo
+		if hi-lo > 1 {
+			if nth == nil {
+				nth = map[string]int{}
+			}
+			i += nth[string(key)]
+			nth[string(key)]++
+		}
+		switch {
+		case !all || i >= hi:
+			out = append(out, priorByteUnknown)
+		case i > lo && w.writes[i-1].live:
+			out = append(out, priorByteValue)
+			out = binary.BigEndian.AppendUint64(out, w.writes[i-1].hash)
+		case i > lo:
+			out = append(out, priorByteNone)
+		default:
+			out = appendPrior(out, w.writes[i].prior)
+		}
+	}
+	return out
+}
+
+func appendPrior(out []byte, p prior) []byte {
+	switch p.kind {
+	case priorNone:
+		return append(out, priorByteNone)
+	case priorValue:
+		return binary.BigEndian.AppendUint64(append(out, priorByteValue), p.hash)
+	}
+	return append(out, priorByteUnknown)
+}
+
+// decodePriors parses SlotOps.Priors of count records.
+func decodePriors(b []byte, count int) ([]prior, error) {
+	ps := make([]prior, 0, min(count, len(b)))
+	for len(b) > 0 {
+		switch b[0] {
+		case priorByteUnknown:
+			ps = append(ps, unknownPrior)
+			b = b[1:]
+		case priorByteNone:
+			ps = append(ps, nonePrior)
+			b = b[1:]
+		case priorByteValue:
+			if len(b) < 9 {
+				return nil, fmt.Errorf("%w: short prior", errBadOps)
+			}
+			ps = append(ps, prior{priorValue, binary.BigEndian.Uint64(b[1:9])})
+			b = b[9:]
+		default:
+			return nil, fmt.Errorf("%w: prior kind %d", errBadOps, b[0])
+		}
+	}
+	if len(ps) != count {
+		return nil, fmt.Errorf("%w: %d priors for %d records", errBadOps, len(ps), count)
+	}
+	return ps, nil
 }
 
 // Capture makes b record every key mutation it makes, per slot, for
@@ -60,7 +180,7 @@ func (b *Batch) setOver(key, value []byte, p prior) uint64 {
 		}
 	}
 	_ = b.pb.Set(key, value, nil) // pebble copies; batch writes only fail on a closed batch
-	h := b.sums.track(key, value, true, p)
+	h := b.sums.track(key, value, true, b.capture != nil, p)
 	if b.capture != nil {
 		b.record(opSet, key, value)
 	}
@@ -71,7 +191,7 @@ func (b *Batch) del(key []byte) { b.delOver(key, unknownPrior) }
 
 func (b *Batch) delOver(key []byte, p prior) {
 	_ = b.pb.Delete(key, nil)
-	b.sums.track(key, nil, false, p)
+	b.sums.track(key, nil, false, b.capture != nil, p)
 	if b.capture != nil {
 		b.record(opDel, key, nil)
 	}
@@ -116,8 +236,18 @@ func (b *Batch) TakeSlotOps() []SlotOps {
 var errBadOps = errors.New("storage: malformed slot ops")
 
 // ApplySlotOps adds o's mutations to b. It checks every record and every
-// key (it must be a data key of o.Slot: not its meta or checksum) before
-// writing any, so a malformed o writes nothing.
+// key (it must be a data key of o.Slot: not its meta or checksum) and
+// o.Priors before writing any, so a malformed o writes nothing.
+//
+// It takes what o.Priors says each record replaced as true: a replica
+// applies ops only at the position they were made from, where it holds
+// what the owner held, so its checksum moves exactly as the owner's did.
+// A difference between the two copies' data still shows: the same ops add
+// the same amounts to both sums, which keep differing by what differed
+// before (or was changed outside the ops). What it no longer catches is a
+// wrong claim of the owner's writer (prior.go), which leaves both sums
+// equally wrong over equal data until a snapshot's read-based sum meets
+// the owner's (anti-entropy then repairs the owner's).
 func (b *Batch) ApplySlotOps(o SlotOps) error { return b.ApplySlotOpsKnowing(o, nil) }
 
 // ApplySlotOpsKnowing is ApplySlotOps for a caller that knows which task
@@ -175,9 +305,19 @@ func (b *Batch) ApplySlotOpsKnowing(o SlotOps, mayHold func(id []byte) bool) err
 	if len(recs) != o.Count {
 		return fmt.Errorf("%w: %d records, header says %d", errBadOps, len(recs), o.Count)
 	}
-	for _, r := range recs {
+	var priors []prior
+	if len(o.Priors) > 0 {
+		var err error
+		if priors, err = decodePriors(o.Priors, len(recs)); err != nil {
+			return err
+		}
+	}
+	for i, r := range recs {
 		p := unknownPrior
-		if mayHold != nil {
+		if priors != nil {
+			p = priors[i]
+		}
+		if p.kind == priorUnknown && mayHold != nil {
 			if id := keyTaskID(r.key); id != nil && !mayHold(id) {
 				p = nonePrior
 			}

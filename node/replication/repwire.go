@@ -26,7 +26,7 @@ var errRepWire = errors.New("replicate: malformed body")
 func encodeRequest(r *Request) []byte {
 	n := 16 + len(r.From)
 	for i := range r.Msgs {
-		n += 64 + len(r.Msgs[i].Data)
+		n += 64 + len(r.Msgs[i].Data) + len(r.Msgs[i].Priors)
 	}
 	out := make([]byte, 0, n)
 	out = mpMap(out, 2)
@@ -44,7 +44,7 @@ func encodeRequest(r *Request) []byte {
 
 func appendMsg(out []byte, m *Msg) []byte {
 	k := 7 // s, e, q, pe, pq, n, d
-	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0} {
+	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0, len(m.Priors) > 0} {
 		if set {
 			k++
 		}
@@ -74,6 +74,9 @@ func appendMsg(out []byte, m *Msg) []byte {
 		out = mpUint(mpStr(out, "xe"), m.SnapEpoch)
 	}
 	out = mpInt(mpStr(out, "n"), int64(m.Count))
+	if len(m.Priors) > 0 {
+		out = mpBin(mpStr(out, "p"), m.Priors)
+	}
 	out = mpStr(out, "d")
 	return mpBin(out, m.Data)
 }
@@ -163,6 +166,8 @@ func (d *mpReader) msg(m *Msg) {
 			m.Count = int(v)
 		case "d":
 			m.Data = d.bin()
+		case "p":
+			m.Priors = d.bin()
 		default:
 			d.skip()
 		}

@@ -18,7 +18,7 @@ func repWireCases() ([]Request, []Answer) {
 		{From: "n1", Msgs: []Msg{}},
 		{From: "n1", Msgs: []Msg{{Slot: 7, Epoch: 1, Seq: 1}}},
 		{From: string(make([]byte, 40)), Msgs: []Msg{{Slot: math.MaxUint16, Epoch: 3, Seq: 9, PrevEpoch: 2, PrevSeq: 8,
-			Reset: true, Snap: true, Sent: 1_800_000_000_123_456_789, Grant: true, Owner: true, SnapEpoch: 4, Count: 2, Data: []byte{1, 2, 3}}}},
+			Reset: true, Snap: true, Sent: 1_800_000_000_123_456_789, Grant: true, Owner: true, SnapEpoch: 4, Count: 2, Data: []byte{1, 2, 3}, Priors: []byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 9}}}},
 		{From: "n2", Msgs: []Msg{{Sent: -1, Count: -1}, {Sent: math.MinInt64, Count: math.MinInt32}, {Sent: math.MaxInt64, Count: math.MaxInt32}}},
 	}
 	for _, v := range edge {
@@ -37,6 +37,12 @@ func repWireCases() ([]Request, []Answer) {
 				m.Data = make([]byte, n)
 				for j := range m.Data {
 					m.Data[j] = byte(r.Uint32())
+				}
+			}
+			if n := r.IntN(100); n > 50 {
+				m.Priors = make([]byte, n)
+				for j := range m.Priors {
+					m.Priors[j] = byte(r.Uint32())
 				}
 			}
 		}

@@ -74,6 +74,9 @@ type Msg struct {
 	SnapEpoch uint64 `msgpack:"xe,omitempty"`
 	Count     int    `msgpack:"n"`
 	Data      []byte `msgpack:"d"`
+	// Priors: what each op replaced, as the owner's commit found it
+	// (storage.SlotOps.Priors); empty: the replica reads it.
+	Priors []byte `msgpack:"p,omitempty"`
 }
 
 // Results of one Msg at the replica.
