@@ -48,10 +48,9 @@ type Options struct {
 	// (prior.go): about 6 us of CPU per created task and 12 us per task
 	// whose wake moves, on top of 5-7 us, when nothing is known; close to
 	// nothing when it is, as for the node's writer (BenchmarkBatchCommit,
-	// docs/BENCHMARKS.md). A follower's replicated ops read each key they
-	// replace unless its id filter knows the task is new
-	// (ApplySlotOpsKnowing). A node with no replica has nothing to compare
-	// them with. Open then forgets
+	// docs/BENCHMARKS.md). A follower's replicated ops carry what they
+	// replace (SlotOps.Priors). A node with no replica has nothing to
+	// compare them with. Open then forgets
 	// the stored checksums, and a later Open without it rebuilds them all
 	// in one scan of the store.
 	DisableChecksums bool

@@ -26,10 +26,12 @@ import "fmt"
 // writer goroutine is), and prevWake must be the stored record's wake. A
 // record changed behind the Task's back (another writer, a replica apply
 // the caller did not account for) or a wrong prevWake makes the maintained
-// checksum wrong. Anti-entropy then finds the slot differing from its
-// replica's, whose checksum is read-based, and the owner repairs its own
-// (RepairSlotChecksum); a build with -tags invariants reads every known
-// value anyway and panics on a difference.
+// checksum wrong, and the replicas' too: they take what the owner's commit
+// found (SlotOps.Priors). A snapshot's checksum is read-based, so
+// anti-entropy finds the slot differing once a replica is resynced, and
+// the owner repairs its own (RepairSlotChecksum); a build with -tags
+// invariants reads every known value anyway, on owners and replicas, and
+// panics on a difference.
 
 // priorKind is what a write's caller knows the key held before the batch.
 type priorKind uint8
