@@ -117,7 +117,7 @@ type keyWrite struct {
 	// captured: the write is among the batch's captured ops (Capture),
 	// so OpPriors can say what it replaced.
 	captured bool
-	hash   uint64 // keyHash of the value set; 0 for a delete
+	hash     uint64 // keyHash of the value set; 0 for a delete
 	// prior is what the caller knows the key held before the write
 	// (prior.go). Only the first write of a key in a batch says what
 	// the store held; Commit reads it when that one is unknown.
