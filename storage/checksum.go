@@ -115,7 +115,7 @@ type keyWrite struct {
 	seq    uint32 // the write's position among the slot's writes
 	live   bool   // set (true) or deleted
 	// captured: the write is among the batch's captured ops (Capture),
-	// so OpPriors can say what it replaced.
+	// so opPriors can say what it replaced (KeepPriors).
 	captured bool
 	hash     uint64 // keyHash of the value set; 0 for a delete
 	// prior is what the caller knows the key held before the write
