@@ -256,7 +256,11 @@ func (n *Node) Start() error {
 	noteViewMetrics(n.metrics, n.view.Load().View)
 	if n.cfg.Cluster != nil {
 		ship = replication.NewShipper(n.cfg.Name, replication.ShipperDeps{
-			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log})
+			Transport: peers{fwd: n.fwd, view: n.view.Load}, Ownership: n.ctl, Copies: replData{wr}, Clock: n.cfg.Clock, Log: n.log,
+			TableOwner: func(s uint16) string {
+				o, _ := n.view.Load().Owner(s)
+				return o.Name
+			}})
 		n.ship = ship
 		voters, err := st.Voters()
 		if err != nil {

@@ -9,14 +9,21 @@ import (
 )
 
 // TestShipOrder: live writes go first, then snapshots of slots this node
-// no longer owns (a handover's final copy), then catch-up snapshots; each
-// class keeps the queue's order.
+// no longer owns (a handover's final copy), then catch-up snapshots for the
+// slot's table owner (an importer), then the other catch-ups; each class
+// keeps the queue's order.
 func TestShipOrder(t *testing.T) {
-	holds := func(s uint16) uint64 { // slot 1: owned at epoch 5
-		if s == 1 {
+	holds := func(s uint16) uint64 { // slots 1 and 4: owned at epoch 5
+		if s == 1 || s == 4 {
 			return 5
 		}
 		return 0
+	}
+	owner := func(s uint16) string { // the table moves slot 4 to n4
+		if s == 4 {
+			return "n4"
+		}
+		return "n1"
 	}
 	batch := []*queued{
 		{msg: Msg{Slot: 1}, to: "n2"}, // catch-up snapshot of an owned slot
@@ -25,9 +32,14 @@ func TestShipOrder(t *testing.T) {
 		{msg: Msg{Slot: 1, Seq: 8}},   // live write
 		{msg: Msg{Slot: 1}, to: "n4"}, // catch-up snapshot
 		{msg: Msg{Slot: 3}, to: "n2"}, // a slot this node never owned
+		{msg: Msg{Slot: 4}, to: "n2"}, // catch-up of a moving slot for its new follower
+		{msg: Msg{Slot: 4}, to: "n4"}, // catch-up for the slot's new owner
 	}
-	if got, want := shipOrder(batch, holds), []int{1, 3, 2, 5, 0, 4}; !slices.Equal(got, want) {
+	if got, want := shipOrder(batch, holds, owner), []int{1, 3, 2, 5, 7, 0, 4, 6}; !slices.Equal(got, want) {
 		t.Errorf("shipOrder = %v, want %v", got, want)
+	}
+	if got, want := shipOrder(batch, holds, nil), []int{1, 3, 2, 5, 0, 4, 6, 7}; !slices.Equal(got, want) {
+		t.Errorf("shipOrder without the table = %v, want %v", got, want)
 	}
 }
 

@@ -33,6 +33,10 @@ type ShipperDeps struct {
 	Copies    Copies
 	Clock     clock.Clock // nil: clock.Real
 	Log       *slog.Logger
+	// TableOwner returns the member the slot table gives slot to ("":
+	// none); nil: unknown. A catch-up snapshot for that member (an
+	// importer, whose takeover waits for it) goes before the others.
+	TableOwner func(slot uint16) string
 }
 
 // Shipper sends replication messages to replicas: one round at a time,
@@ -267,7 +271,7 @@ func (s *Shipper) round() bool {
 			q.wait.settle(q.msg.Slot, why)
 		}
 	}
-	for _, i := range shipOrder(batch, c.Holds) {
+	for _, i := range shipOrder(batch, c.Holds, s.d.TableOwner) {
 		q := batch[i]
 		slot := q.msg.Slot
 		ep := c.Holds(slot)
@@ -467,19 +471,25 @@ type slotNode struct {
 // shipOrder returns the order in which round considers batch: live
 // writes first (clients wait for their acks), then snapshots of slots this
 // node no longer owns (the final copy a handover or takeover waits for),
-// then the rest (a follower or importer catching up). Within each class
-// the queue's order stands.
-// holds gives the epoch at which this node holds a slot (0: it does not).
-func shipOrder(batch []*queued, holds func(slot uint16) uint64) []int {
+// then catch-up snapshots for the member the table gives the slot to (an
+// importer: it takes the slot over once caught up, and a joiner is ready
+// when it has all of its slots), then the rest (a follower catching up).
+// Within each class the queue's order stands. holds gives the epoch at
+// which this node holds a slot (0: it does not); owner the slot's table
+// owner (nil: the last two classes are one).
+func shipOrder(batch []*queued, holds func(slot uint16) uint64, owner func(slot uint16) string) []int {
 	order := make([]int, 0, len(batch))
-	for pass := range 3 {
+	for pass := range 4 {
 		for i, q := range batch {
 			class := 0
-			if q.to != "" {
+			switch {
+			case q.to == "":
+			case holds(q.msg.Slot) == 0:
+				class = 1
+			case owner != nil && owner(q.msg.Slot) == q.to:
 				class = 2
-				if holds(q.msg.Slot) == 0 {
-					class = 1
-				}
+			default:
+				class = 3
 			}
 			if class == pass {
 				order = append(order, i)
