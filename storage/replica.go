@@ -35,7 +35,7 @@ type SlotOps struct {
 	// length and the value.
 	Data []byte
 	// Priors, when not empty, says what each record replaced, for the
-	// slot checksums (prior.go), as the owner's commit found it (OpPriors):
+	// slot checksums (prior.go), as the owner's commit found it (KeepPriors):
 	// Count entries of a kind byte, 0 unknown, 1 nothing stored, 2 a
 	// value, followed by its keyHash (8 bytes, big endian). A replica at
 	// the same position holds what the owner held, so it need not read
@@ -73,20 +73,11 @@ func (b *Batch) opPriors(o SlotOps) []byte {
 	var nth map[string]int // ops seen of keys o writes more than once
 	d := o.Data
 	for len(d) > 0 {
-		kind := d[0]
-		n, k := binary.Uvarint(d[1:])
-		if k <= 0 || uint64(len(d)-1-k) < n {
+		_, key, _, rest, err := nextOp(d)
+		if err != nil {
 			return nil // not b's capture
 		}
-		key := d[1+k : 1+k+int(n)]
-		d = d[1+k+int(n):]
-		if kind == opSet {
-			n, k := binary.Uvarint(d)
-			if k <= 0 || uint64(len(d)-k) < n {
-				return nil
-			}
-			d = d[k+int(n):]
-		}
+		d = rest
 		// The run of key's writes (sorted by key, then order: Commit).
 		lo, _ := slices.BinarySearchFunc(w.writes, key, func(kw keyWrite, key []byte) int { return bytes.Compare(keyOf(kw), key) })
 		hi := lo
@@ -276,31 +267,16 @@ func (b *Batch) ApplySlotOpsKnowing(o SlotOps, mayHold func(id []byte) bool) err
 	recs := make([]rec, 0, min(o.Count, 1024))
 	d := o.Data
 	for len(d) > 0 {
-		kind := d[0]
-		d = d[1:]
-		if kind != opSet && kind != opDel {
-			return fmt.Errorf("%w: kind %d", errBadOps, kind)
+		kind, key, value, rest, err := nextOp(d)
+		if err != nil {
+			return err
 		}
-		n, k := binary.Uvarint(d)
-		if k <= 0 || uint64(len(d)-k) < n {
-			return fmt.Errorf("%w: key length", errBadOps)
-		}
-		key := d[k : k+int(n)]
-		d = d[k+int(n):]
+		d = rest
 		slot, section, _, ok := decodeSlotKey(key)
 		if !ok || slot != o.Slot || !isDataSection(section) {
 			return fmt.Errorf("%w: key %q is not a data key of slot %d", errBadOps, key, o.Slot)
 		}
-		r := rec{kind: kind, key: key}
-		if kind == opSet {
-			n, k := binary.Uvarint(d)
-			if k <= 0 || uint64(len(d)-k) < n {
-				return fmt.Errorf("%w: value length", errBadOps)
-			}
-			r.value = d[k : k+int(n)]
-			d = d[k+int(n):]
-		}
-		recs = append(recs, r)
+		recs = append(recs, rec{kind: kind, key: key, value: value})
 	}
 	if len(recs) != o.Count {
 		return fmt.Errorf("%w: %d records, header says %d", errBadOps, len(recs), o.Count)
@@ -588,26 +564,38 @@ func (o SlotOps) TaskIDs() []string {
 	var ids []string
 	d := o.Data
 	for len(d) > 0 {
-		kind := d[0]
-		d = d[1:]
-		n, k := binary.Uvarint(d)
-		if k <= 0 || uint64(len(d)-k) < n {
+		_, key, _, rest, err := nextOp(d)
+		if err != nil {
 			return ids
 		}
-		key := d[k : k+int(n)]
-		d = d[k+int(n):]
+		d = rest
 		if _, id, ok := decodeTaskKey(key); ok {
 			ids = append(ids, id)
 		}
-		if kind == opSet {
-			n, k := binary.Uvarint(d)
-			if k <= 0 || uint64(len(d)-k) < n {
-				return ids
-			}
-			d = d[k+int(n):]
-		}
 	}
 	return ids
+}
+
+// nextOp splits the first record off SlotOps.Data d: its kind, key and
+// (for a set) value, and the records after it.
+func nextOp(d []byte) (kind byte, key, value, rest []byte, err error) {
+	kind, d = d[0], d[1:]
+	if kind != opSet && kind != opDel {
+		return 0, nil, nil, nil, fmt.Errorf("%w: kind %d", errBadOps, kind)
+	}
+	n, k := binary.Uvarint(d)
+	if k <= 0 || uint64(len(d)-k) < n {
+		return 0, nil, nil, nil, fmt.Errorf("%w: key length", errBadOps)
+	}
+	key, d = d[k:k+int(n)], d[k+int(n):]
+	if kind == opSet {
+		n, k := binary.Uvarint(d)
+		if k <= 0 || uint64(len(d)-k) < n {
+			return 0, nil, nil, nil, fmt.Errorf("%w: value length", errBadOps)
+		}
+		value, d = d[k:k+int(n)], d[k+int(n):]
+	}
+	return kind, key, value, d, nil
 }
 
 // WithoutCapture runs fn with capture off: what fn writes (a replica's
