@@ -361,7 +361,7 @@ type scriptLauncher struct {
 	layout
 	script       string
 	env          []string
-	chimeBin     string // copied in as <dir>/bin/chime before up; "" = the script builds
+	chimeBin     string // run by the script (CHIME_BIN); "" = the script builds
 	timeout      time.Duration
 	binaryChange string
 	prog         Progress
@@ -383,8 +383,16 @@ func newScriptLauncher(l layout, cfg TargetConfig, prog Progress) (*scriptLaunch
 	if len(cfg.ServeArgs) > 0 {
 		env = append(env, "CHIME_SERVE_ARGS="+strings.Join(cfg.ServeArgs, " "))
 	}
-	// The script builds the binary in up; a cold build takes minutes on a
-	// busy 2-core box.
+	if cfg.ChimeBin != "" {
+		// The script runs this binary rather than building its checkout.
+		bin, err := filepath.Abs(cfg.ChimeBin)
+		if err != nil {
+			return nil, fmt.Errorf("bench: chime binary: %w", err)
+		}
+		env = append(env, "CHIME_BIN="+bin)
+	}
+	// Else the script builds the binary in up; a cold build takes minutes
+	// on a busy 2-core box.
 	return &scriptLauncher{layout: l, script: script, env: env, chimeBin: cfg.ChimeBin,
 		timeout: cfg.ReadyTimeout + cfg.StopTimeout + 5*time.Minute, prog: prog}, nil
 }
@@ -406,17 +414,12 @@ func (s *scriptLauncher) run(ctx context.Context, args ...string) (string, error
 
 func (s *scriptLauncher) up(ctx context.Context, n int) error {
 	bin := filepath.Join(s.dir, "bin", "chime")
-	if s.chimeBin != "" {
-		if err := copyFile(s.chimeBin, bin); err != nil {
-			return err
-		}
-	}
 	s.prog.logf("cluster.sh up %d (CHIME_CLUSTER_DIR=%s, ports %d/%d)", n, s.dir, s.httpBase, s.gossipBase)
 	if _, err := s.run(ctx, "up", strconv.Itoa(n)); err != nil {
 		return err
 	}
 	if s.chimeBin != "" && !sameFile(s.chimeBin, bin) {
-		s.binaryChange = fmt.Sprintf("cluster.sh rebuilt the chime binary from its repository, so %s is not what ran", s.chimeBin)
+		s.binaryChange = fmt.Sprintf("cluster.sh ran a binary other than %s (a script without CHIME_BIN?)", s.chimeBin)
 	}
 	return nil
 }
@@ -501,21 +504,6 @@ func isServe(pid int, dataDir string) bool {
 		dir = dir || (a == "--data-dir" && k+1 < len(args) && args[k+1] == dataDir)
 	}
 	return serve && dir
-}
-
-// copyFile copies an executable to dst, creating dst's directory.
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return fmt.Errorf("bench: read %s: %w", src, err)
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		return fmt.Errorf("bench: write %s: %w", dst, err)
-	}
-	return nil
 }
 
 // sameFile reports whether two files have the same contents.

@@ -41,10 +41,9 @@ type TargetConfig struct {
 	Nodes int `json:"nodes,omitempty"`
 	// ChimeBin is the chime binary to spawn. Empty builds ./cmd/chime
 	// with `go build` into a temporary directory (the working directory
-	// must be inside the module). With ClusterScript the script builds
-	// the binary; ChimeBin is copied in first, so the script's `go build`
-	// finds it up to date when it was built from the same source (and
-	// replaces it otherwise: the run then warns).
+	// must be inside the module). With ClusterScript the script runs
+	// ChimeBin (CHIME_BIN) instead of building its checkout; without
+	// ChimeBin it builds.
 	ChimeBin string `json:"chime_bin,omitempty"`
 	// ServeArgs are extra arguments for every `chime serve`. With
 	// ClusterScript they travel in CHIME_SERVE_ARGS, split at spaces.

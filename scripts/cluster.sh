@@ -4,7 +4,7 @@
 #
 # usage: scripts/cluster.sh <command> [args]
 #
-#   up N              build the binary, start n1..nN, wait until every /readyz
+#   up N              build the binary (unless CHIME_BIN), start n1..nN, wait until every /readyz
 #                     answers 200, print "name http-url gossip-addr" per node
 #   status            one line per node (index, name, pid, alive/dead, ready),
 #                     then `chime cluster status` as the first live node sees it
@@ -27,6 +27,8 @@
 #   CHIME_GOSSIP_BASE_PORT  gossip port of n1 (default 7946)
 #   CHIME_SERVE_ARGS        extra `chime serve` flags for every node
 #   CHIME_READY_TIMEOUT     seconds to wait for /readyz (default 60)
+#   CHIME_BIN               a chime binary to run instead of building one
+#                           from this checkout (copied to $CHIME_CLUSTER_DIR/bin)
 #   CHIME_API_TOKEN         read by the nodes (as --api-token) and by
 #                           `chime cluster status` alike
 #   CHIME_CLUSTER_SECRET, CHIME_GOSSIP_KEY (or their _FILE forms)
@@ -185,6 +187,12 @@ check_ports() {
 
 build() {
 	mkdir -p "$dir/bin"
+	if [[ -n ${CHIME_BIN:-} ]]; then
+		[[ -x $CHIME_BIN ]] || die "CHIME_BIN=$CHIME_BIN is not an executable file"
+		# A copy: the pid files' check reads the binary's path in cmdline.
+		cp -f "$CHIME_BIN" "$bin.tmp" && mv -f "$bin.tmp" "$bin"
+		return
+	fi
 	echo "cluster.sh: building $bin" >&2
 	(cd "$root" && go build -o "$bin" ./cmd/chime)
 }
@@ -332,7 +340,7 @@ cmd_start() {
 		die "n$i is already running (pid $pid)"
 	fi
 	check_ports "$i"
-	[[ -x $bin ]] || build
+	[[ -x $bin && -z ${CHIME_BIN:-} ]] || build
 	((i <= n)) || n=$i
 	launch "$i" "$n"
 	echo "$n" >"$dir/size"
