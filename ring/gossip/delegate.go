@@ -52,11 +52,56 @@ func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte {
 	return d.m.bcast.GetBroadcasts(overhead, limit)
 }
 
-// LocalState implements memberlist.Delegate: no state beyond membership.
-func (d *delegate) LocalState(bool) []byte { return nil }
+// LocalState implements memberlist.Delegate: the leave intents of the
+// members this node counts as leaving or left, for every push/pull (a join
+// and every PushPullInterval). Gossip sends an intent a bounded number of
+// times, partly to members already dead; a member that missed every copy
+// (a lossy link, a short partition) would count an operator-forgotten
+// node as a voter for good and, with two of them, never see a majority
+// again: its slots waited for good (node TestFaultForgetLostNodes, about
+// one run in a hundred). The push/pull repairs that within an interval.
+func (d *delegate) LocalState(bool) []byte {
+	lis := d.m.intentState()
+	if len(lis) == 0 {
+		return nil
+	}
+	return encodeIntentState(lis)
+}
 
-// MergeRemoteState implements memberlist.Delegate: nothing to merge.
-func (d *delegate) MergeRemoteState([]byte, bool) {}
+// MergeRemoteState implements memberlist.Delegate: the other side's leave
+// intents, each handled as if gossiped (leaveIntent).
+func (d *delegate) MergeRemoteState(b []byte, _ bool) {
+	if len(b) == 0 {
+		return
+	}
+	lis, err := decodeIntentState(b)
+	if err != nil {
+		d.m.log.Debug("gossip: dropped remote state", "err", err)
+		return
+	}
+	for _, li := range lis {
+		d.m.leaveIntent(li)
+	}
+}
+
+// intentState returns the leave intents that still describe the run of
+// their member this node knows (a member that came back as a new run has
+// none), at most maxStateIntents.
+func (m *Membership) intentState() []leaveIntent {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var lis []leaveIntent
+	for name, boot := range m.mu.intents {
+		if e := m.mu.view[name]; e == nil || e.m.Meta.BootID != boot || !(e.leaving || e.m.Status == StatusLeft) {
+			continue
+		}
+		if len(lis) == maxStateIntents {
+			break
+		}
+		lis = append(lis, leaveIntent{Name: name, BootID: boot})
+	}
+	return lis
+}
 
 // NotifyJoin implements memberlist.EventDelegate.
 func (d *delegate) NotifyJoin(n *memberlist.Node) { d.m.apply(EventJoin, n) }

@@ -15,7 +15,12 @@ import (
 // once released, keeps its meaning forever.
 const (
 	msgLeaveIntent byte = 1 // msgpack leaveIntent
+	msgIntentState byte = 2 // msgpack array of leaveIntent: push/pull state (LocalState)
 )
+
+// maxStateIntents bounds the leave intents one push/pull state carries
+// and that MergeRemoteState accepts: far more members than a cluster has.
+const maxStateIntents = 4096
 
 // errMessage is wrapped by decodeMessage for input it does not understand.
 var errMessage = errors.New("gossip: bad gossip message")
@@ -65,6 +70,50 @@ func decodeMessage(b []byte) (leaveIntent, error) {
 		return leaveIntent{}, fmt.Errorf("%w: leave intent without a name", errMessage)
 	}
 	return li, nil
+}
+
+// encodeIntentState encodes lis as [msgIntentState][msgpack array].
+func encodeIntentState(lis []leaveIntent) []byte {
+	body, err := msgpack.Marshal(lis)
+	if err != nil {
+		panic(fmt.Sprintf("gossip: msgpack of leave intents cannot fail: %v", err)) // invariant
+	}
+	return append([]byte{msgIntentState}, body...)
+}
+
+// decodeIntentState decodes what encodeIntentState made. The count is
+// checked against maxStateIntents and the bytes left before anything is
+// allocated; junk, a nameless intent and trailing bytes give an error
+// wrapping errMessage. It never panics (FuzzDecodeIntentState).
+func decodeIntentState(b []byte) ([]leaveIntent, error) {
+	if len(b) == 0 || b[0] != msgIntentState {
+		return nil, fmt.Errorf("%w: not an intent state", errMessage)
+	}
+	r := bytes.NewReader(b[1:])
+	dec := msgpack.NewDecoder(r)
+	n, err := dec.DecodeArrayLen()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errMessage, err)
+	}
+	// An intent takes at least 3 bytes (a map header and two keys).
+	if n < 0 || n > maxStateIntents || n > r.Len()/3 {
+		return nil, fmt.Errorf("%w: %d intents in %d bytes", errMessage, n, r.Len())
+	}
+	lis := make([]leaveIntent, 0, n)
+	for range n {
+		var li leaveIntent
+		if err := dec.Decode(&li); err != nil {
+			return nil, fmt.Errorf("%w: %w", errMessage, err)
+		}
+		if li.Name == "" {
+			return nil, fmt.Errorf("%w: leave intent without a name", errMessage)
+		}
+		lis = append(lis, li)
+	}
+	if r.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errMessage, r.Len())
+	}
+	return lis, nil
 }
 
 // intentBroadcast queues a leave intent in memberlist's transmit-limited

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,6 +270,114 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 		if got, err := decodeMessage(encodeLeaveIntent(li)); err != nil || got != li {
 			t.Fatalf("round trip of %+v = %+v, %v", li, got, err)
+		}
+	})
+}
+
+// TestIntentState: push/pull carries the intents of the members this node
+// counts as leaving or left, for the run it knows; the other side handles
+// each as a gossiped intent.
+func TestIntentState(t *testing.T) {
+	m := newUnstarted(t)
+	d := &delegate{m: m}
+	if b := d.LocalState(false); b != nil {
+		t.Errorf("LocalState without intents = %x, want nil", b)
+	}
+	d.NotifyJoin(mlNode(t, "alive", 1))
+	d.NotifyJoin(mlNode(t, "leaving", 2))
+	d.NotifyJoin(mlNode(t, "dead", 3))
+	d.NotifyJoin(mlNode(t, "back", 4))
+	d.NotifyMsg(encodeLeaveIntent(leaveIntent{Name: "leaving", BootID: 2}))
+	d.NotifyLeave(mlNode(t, "dead", 3))
+	d.NotifyMsg(encodeLeaveIntent(leaveIntent{Name: "dead", BootID: 3})) // forgotten: dead -> left
+	d.NotifyMsg(encodeLeaveIntent(leaveIntent{Name: "gone", BootID: 5})) // never seen: added as left
+	d.NotifyMsg(encodeLeaveIntent(leaveIntent{Name: "back", BootID: 4}))
+	d.NotifyLeave(mlNode(t, "back", 4))
+	d.NotifyJoin(mlNode(t, "back", 6)) // a new run: the old intent is stale
+	lis, err := decodeIntentState(d.LocalState(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(lis, func(a, b leaveIntent) int { return strings.Compare(a.Name, b.Name) })
+	want := []leaveIntent{{"dead", 3}, {"gone", 5}, {"leaving", 2}}
+	if !slices.Equal(lis, want) {
+		t.Errorf("LocalState intents = %+v, want %+v", lis, want)
+	}
+
+	other := newUnstarted(t)
+	od := &delegate{m: other}
+	od.NotifyJoin(mlNode(t, "dead", 3))
+	od.NotifyLeave(mlNode(t, "dead", 3))
+	od.NotifyJoin(mlNode(t, "leaving", 2))
+	od.MergeRemoteState(d.LocalState(true), true)
+	status := map[string]Status{}
+	for _, mb := range other.Members() {
+		status[mb.Name] = mb.Status
+	}
+	if status["dead"] != StatusLeft || status["gone"] != StatusLeft || status["leaving"] != StatusAlive {
+		t.Errorf("after the merge: %v, want dead and gone left, leaving alive", status)
+	}
+	od.NotifyLeave(mlNode(t, "leaving", 2))
+	if mb, _ := memberNamed(other, "leaving"); mb.Status != StatusLeft {
+		t.Errorf("leaving died after the merge: %v, want left", mb.Status)
+	}
+	od.MergeRemoteState([]byte{msgIntentState, 0x91}, false) // junk: ignored
+	od.MergeRemoteState(nil, false)
+}
+
+func memberNamed(m *Membership, name string) (Member, bool) {
+	for _, mb := range m.Members() {
+		if mb.Name == name {
+			return mb, true
+		}
+	}
+	return Member{}, false
+}
+
+func TestDecodeIntentState(t *testing.T) {
+	good := encodeIntentState([]leaveIntent{{"n1", 42}, {"n2", 7}})
+	if lis, err := decodeIntentState(good); err != nil || !slices.Equal(lis, []leaveIntent{{"n1", 42}, {"n2", 7}}) {
+		t.Errorf("decodeIntentState(encode) = %+v, %v", lis, err)
+	}
+	huge := []byte{msgIntentState, 0xdd, 0xff, 0xff, 0xff, 0xff} // array32 of 2^32-1
+	tests := []struct {
+		name string
+		in   []byte
+	}{
+		{"empty", nil},
+		{"a gossip message", encodeLeaveIntent(leaveIntent{Name: "n1", BootID: 1})},
+		{"not an array", []byte{msgIntentState, 0xa1, 'x'}},
+		{"count beyond the bytes", huge},
+		{"count beyond the bound", encodeIntentState(make([]leaveIntent, maxStateIntents+1))},
+		{"truncated", good[:len(good)-1]},
+		{"trailing", append(slices.Clone(good), 0)},
+		{"no name", encodeIntentState([]leaveIntent{{"", 1}})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := decodeIntentState(tt.in); !errors.Is(err, errMessage) {
+				t.Errorf("decodeIntentState(%x) = %v, want errMessage", tt.in, err)
+			}
+		})
+	}
+}
+
+// FuzzDecodeIntentState: push/pull state never panics the decoder, fails
+// only with errMessage, and what it accepts round-trips.
+func FuzzDecodeIntentState(f *testing.F) {
+	f.Add(encodeIntentState([]leaveIntent{{"n1", 42}, {"n2", 7}}))
+	f.Add([]byte{msgIntentState, 0xdd, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lis, err := decodeIntentState(b)
+		if err != nil {
+			if !errors.Is(err, errMessage) {
+				t.Fatalf("decodeIntentState(%x) = %v", b, err)
+			}
+			return
+		}
+		if got, err := decodeIntentState(encodeIntentState(lis)); err != nil || !slices.Equal(got, lis) {
+			t.Fatalf("round trip of %+v = %+v, %v", lis, got, err)
 		}
 	})
 }

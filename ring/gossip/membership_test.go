@@ -496,3 +496,41 @@ func TestForgetDeadMember(t *testing.T) {
 		c.close()
 	})
 }
+
+// TestForgetReachesAMemberThatMissedTheGossip: a member cut off while an
+// operator forgot a dead node misses every gossiped copy of the intent;
+// push/pull (delegate.LocalState) still tells it within an interval.
+// Without that it counted the forgotten node as a voter for good.
+func TestForgetReachesAMemberThatMissedTheGossip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 4, nil)
+		c.joinAll()
+		time.Sleep(5 * time.Second)
+		n1, n3, n4 := c.nodes[0], c.nodes[2], c.nodes[3]
+		c.net.Crash(n4.addr)
+		waitFor(t, "n4 dead everywhere", time.Minute, func() bool {
+			for _, nd := range c.nodes[:3] {
+				if !hasStatus(nd.m, "n4", gossip.StatusDead) {
+					return false
+				}
+			}
+			return true
+		})
+		c.net.Partition([]string{n3.addr})
+		if err := n1.m.Forget("n4"); err != nil {
+			t.Fatalf("Forget(n4): %v", err)
+		}
+		// Long enough for every gossiped copy to go out, too short for
+		// n3 to be declared dead (a probe and 1.5 s of suspicion).
+		time.Sleep(time.Second)
+		c.net.Heal()
+		if hasStatus(n3.m, "n4", gossip.StatusLeft) {
+			t.Fatal("n3 saw n4 left through a partition: the test's premise broke")
+		}
+		took := waitFor(t, "n3 sees n4 left", 2*gossip.DefaultLocalConfig().PushPullInterval+10*time.Second, func() bool {
+			return hasStatus(n3.m, "n4", gossip.StatusLeft)
+		})
+		t.Logf("n3 saw n4 left %v after the heal (push/pull every %v)", took, gossip.DefaultLocalConfig().PushPullInterval)
+		c.close()
+	})
+}
