@@ -136,17 +136,9 @@ func New(cfg Config) (*Membership, error) {
 	m.keys = keys
 	m.mu.view = make(map[string]*entry)
 	m.mu.intents = make(map[string]uint64)
-	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numUp, RetransmitMult: intentRetransmits * c.RetransmitMult}
+	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numUp, RetransmitMult: c.RetransmitMult}
 	return m, nil
 }
-
-// intentRetransmits multiplies RetransmitMult for leave intents. Gossip
-// goes to members dead for less than GossipToTheDeadTime too, so in a
-// small cluster that lost members most of an intent's RetransmitMult ×
-// ceil(log10(N+1)) copies (4 with N ≤ 9) went to dead nodes, and a live
-// one behind a lossy link could miss them all. Intents are rare and a few
-// bytes; push/pull repairs what is still missed (delegate.LocalState).
-const intentRetransmits = 3
 
 // Start creates the memberlist with meta as this node's metadata: it binds
 // the transport (or adopts Config.Transport), adds this node to its own
