@@ -195,7 +195,7 @@ type target struct {
 	bin       string
 	launch    launcher    // nil for URL targets
 	clustered bool        // spawned with gossip
-	warnings  []string    // collected for the result (e.g. the script rebuilt the binary)
+	warnings  []string    // collected for the result (e.g. the script ran another binary)
 	roots     *tls.Config // spawned nodes serve HTTPS signed by this CA (--ca); nil: HTTP
 }
 
