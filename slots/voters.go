@@ -58,6 +58,15 @@ func (v *Voters) Count(members, alive []string) (sees, stable int) {
 			known[n] = true
 		}
 		v.ref = slices.DeleteFunc(v.ref, func(n string) bool { return !known[n] })
+		if len(v.ref) == 0 {
+			// Every voter left: there is no old majority to respect, and
+			// counting among nobody would leave this node a minority for
+			// good (a joiner whose voters were the dead nodes an operator
+			// forgot: node TestFaultForgetLostNodes). Adopt the view.
+			v.ref = nil
+		}
+	}
+	if v.ref != nil {
 		seen := 0
 		for _, n := range v.ref {
 			if up[n] {

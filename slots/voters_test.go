@@ -55,6 +55,11 @@ func TestVoters(t *testing.T) {
 			{"n1 n2 n3 n4", "n1 n2 n3 n4", 4, 4, "n1 n2 n3 n4"},
 			{"n1 n2 n3", "n1", 1, 3, "n1 n2 n3"},
 		}},
+		{"every voter left: the view is adopted", []view{
+			{"n2 n3", "n2 n3", 2, 2, "n2 n3"},
+			{"n1 n2 n3 n4", "n1 n4", 0, 2, "n2 n3"},
+			{"n1 n4", "n1 n4", 2, 2, "n1 n4"},
+		}},
 		{"exactly half is no majority", []view{
 			{"n1 n2 n3 n4", "n1 n2 n3 n4", 4, 4, "n1 n2 n3 n4"},
 			{"n1 n2 n3 n4 n5 n6", "n1 n2 n5 n6", 2, 4, "n1 n2 n3 n4"},
