@@ -534,3 +534,36 @@ func TestForgetReachesAMemberThatMissedTheGossip(t *testing.T) {
 		c.close()
 	})
 }
+
+// TestForgetTellsTheMembersUpAtOnce: Forget pushes the intent to every
+// member up at the time (a push/pull with each, over TCP), so a member
+// whose gossip packets are all lost still learns it at once, not a
+// PushPullInterval later.
+func TestForgetTellsTheMembersUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 4, nil)
+		c.joinAll()
+		time.Sleep(5 * time.Second)
+		n1, n4 := c.nodes[0], c.nodes[3]
+		c.net.Crash(n4.addr)
+		waitFor(t, "n4 dead everywhere", time.Minute, func() bool {
+			for _, nd := range c.nodes[:3] {
+				if !hasStatus(nd.m, "n4", gossip.StatusDead) {
+					return false
+				}
+			}
+			return true
+		})
+		c.net.SetLoss(1) // every packet lost; streams are not lossy
+		if err := n1.m.Forget("n4"); err != nil {
+			t.Fatalf("Forget(n4): %v", err)
+		}
+		// The other side merges after it answered: a moment, not an
+		// interval (a periodic push/pull comes every 30 s).
+		waitFor(t, "n2 and n3 see n4 left", 100*time.Millisecond, func() bool {
+			return hasStatus(c.nodes[1].m, "n4", gossip.StatusLeft) && hasStatus(c.nodes[2].m, "n4", gossip.StatusLeft)
+		})
+		c.net.SetLoss(0)
+		c.close()
+	})
+}
