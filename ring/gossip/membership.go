@@ -360,7 +360,7 @@ var ErrNotDead = errors.New("gossip: only a dead member can be forgotten")
 
 // Forget declares that member name, which this node sees dead, is gone
 // for good: it gossips a leave intent on the member's behalf (for the run
-// it last saw) and pushes it to every member up now (a push/pull with
+// it last saw) and pushes it to every member alive now (a push/pull with
 // each, which can take up to TCPTimeout for one that does not answer), so
 // every member counts it as left instead of dead, now or once it declares
 // it dead. An operator's override for a node that will not
@@ -387,17 +387,18 @@ func (m *Membership) Forget(name string) error {
 	li := leaveIntent{Name: name, BootID: e.m.Meta.BootID}
 	var up []string
 	for n, o := range m.mu.view {
-		if n != m.cfg.Name && n != name && o.m.Up() && o.m.Addr != "" {
+		if n != m.cfg.Name && n != name && o.m.Status == StatusAlive && o.m.Addr != "" {
 			up = append(up, o.m.Addr)
 		}
 	}
 	m.mu.Unlock()
 	m.leaveIntent(li) // marks it left here and gossips the intent on
-	// And a push/pull with every member up now, which carries the intent
+	// And a push/pull with every member alive now, which carries the intent
 	// (delegate.LocalState) over TCP: gossip sends a bounded number of
 	// copies, partly to members that are dead, and a member that missed
 	// them all would otherwise learn it only from the next periodic
-	// push/pull (PushPullInterval). One that cannot be reached now will.
+	// push/pull (PushPullInterval). A suspect one (a dial could take
+	// TCPTimeout) learns it from gossip, or from that push/pull.
 	if ml, err := m.running(); err == nil && len(up) > 0 {
 		if n, err := ml.Join(up); err != nil {
 			m.log.Warn("gossip: forget: not every member was told at once; push/pull will", "member", name, "told", n, "of", len(up), "err", err)
