@@ -503,19 +503,8 @@ func TestForgetDeadMember(t *testing.T) {
 // Without that it counted the forgotten node as a voter for good.
 func TestForgetReachesAMemberThatMissedTheGossip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 4, nil)
-		c.joinAll()
-		time.Sleep(5 * time.Second)
-		n1, n3, n4 := c.nodes[0], c.nodes[2], c.nodes[3]
-		c.net.Crash(n4.addr)
-		waitFor(t, "n4 dead everywhere", time.Minute, func() bool {
-			for _, nd := range c.nodes[:3] {
-				if !hasStatus(nd.m, "n4", gossip.StatusDead) {
-					return false
-				}
-			}
-			return true
-		})
+		c := clusterWithN4Dead(t)
+		n1, n3 := c.nodes[0], c.nodes[2]
 		c.net.Partition([]string{n3.addr})
 		if err := n1.m.Forget("n4"); err != nil {
 			t.Fatalf("Forget(n4): %v", err)
@@ -541,19 +530,8 @@ func TestForgetReachesAMemberThatMissedTheGossip(t *testing.T) {
 // PushPullInterval later.
 func TestForgetTellsTheMembersUpAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 4, nil)
-		c.joinAll()
-		time.Sleep(5 * time.Second)
-		n1, n4 := c.nodes[0], c.nodes[3]
-		c.net.Crash(n4.addr)
-		waitFor(t, "n4 dead everywhere", time.Minute, func() bool {
-			for _, nd := range c.nodes[:3] {
-				if !hasStatus(nd.m, "n4", gossip.StatusDead) {
-					return false
-				}
-			}
-			return true
-		})
+		c := clusterWithN4Dead(t)
+		n1 := c.nodes[0]
 		c.net.SetLoss(1) // every packet lost; streams are not lossy
 		if err := n1.m.Forget("n4"); err != nil {
 			t.Fatalf("Forget(n4): %v", err)
@@ -566,4 +544,23 @@ func TestForgetTellsTheMembersUpAtOnce(t *testing.T) {
 		c.net.SetLoss(0)
 		c.close()
 	})
+}
+
+// clusterWithN4Dead starts n1..n4, crashes n4 and waits until the others
+// see it dead.
+func clusterWithN4Dead(t *testing.T) *cluster {
+	t.Helper()
+	c := newCluster(t, 4, nil)
+	c.joinAll()
+	time.Sleep(5 * time.Second)
+	c.net.Crash(c.nodes[3].addr)
+	waitFor(t, "n4 dead everywhere", time.Minute, func() bool {
+		for _, nd := range c.nodes[:3] {
+			if !hasStatus(nd.m, "n4", gossip.StatusDead) {
+				return false
+			}
+		}
+		return true
+	})
+	return c
 }
