@@ -43,8 +43,9 @@ func NewVoters(voters []string) *Voters {
 // knows that count (alive, suspect or dead; not left), alive those it
 // sees alive (a subset, this node included). Voters not among members
 // left the cluster and are voters no more. If alive holds a majority of
-// the remaining voters, members become the voters and the counts are the
-// view's; else the voters stay and so does the minority: alive among them.
+// the remaining voters, or none remains, members become the voters and
+// the counts are the view's; else the voters stay and so does the
+// minority: alive among them.
 func (v *Voters) Count(members, alive []string) (sees, stable int) {
 	up := make(map[string]bool, len(alive))
 	for _, n := range alive {
