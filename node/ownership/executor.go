@@ -93,6 +93,12 @@ type Config struct {
 	TraceEvery int
 	// MaxBody is the receiver's limit on a batch's size.
 	MaxBody int
+	// Beat, when set, is the period the ticks fall on: every tick is at a
+	// multiple of Beat since the Unix epoch (node: the gossip interval,
+	// whose rounds memberlist starts on the same multiples, see
+	// gossip.Membership.Start). The loop's own wake-ups then coincide
+	// with the membership's and with the other nodes' (tickEvery).
+	Beat time.Duration
 }
 
 // maxOutbox bounds the messages waiting for one node; older ones are
@@ -192,9 +198,27 @@ func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, 
 }
 
 // tickEvery is how often the machine gets a Tick: below Lease/8 and a
-// third of the pause gap, so a delayed tick does not read as a pause.
+// third of the pause gap, so a delayed tick does not read as a pause, and
+// a multiple of Config.Beat when set (rounded down, Beat at least).
 func (e *Executor) tickEvery() time.Duration {
-	return min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3)
+	return tickPeriod(min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3), e.cfg.Beat)
+}
+
+// tickPeriod returns d rounded down to a multiple of beat, beat at least;
+// d itself when beat is 0.
+//
+// Ticks on the beat are what make an idle node cheap (issue 17 item 1):
+// most of its CPU goes to waking up, not to the work it wakes for. Ticks
+// on a period of their own (133 ms in the local profile), memberlist's
+// gossip rounds (100 ms) and probes, and each peer's pings at its own
+// phase woke an idle node ~26 times a second; on the gossip beat, with
+// every node's ticks at the same instants, ~13 (runtime trace), and its
+// CPU went from 1.14–1.26 % of a core to 0.89 % (docs/BENCHMARKS.md).
+func tickPeriod(d, beat time.Duration) time.Duration {
+	if beat <= 0 {
+		return d
+	}
+	return max(beat, d.Truncate(beat))
 }
 
 // pingEvery is how long the loop lets pass without a batch to a live
@@ -525,6 +549,21 @@ func (e *Executor) sentFirst(batch []any, effs []slots.Effect) []slots.Effect {
 	return effs
 }
 
+// pingDue reports whether a member last written to at last is due a
+// ping at now: nothing was sent to it since the last multiple of every
+// (since the Unix epoch) at or before now, so the pings fall on the same
+// ticks on every node (Config.Beat) at every periods on average, whatever
+// the tick period: on 100 ms ticks and a 250 ms period they go at 0, 300,
+// 500 and 800 ms, four a second. Or every or more passed since last (by
+// the monotonic clock), which holds when the wall clock steps back.
+func pingDue(now, last time.Time, every time.Duration) bool {
+	if now.Sub(last) >= every {
+		return true
+	}
+	mark := now.UnixNano() - now.UnixNano()%int64(every)
+	return last.UnixNano() < mark
+}
+
 // pingIdle sends an empty batch to every live member not written to within
 // pingEvery: its answer is a sign of life for the machine's majority
 // evidence. It also retries a bootstrap that waited for the view to settle.
@@ -540,7 +579,7 @@ func (e *Executor) pingIdle(now time.Time) {
 		if m.Name == e.self || m.Status != gossip.StatusAlive {
 			continue
 		}
-		if now.Sub(e.lastSent[m.Name]) >= e.pingEvery() {
+		if pingDue(now, e.lastSent[m.Name], e.pingEvery()) {
 			if _, ok := e.out[m.Name]; !ok {
 				e.out[m.Name] = []Msg{}
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -94,15 +95,22 @@ type stallWatch struct {
 	maxGap atomic.Int64 // the longest gap since the last take
 }
 
-// run beats every every, offering each beat on tick, until stop is closed.
+// run beats every every, offering each beat on tick, until stop is
+// closed. The beats fall on the multiples of every since the Unix epoch
+// (gossip.UntilBeat), so the nodes of a cluster tick at the same
+// instants: a node's ticks send its pings and pair beats, and its peers'
+// arrive within a round trip of its own tick, so an idle process wakes
+// once for all of them rather than once for its tick and once for each
+// peer's.
 func (w *stallWatch) run(c clock.Clock, every time.Duration, tick chan<- struct{}, stop <-chan struct{}) {
-	tk := c.NewTicker(every)
-	defer tk.Stop()
+	tm := c.NewTimer(gossip.UntilBeat(c.Now(), every))
+	defer tm.Stop()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-tk.C:
+		case <-tm.C:
+			tm.Reset(gossip.UntilBeat(c.Now(), every))
 			// The time it ran, not the tick's: a timer fired late after a
 			// stall carries the time it was due.
 			n := c.Now().UnixNano()

@@ -155,3 +155,25 @@ func TestNewReturnsValidationErrors(t *testing.T) {
 		t.Errorf("New(2 problems) = %v, want errors.Join of 2", err)
 	}
 }
+
+// TestUntilBeat: the wait until the next multiple of the period since the
+// Unix epoch, a whole period from a multiple, none without a period.
+func TestUntilBeat(t *testing.T) {
+	ms := time.Millisecond
+	at := func(d time.Duration) time.Time { return time.Unix(1_800_000_000, 0).Add(d) }
+	for _, c := range []struct {
+		now   time.Time
+		every time.Duration
+		want  time.Duration
+	}{
+		{at(37 * ms), 100 * ms, 63 * ms},
+		{at(0), 100 * ms, 100 * ms},
+		{at(199 * ms), 200 * ms, ms},
+		{at(1234 * ms), 500 * ms, 266 * ms},
+		{at(37 * ms), 0, 0},
+	} {
+		if got := gossip.UntilBeat(c.now, c.every); got != c.want {
+			t.Errorf("UntilBeat(%v, %v) = %v, want %v", c.now, c.every, got, c.want)
+		}
+	}
+}

@@ -143,7 +143,10 @@ func New(cfg Config) (*Membership, error) {
 // Start creates the memberlist with meta as this node's metadata: it binds
 // the transport (or adopts Config.Transport), adds this node to its own
 // view (the first Event is its EventJoin) and starts probing and gossip,
-// and the reconnect loop. It does not contact anyone; call Join.
+// and the reconnect loop. It does not contact anyone; call Join. It first
+// waits for the next multiple of GossipInterval since the Unix epoch (at
+// most one interval), so that the probe and gossip rounds fall on that
+// beat (UntilBeat).
 //
 // It returns ErrMeta (wrapped) if meta cannot be encoded, ErrStarted or
 // ErrClosed if called twice or after Close, or memberlist's error (a bind
@@ -162,6 +165,11 @@ func (m *Membership) Start(meta Meta) error {
 		return fmt.Errorf("gossip: start: %w", err)
 	}
 	m.local.Store(&localMeta{meta: meta, encoded: enc})
+	// memberlist starts its probe and gossip tickers as Create returns:
+	// started on a multiple of GossipInterval since the Unix epoch, their
+	// rounds fall on the beat the node's other periodic work keeps (see
+	// UntilBeat), so an idle node wakes once for all of them.
+	time.Sleep(UntilBeat(time.Now(), m.cfg.GossipInterval))
 	ml, err := memberlist.Create(m.cfg.memberlistConfig(&delegate{m: m}, m.keys.ring, m.log))
 	if err != nil {
 		return fmt.Errorf("gossip: start %s: %w", m.cfg.Name, err)
@@ -173,6 +181,19 @@ func (m *Membership) Start(meta Meta) error {
 		go m.reconnectLoop(ml)
 	}
 	return nil
+}
+
+// UntilBeat returns how long from now until the next multiple of every
+// since the Unix epoch (0 when every is not positive). Periodic work that
+// starts on such a multiple runs at the same instants as the membership's
+// gossip rounds and probes (Start) and as the other nodes' (their clocks
+// agree to within milliseconds): an idle process wakes up once for all
+// of it, and waking up is most of what an idle node spends (issue 17).
+func UntilBeat(now time.Time, every time.Duration) time.Duration {
+	if every <= 0 {
+		return 0
+	}
+	return every - time.Duration(now.UnixNano()%int64(every))
 }
 
 // Join contacts every address in addrs (host:port gossip addresses) with a
