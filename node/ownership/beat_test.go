@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,7 +10,8 @@ import (
 )
 
 // TestTickPeriod: the tick period is rounded down to a multiple of the
-// beat, the beat at least, and left alone without one.
+// beat, or to a divisor of a longer beat, never above the period asked
+// for, and left alone without a beat.
 func TestTickPeriod(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -21,7 +23,9 @@ func TestTickPeriod(t *testing.T) {
 		{"LAN profile: 267 ms on the 200 ms gossip beat", 267 * ms, 200 * ms, 200 * ms},
 		{"several beats", 450 * ms, 100 * ms, 400 * ms},
 		{"an exact multiple", 300 * ms, 100 * ms, 300 * ms},
-		{"a beat longer than the period: the beat", 50 * ms, 100 * ms, 100 * ms},
+		{"a beat twice the period: half the beat", 50 * ms, 100 * ms, 50 * ms},
+		{"a 1 s beat: an eighth of it", 133 * ms, time.Second, 125 * ms},
+		{"a beat a little longer: half of it", 133 * ms, 150 * ms, 75 * ms},
 		{"no beat", 133 * ms, 0, 133 * ms},
 	} {
 		if got := tickPeriod(c.d, c.beat); got != c.want {
@@ -85,11 +89,31 @@ func TestStallWatchBeatsOnTheMultiples(t *testing.T) {
 		stop := make(chan struct{})
 		ticks := make(chan struct{}, 1)
 		var w stallWatch
-		go w.run(clock.Real, every, ticks, stop)
+		go w.run(clock.Real, every, nil, ticks, stop)
 		for range 5 {
 			<-ticks
 			if off := time.Now().UnixNano() % int64(every); off != 0 {
 				t.Errorf("a beat at %v, %v past a multiple of %v", time.Now(), time.Duration(off), every)
+			}
+		}
+		close(stop)
+	})
+	// With a phase (memberlist's rounds start a little after the
+	// multiple), the beats follow it, read anew each beat.
+	synctest.Test(t, func(t *testing.T) {
+		every := 100 * time.Millisecond
+		phase := atomic.Int64{}
+		stop := make(chan struct{})
+		ticks := make(chan struct{}, 1)
+		var w stallWatch
+		go w.run(clock.Real, every, func() time.Duration { return time.Duration(phase.Load()) }, ticks, stop)
+		<-ticks
+		phase.Store(int64(3 * time.Millisecond))
+		<-ticks // the beat already set before the change
+		for range 5 {
+			<-ticks
+			if off := time.Duration(time.Now().UnixNano() % int64(every)); off != 3*time.Millisecond {
+				t.Errorf("a beat %v past a multiple of %v, want the phase 3ms", off, every)
 			}
 		}
 		close(stop)

@@ -94,11 +94,14 @@ type Config struct {
 	// MaxBody is the receiver's limit on a batch's size.
 	MaxBody int
 	// Beat, when set, is the period the ticks fall on: every tick is at a
-	// multiple of Beat since the Unix epoch (node: the gossip interval,
-	// whose rounds memberlist starts on the same multiples, see
-	// gossip.Membership.Start). The loop's own wake-ups then coincide
-	// with the membership's and with the other nodes' (tickEvery).
+	// multiple of Beat since the Unix epoch, BeatPhase() past it (node:
+	// the gossip interval and gossip.Membership.Phase, the instants of
+	// memberlist's rounds). The loop's own wake-ups then coincide with the
+	// membership's and with the other nodes' (tickEvery).
 	Beat time.Duration
+	// BeatPhase, when set, returns the ticks' offset from the multiples of
+	// Beat; each tick reads it anew.
+	BeatPhase func() time.Duration
 }
 
 // maxOutbox bounds the messages waiting for one node; older ones are
@@ -204,8 +207,10 @@ func (e *Executor) tickEvery() time.Duration {
 	return tickPeriod(min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3), e.cfg.Beat)
 }
 
-// tickPeriod returns d rounded down to a multiple of beat, beat at least;
-// d itself when beat is 0.
+// tickPeriod returns the longest period up to d that is a multiple of
+// beat or divides it: d rounded down to a multiple of beat, or when beat
+// is longer than d, beat divided by the smallest count that brings it to
+// d or below (so ticks still fall on every beat). d itself when beat is 0.
 //
 // Ticks on the beat are what make an idle node cheap (issue 17 item 1):
 // most of its CPU goes to waking up, not to the work it wakes for. Ticks
@@ -215,10 +220,14 @@ func (e *Executor) tickEvery() time.Duration {
 // every node's ticks at the same instants, ~13 (runtime trace), and its
 // CPU went from 1.14–1.26 % of a core to 0.89 % (docs/BENCHMARKS.md).
 func tickPeriod(d, beat time.Duration) time.Duration {
-	if beat <= 0 {
+	if beat <= 0 || d <= 0 {
 		return d
 	}
-	return max(beat, d.Truncate(beat))
+	if beat <= d {
+		return d.Truncate(beat)
+	}
+	n := (beat + d - 1) / d
+	return beat / n
 }
 
 // pingEvery is how long the loop lets pass without a batch to a live
@@ -245,7 +254,7 @@ func (e *Executor) Run() {
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		e.watch.run(e.d.Clock, e.tickEvery(), ticks, e.stop)
+		e.watch.run(e.d.Clock, e.tickEvery(), e.cfg.BeatPhase, ticks, e.stop)
 	}()
 	defer func() { <-watching }()
 	for {
