@@ -26,7 +26,7 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
 	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
 		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: internalauth.MaxCtlBody,
-		Beat: n.cfg.Cluster.Gossip.GossipInterval, BeatPhase: c.Gossip().Phase}
+		Beat: n.cfg.Cluster.Gossip.GossipInterval}
 	store := ownStore{w: wr, st: st}
 	return ownership.New(cfg, persisted, voters, b, ownership.Deps{
 		Persister: store,

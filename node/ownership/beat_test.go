@@ -1,7 +1,6 @@
 package ownership
 
 import (
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,31 +88,11 @@ func TestStallWatchBeatsOnTheMultiples(t *testing.T) {
 		stop := make(chan struct{})
 		ticks := make(chan struct{}, 1)
 		var w stallWatch
-		go w.run(clock.Real, every, nil, ticks, stop)
+		go w.run(clock.Real, every, ticks, stop)
 		for range 5 {
 			<-ticks
 			if off := time.Now().UnixNano() % int64(every); off != 0 {
 				t.Errorf("a beat at %v, %v past a multiple of %v", time.Now(), time.Duration(off), every)
-			}
-		}
-		close(stop)
-	})
-	// With a phase (memberlist's rounds start a little after the
-	// multiple), the beats follow it, read anew each beat.
-	synctest.Test(t, func(t *testing.T) {
-		every := 100 * time.Millisecond
-		phase := atomic.Int64{}
-		stop := make(chan struct{})
-		ticks := make(chan struct{}, 1)
-		var w stallWatch
-		go w.run(clock.Real, every, func() time.Duration { return time.Duration(phase.Load()) }, ticks, stop)
-		<-ticks
-		phase.Store(int64(3 * time.Millisecond))
-		<-ticks // the beat already set before the change
-		for range 5 {
-			<-ticks
-			if off := time.Duration(time.Now().UnixNano() % int64(every)); off != 3*time.Millisecond {
-				t.Errorf("a beat %v past a multiple of %v, want the phase 3ms", off, every)
 			}
 		}
 		close(stop)

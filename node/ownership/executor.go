@@ -94,14 +94,11 @@ type Config struct {
 	// MaxBody is the receiver's limit on a batch's size.
 	MaxBody int
 	// Beat, when set, is the period the ticks fall on: every tick is at a
-	// multiple of Beat since the Unix epoch, BeatPhase() past it (node:
-	// the gossip interval and gossip.Membership.Phase, the instants of
-	// memberlist's rounds). The loop's own wake-ups then coincide with the
-	// membership's and with the other nodes' (tickEvery).
+	// multiple of Beat since the Unix epoch (node: the gossip interval,
+	// whose rounds memberlist starts on the same multiples, see
+	// gossip.Membership.Start). The loop's own wake-ups then coincide
+	// with the membership's and with the other nodes' (tickEvery).
 	Beat time.Duration
-	// BeatPhase, when set, returns the ticks' offset from the multiples of
-	// Beat; each tick reads it anew.
-	BeatPhase func() time.Duration
 }
 
 // maxOutbox bounds the messages waiting for one node; older ones are
@@ -254,7 +251,7 @@ func (e *Executor) Run() {
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		e.watch.run(e.d.Clock, e.tickEvery(), e.cfg.BeatPhase, ticks, e.stop)
+		e.watch.run(e.d.Clock, e.tickEvery(), ticks, e.stop)
 	}()
 	defer func() { <-watching }()
 	for {

@@ -96,28 +96,21 @@ type stallWatch struct {
 }
 
 // run beats every every, offering each beat on tick, until stop is
-// closed. The beats fall phase() past the multiples of every since the
-// Unix epoch (gossip.UntilBeat; phase may be nil), so the nodes of a cluster tick at the same
+// closed. The beats fall on the multiples of every since the Unix epoch
+// (gossip.UntilBeat), so the nodes of a cluster tick at the same
 // instants: a node's ticks send its pings and pair beats, and its peers'
 // arrive within a round trip of its own tick, so an idle process wakes
 // once for all of them rather than once for its tick and once for each
 // peer's.
-func (w *stallWatch) run(c clock.Clock, every time.Duration, phase func() time.Duration, tick chan<- struct{}, stop <-chan struct{}) {
-	next := func() time.Duration {
-		var p time.Duration
-		if phase != nil {
-			p = phase()
-		}
-		return gossip.UntilBeat(c.Now(), every, p)
-	}
-	tm := c.NewTimer(next())
+func (w *stallWatch) run(c clock.Clock, every time.Duration, tick chan<- struct{}, stop <-chan struct{}) {
+	tm := c.NewTimer(gossip.UntilBeat(c.Now(), every))
 	defer tm.Stop()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tm.C:
-			tm.Reset(next())
+			tm.Reset(gossip.UntilBeat(c.Now(), every))
 			// The time it ran, not the tick's: a timer fired late after a
 			// stall carries the time it was due.
 			n := c.Now().UnixNano()

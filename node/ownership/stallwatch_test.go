@@ -36,7 +36,7 @@ func TestStallWatchTake(t *testing.T) {
 	done := make(chan struct{})
 	var r stallWatch
 	r.last.Store(time.Now().UnixNano())
-	go func() { defer close(done); r.run(clock.Real, 20*time.Millisecond, nil, ticks, stop) }()
+	go func() { defer close(done); r.run(clock.Real, 20*time.Millisecond, ticks, stop) }()
 	time.Sleep(300 * time.Millisecond)
 	select {
 	case <-ticks:

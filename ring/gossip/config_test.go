@@ -156,28 +156,24 @@ func TestNewReturnsValidationErrors(t *testing.T) {
 	}
 }
 
-// TestUntilBeat: the wait until the next instant phase past a multiple of
-// the period since the Unix epoch, a whole period from such an instant,
-// none without a period.
+// TestUntilBeat: the wait until the next multiple of the period since the
+// Unix epoch, a whole period from a multiple, none without a period.
 func TestUntilBeat(t *testing.T) {
 	ms := time.Millisecond
 	at := func(d time.Duration) time.Time { return time.Unix(1_800_000_000, 0).Add(d) }
 	for _, c := range []struct {
-		now          time.Time
-		every, phase time.Duration
-		want         time.Duration
+		now   time.Time
+		every time.Duration
+		want  time.Duration
 	}{
-		{at(37 * ms), 100 * ms, 0, 63 * ms},
-		{at(0), 100 * ms, 0, 100 * ms},
-		{at(199 * ms), 200 * ms, 0, ms},
-		{at(1234 * ms), 500 * ms, 0, 266 * ms},
-		{at(37 * ms), 100 * ms, 3 * ms, 66 * ms},
-		{at(2 * ms), 100 * ms, 3 * ms, ms},
-		{at(3 * ms), 100 * ms, 3 * ms, 100 * ms},
-		{at(37 * ms), 0, 0, 0},
+		{at(37 * ms), 100 * ms, 63 * ms},
+		{at(0), 100 * ms, 100 * ms},
+		{at(199 * ms), 200 * ms, ms},
+		{at(1234 * ms), 500 * ms, 266 * ms},
+		{at(37 * ms), 0, 0},
 	} {
-		if got := gossip.UntilBeat(c.now, c.every, c.phase); got != c.want {
-			t.Errorf("UntilBeat(%v, %v, %v) = %v, want %v", c.now, c.every, c.phase, got, c.want)
+		if got := gossip.UntilBeat(c.now, c.every); got != c.want {
+			t.Errorf("UntilBeat(%v, %v) = %v, want %v", c.now, c.every, got, c.want)
 		}
 	}
 }

@@ -54,9 +54,6 @@ type Membership struct {
 	local atomic.Pointer[localMeta]
 	// ml is set once by Start.
 	ml atomic.Pointer[memberlist.Memberlist]
-	// phase is how far past a multiple of GossipInterval (since the Unix
-	// epoch) memberlist's rounds fall, in nanoseconds (Phase).
-	phase atomic.Int64
 
 	// life serializes Start, Leave and Close (which block on memberlist):
 	// memberlist's Leave must never run after its Shutdown.
@@ -149,7 +146,7 @@ func New(cfg Config) (*Membership, error) {
 // and the reconnect loop. It does not contact anyone; call Join. It first
 // waits for the next multiple of GossipInterval since the Unix epoch (at
 // most one interval), so that the probe and gossip rounds fall on that
-// beat, Phase after it (UntilBeat).
+// beat, within the time Create takes (UntilBeat).
 //
 // It returns ErrMeta (wrapped) if meta cannot be encoded, ErrStarted or
 // ErrClosed if called twice or after Close, or memberlist's error (a bind
@@ -170,15 +167,13 @@ func (m *Membership) Start(meta Meta) error {
 	m.local.Store(&localMeta{meta: meta, encoded: enc})
 	// memberlist starts its probe and gossip tickers as Create returns:
 	// started just after a multiple of GossipInterval since the Unix
-	// epoch, their rounds fall within Create's time of the other nodes'
-	// (Phase).
-	time.Sleep(UntilBeat(time.Now(), m.cfg.GossipInterval, 0))
+	// epoch, their rounds fall within Create's time (a few milliseconds
+	// at most) of that beat, on which the node's ticks and the other
+	// nodes' fall too (UntilBeat).
+	time.Sleep(UntilBeat(time.Now(), m.cfg.GossipInterval))
 	ml, err := memberlist.Create(m.cfg.memberlistConfig(&delegate{m: m}, m.keys.ring, m.log))
 	if err != nil {
 		return fmt.Errorf("gossip: start %s: %w", m.cfg.Name, err)
-	}
-	if g := int64(m.cfg.GossipInterval); g > 0 {
-		m.phase.Store(time.Now().UnixNano() % g)
 	}
 	m.ml.Store(ml)
 	m.life.state = lifeStarted
@@ -189,30 +184,19 @@ func (m *Membership) Start(meta Meta) error {
 	return nil
 }
 
-// UntilBeat returns how long from now until the next instant phase past
-// a multiple of every since the Unix epoch (0 when every is not
-// positive). Periodic work on those instants, with every a multiple of
-// GossipInterval and phase the membership's Phase, runs with its gossip
-// rounds and probes, and within milliseconds of the other nodes' (their
-// clocks agree that closely): an idle process wakes up once for all of
-// it, and waking up is most of what an idle node spends (issue 17).
-func UntilBeat(now time.Time, every, phase time.Duration) time.Duration {
+// UntilBeat returns how long from now until the next multiple of every
+// since the Unix epoch (0 when every is not positive). Periodic work on
+// those instants, with every a multiple of GossipInterval, runs with the
+// membership's gossip rounds and probes (Start) and with the other nodes'
+// (their clocks agree to within milliseconds): an idle process wakes up
+// once for all of it, and waking up is most of what an idle node spends
+// (issue 17).
+func UntilBeat(now time.Time, every time.Duration) time.Duration {
 	if every <= 0 {
 		return 0
 	}
-	off := (now.UnixNano() - int64(phase)) % int64(every)
-	if off < 0 {
-		off += int64(every)
-	}
-	return every - time.Duration(off)
+	return every - time.Duration(now.UnixNano()%int64(every))
 }
-
-// Phase returns how far past a multiple of GossipInterval since the Unix
-// epoch memberlist's probe and gossip rounds fall: Start waits for such a
-// multiple, and memberlist starts its rounds as Create returns, the time
-// Create took later (a few milliseconds on a loaded machine, enough to
-// put them apart from the others' rounds). 0 before Start.
-func (m *Membership) Phase() time.Duration { return time.Duration(m.phase.Load()) }
 
 // Join contacts every address in addrs (host:port gossip addresses) with a
 // full state exchange (push/pull), one after another, and returns how many
