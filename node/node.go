@@ -24,6 +24,7 @@ import (
 	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/node/replication"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -479,11 +480,23 @@ const (
 )
 
 // every runs f every d on a background goroutine until the node stops or
-// f returns false.
+// f returns false. The runs fall on the multiples of d since the Unix
+// epoch (gossip.UntilBeat), with the node's other periodic work: an idle
+// node's CPU goes mostly to waking up (issue 17 item 1).
 func (n *Node) every(d time.Duration, f func() bool) {
 	n.bg.Add(1)
 	go func() {
 		defer n.bg.Done()
+		first := n.cfg.Clock.NewTimer(gossip.UntilBeat(n.cfg.Clock.Now(), d))
+		select {
+		case <-n.stopBG:
+			first.Stop()
+			return
+		case <-first.C:
+		}
+		if !f() {
+			return
+		}
 		t := n.cfg.Clock.NewTicker(d)
 		defer t.Stop()
 		for {

@@ -116,6 +116,21 @@ func (s *compactionScheduler) Done() {
 
 func (s *compactionScheduler) sample() {
 	defer close(s.done)
+	// The samples fall on whole seconds since the Unix epoch, with the
+	// other periodic work of an idle node (a cluster node's ticks and
+	// gossip rounds fall on multiples of the gossip interval): a wake-up
+	// of its own every second was one of the ~13 a second left in an
+	// idle node (issue 17 item 1).
+	first := time.NewTimer(compactionSampleEvery - time.Duration(time.Now().UnixNano()%int64(compactionSampleEvery)))
+	select {
+	case <-s.stop:
+		first.Stop()
+		return
+	case <-first.C:
+	case <-s.poke:
+		first.Stop()
+	}
+	s.grant()
 	t := time.NewTicker(compactionSampleEvery)
 	defer t.Stop()
 	for {
