@@ -199,7 +199,7 @@ func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, 
 
 // tickEvery is how often the machine gets a Tick: below Lease/8 and a
 // third of the pause gap, so a delayed tick does not read as a pause, and
-// a multiple of Config.Beat when set (rounded down, Beat at least).
+// a multiple or a divisor of Config.Beat when set (tickPeriod).
 func (e *Executor) tickEvery() time.Duration {
 	return tickPeriod(min(e.cfg.Machine.Lease/8, e.cfg.Machine.Pause/3), e.cfg.Beat)
 }
@@ -215,7 +215,7 @@ func (e *Executor) tickEvery() time.Duration {
 // gossip rounds (100 ms) and probes, and each peer's pings at its own
 // phase woke an idle node ~26 times a second; on the gossip beat, with
 // every node's ticks at the same instants, ~13 (runtime trace), and its
-// CPU went from 1.14–1.26 % of a core to 0.89 % (docs/BENCHMARKS.md).
+// CPU fell by about a quarter (docs/BENCHMARKS.md).
 func tickPeriod(d, beat time.Duration) time.Duration {
 	if beat <= 0 || d <= 0 {
 		return d
@@ -558,7 +558,7 @@ func (e *Executor) sentFirst(batch []any, effs []slots.Effect) []slots.Effect {
 // pingDue reports whether a member last written to at last is due a
 // ping at now: nothing was sent to it since the last multiple of every
 // (since the Unix epoch) at or before now, so the pings fall on the same
-// ticks on every node (Config.Beat) at every periods on average, whatever
+// ticks on every node (Config.Beat), one per period on average whatever
 // the tick period: on 100 ms ticks and a 250 ms period they go at 0, 300,
 // 500 and 800 ms, four a second. Or every or more passed since last (by
 // the monotonic clock), which holds when the wall clock steps back.
