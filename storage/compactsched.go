@@ -121,16 +121,20 @@ func (s *compactionScheduler) sample() {
 	// gossip rounds fall on multiples of the gossip interval): a wake-up
 	// of its own every second was one of the ~13 a second left in an
 	// idle node (issue 17 item 1).
+	// A poke before then grants at once but starts no ticker: the
+	// ticker starts on the whole second, or it would keep the poke's phase.
 	first := time.NewTimer(compactionSampleEvery - time.Duration(time.Now().UnixNano()%int64(compactionSampleEvery)))
-	select {
-	case <-s.stop:
-		first.Stop()
-		return
-	case <-first.C:
-	case <-s.poke:
-		first.Stop()
+	for waiting := true; waiting; {
+		select {
+		case <-s.stop:
+			first.Stop()
+			return
+		case <-first.C:
+			waiting = false
+		case <-s.poke:
+		}
+		s.grant()
 	}
-	s.grant()
 	t := time.NewTicker(compactionSampleEvery)
 	defer t.Stop()
 	for {
