@@ -109,6 +109,73 @@ type cluster struct {
 	// learn MemberDead{Left} and they are no voters any more.
 	left       map[string]bool
 	tableCache map[string]ring.Table // lean: tables by member names
+	// pub is what a node has published of each machine's slots, as node's
+	// executor keeps it (checkMoved).
+	pub map[*Machine][]pubState
+}
+
+// pubState is what node publishes of a slot.
+type pubState struct {
+	role           Role
+	epoch          Epoch
+	firing, synced bool
+}
+
+// checkMoved asserts that a node publishing only what its executor does
+// after m.Step(ev) returned effs sees every change: the slot of ev (SlotOf),
+// the slots of effs that persist or start or stop firing, the slots
+// TakeMoved reports, and every slot after a member's death or restart or a
+// new table. Any other change would stay unpublished (the data path would
+// fire or refuse on a stale role) until node's periodic republishing.
+func (c *cluster) checkMoved(name string, m *Machine, ev Event, effs []Effect) {
+	c.t.Helper()
+	if c.pub == nil {
+		c.pub = map[*Machine][]pubState{}
+	}
+	pub := c.pub[m]
+	if pub == nil {
+		pub = make([]pubState, m.NumSlots())
+		c.pub[m] = pub
+		for s := range pub {
+			pub[s] = m.pubState(Slot(s))
+		}
+		m.TakeMoved(func(Slot) {})
+		return
+	}
+	seen := map[Slot]bool{}
+	if s, ok := SlotOf(ev); ok {
+		seen[s] = true
+	}
+	for _, e := range effs {
+		switch e := e.(type) {
+		case Persist:
+			seen[e.Slot] = true
+		case StartFiring:
+			seen[e.Slot] = true
+		case StopFiring:
+			seen[e.Slot] = true
+		}
+	}
+	m.TakeMoved(func(s Slot) { seen[s] = true })
+	all := false
+	switch ev := ev.(type) {
+	case MemberDead, TableChanged:
+		all = true
+	case MemberAlive:
+		all = ev.Restarted
+	}
+	for s := range pub {
+		now := m.pubState(Slot(s))
+		if now != pub[s] && !all && !seen[Slot(s)] {
+			c.t.Fatalf("%s after %T%+v: slot %d went from %+v to %+v unreported", name, ev, ev, s, pub[s], now)
+		}
+		pub[s] = now
+	}
+}
+
+func (m *Machine) pubState(s Slot) pubState {
+	si := &m.slots[s]
+	return pubState{si.role, si.epoch, si.firing, si.synced}
 }
 
 func newCluster(t testing.TB, numSlots int) *cluster {
@@ -170,6 +237,9 @@ func (c *cluster) add(name string, persisted map[Slot]SlotState) {
 		c.checkEpoch(name, Slot(s))
 	}
 	m.Step(Tick{Now: c.now})
+	if !c.lean {
+		c.checkMoved(name, m, nil, nil) // what this node published first
+	}
 }
 
 func (c *cluster) crash(name string) {
@@ -279,6 +349,7 @@ func (c *cluster) stepMsg(msg message) {
 		if err := m.checkInvariants(); err != nil {
 			c.t.Fatalf("after %T%+v on %s: %v", ev, ev, name, err)
 		}
+		c.checkMoved(name, m, ev, effs)
 	}
 	if snap, ok := ev.(SnapshotComplete); ok && msg.has {
 		if si := m.slots[snap.Slot]; si.synced && si.epoch == snap.Epoch && (si.leader == snap.From || si.role == RoleOwner) {
@@ -640,6 +711,9 @@ func (c *cluster) tick(now time.Time) {
 			if a != b && c.reaches(a, b) && !c.m[b].dead[a] {
 				if effs := c.m[b].Step(MemberAlive{Name: a}); len(effs) > 0 {
 					c.t.Fatalf("%s: MemberAlive{%s} as a sign of life caused %v", b, a, effs)
+				}
+				if !c.lean {
+					c.checkMoved(b, c.m[b], MemberAlive{Name: a}, nil)
 				}
 			}
 		}

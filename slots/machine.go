@@ -2,6 +2,7 @@ package slots
 
 import (
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -74,6 +75,9 @@ type Machine struct {
 	// left it (see setIdle): the only idle slots a full Tick pass looks at.
 	idleOwned []uint64
 	refreshQ  refreshQueue // the idle owners by refreshAt (refreshDue)
+	// moved: bit s: advance changed slot s's role, epoch, firing or
+	// replica since the last TakeMoved.
+	moved []uint64
 
 	// The horizon (horizon.go): the bound of the firing slots, each
 	// one's near deadline (zero: none), the slots that have one
@@ -199,7 +203,8 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
 		busy: make([]uint64, (cfg.NumSlots+63)/64), idleOwned: make([]uint64, (cfg.NumSlots+63)/64),
-		near: make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
+		moved: make([]uint64, (cfg.NumSlots+63)/64),
+		near:  make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
 		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
 	}
 	for s := range cfg.NumSlots {
@@ -485,6 +490,28 @@ func (m *Machine) Leader(s Slot) string {
 	}
 	return ""
 }
+
+// TakeMoved calls f with every slot whose role, epoch, firing or replica
+// (Pub, Synced) changed on a Tick or a member's or table's event since the
+// last TakeMoved, ascending, and forgets them. The changes an event for
+// one slot makes (SlotOf) are that slot's, and not reported here. A node
+// republishes what it reports, rather than every slot: a pass over 16,384
+// slot records costs more than the changes. O(NumSlots/64 + moved).
+func (m *Machine) TakeMoved(f func(Slot)) {
+	for w, word := range m.moved {
+		if word == 0 {
+			continue
+		}
+		m.moved[w] = 0
+		for ; word != 0; word &= word - 1 {
+			f(Slot(w*64 + bits.TrailingZeros64(word)))
+		}
+	}
+}
+
+// Synced reports whether this node holds a valid replica of slot s at
+// State(s).Epoch (an owner's own copy counts). O(1).
+func (m *Machine) Synced(s Slot) bool { return m.slots[s].synced }
 
 // UnderReplicated reports whether this node owns slot s without a caught-up
 // follower (the last MarkUnderReplicated for s). O(1).

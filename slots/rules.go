@@ -46,6 +46,16 @@ func (m *Machine) onTable(ev TableChanged) {
 // retries, which go out on ticks.
 func (m *Machine) advance(s Slot) {
 	si := &m.slots[s]
+	r, e, f, y := si.role, si.epoch, si.firing, si.synced
+	m.advanceSlot(s)
+	if si.role != r || si.epoch != e || si.firing != f || si.synced != y {
+		m.moved[s/64] |= 1 << (s % 64) // TakeMoved
+	}
+}
+
+// advanceSlot is advance without the record of what moved.
+func (m *Machine) advanceSlot(s Slot) {
+	si := &m.slots[s]
 	owner, follower := m.position(s)
 	self := m.cfg.Self
 	switch si.role {

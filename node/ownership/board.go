@@ -313,6 +313,14 @@ func (b *Board) setFlag(m map[uint16]bool, s uint16, on bool) {
 	}
 }
 
+// flagCounts returns how many slots are flagged under-replicated and
+// unavailable.
+func (b *Board) flagCounts() (underRep, unavail int) {
+	b.flagMu.Lock()
+	defer b.flagMu.Unlock()
+	return len(b.underRep), len(b.unavail)
+}
+
 // Counts returns the machine's last counts (owned, firing, importing…).
 func (b *Board) Counts() slots.Counts { return *b.counts.Load() }
 

@@ -111,7 +111,15 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 		e.d.Gained(gained)
 	}
 	if recount {
-		cnt := e.m.Counts()
+		cnt := e.sets.counts(e.b.flagCounts())
+		if all {
+			// Every slot was just published: the sets must agree with the
+			// machine, unless a flag went without its Mark effect.
+			if full := e.m.Counts(); full != cnt {
+				e.d.Log.Error("ownership counts disagree with the machine", "published", cnt, "machine", full)
+				cnt = full
+			}
+		}
 		changed = changed || cnt != *e.b.counts.Load()
 		e.b.counts.Store(&cnt)
 	}
@@ -128,6 +136,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 // reports whether its role, epoch or firing changed.
 func (e *Executor) publish(s uint16) bool {
 	role, epoch, firing := e.m.Pub(slots.Slot(s))
+	e.sets.note(s, role, firing, e.m.Synced(slots.Slot(s)))
 	v := uint64(epoch)<<8 | uint64(role)
 	if firing {
 		v |= 1 << 7
@@ -240,20 +249,56 @@ func (e *Executor) flush() {
 		f := &inFlight{}
 		e.sending[to] = f
 		e.lastSent[to] = now
-		target := ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}
-		bodies := encodeChunks(e.self, msgs, e.cfg.MaxBody)
-		go func() {
-			err := e.d.Sender.Send(target, bodies)
-			if err != nil {
-				e.d.Log.Debug("ownership messages", "to", to, "err", err)
+		c, ok := e.couriers[to]
+		if !ok {
+			c = make(chan courierJob, 1)
+			e.couriers[to] = c
+			go e.courier(c)
+		}
+		// Never blocks: one batch in flight per node (sending).
+		c <- courierJob{to: ring.Member{Name: to, HTTPAddr: mem.Meta.HTTPAddr}, bodies: encodeChunks(e.self, msgs, e.cfg.MaxBody), f: f}
+	}
+}
+
+// courierJob is one batch for a courier to deliver.
+type courierJob struct {
+	to     ring.Member
+	bodies [][]byte
+	f      *inFlight
+}
+
+// courier delivers the batches to one node, one at a time, until jobs is
+// closed (the node is dead or gone from the view, or the loop stopped),
+// and posts each outcome (sentEvent). A goroutine per node rather than
+// per batch: each new one grew its stack through the HTTP client's calls,
+// copying it twice or three times a batch, 4 % of an idle node's CPU
+// (issue 17 item 1, docs/BENCHMARKS.md).
+func (e *Executor) courier(jobs <-chan courierJob) {
+	for j := range jobs {
+		err := e.d.Sender.Send(j.to, j.bodies)
+		if err != nil {
+			e.d.Log.Debug("ownership messages", "to", j.to.Name, "err", err)
+		}
+		ev := sentEvent{to: j.to.Name, ok: err == nil}
+		if j.f.waiting.Load() {
+			e.b.post(ev)
+		} else {
+			e.b.postQuiet(ev)
+		}
+	}
+}
+
+// dismissCouriers stops the couriers of the nodes v does not hold alive
+// (all of them when v is nil); a batch in flight is still delivered.
+func (e *Executor) dismissCouriers(v *View) {
+	for to, c := range e.couriers {
+		if v != nil {
+			if m, ok := v.member(to); ok && m.Status != gossip.StatusDead && m.Status != gossip.StatusLeft {
+				continue
 			}
-			ev := sentEvent{to: to, ok: err == nil}
-			if f.waiting.Load() {
-				e.b.post(ev)
-			} else {
-				e.b.postQuiet(ev)
-			}
-		}()
+		}
+		close(c)
+		delete(e.couriers, to)
 	}
 }
 
@@ -291,37 +336,58 @@ func (e *Executor) trace(s uint16, ev slots.Event, out []slots.Effect) {
 
 // logStuck logs the machine's view of a few slots that this node should own
 // and has not taken for a while, to diagnose a slot that stays unavailable.
+// It reads the published sets (slotSets), and the machine only for the
+// slots it logs, or the followers' leaders while a member is dead.
 func (e *Executor) logStuck() {
 	now := e.d.Clock.Now()
 	e.lastStuckLog = now
 	if e.stuckSince == nil {
 		e.stuckSince = map[uint16]time.Time{}
 	}
-	logged := 0
-	for s := range slots.Count {
-		r, _, _ := e.m.Pub(slots.Slot(s)) // State would copy every slot's suspects
-		stuck := r == slots.RoleImporting || r == slots.RoleUnavailable
-		if r == slots.RoleFollower && e.view != nil {
-			if l := e.m.Leader(slots.Slot(s)); l != "" {
-				if m, ok := e.view.member(l); ok && m.Status == gossip.StatusDead {
-					stuck = true // following a dead owner
-				}
+	var dead []string // sorted, as the view's members
+	if e.view != nil {
+		for _, m := range e.view.Members {
+			if m.Status == gossip.StatusDead {
+				dead = append(dead, m.Name)
 			}
 		}
-		if !stuck {
-			delete(e.stuckSince, uint16(s))
-			continue
+	}
+	t := &e.sets
+	stuck := func(s uint16) bool {
+		if t.stuck.has(s) {
+			return true
 		}
-		since, ok := e.stuckSince[uint16(s)]
+		if len(dead) == 0 || !t.follower.has(s) {
+			return false
+		}
+		_, gone := slices.BinarySearch(dead, e.m.Leader(slots.Slot(s)))
+		return gone // following a dead owner
+	}
+	for s := range e.stuckSince {
+		if !stuck(s) {
+			delete(e.stuckSince, s)
+		}
+	}
+	logged := 0
+	each(func(i int) uint64 {
+		if len(dead) > 0 {
+			return t.stuck[i] | t.follower[i]
+		}
+		return t.stuck[i]
+	}, func(s uint16) {
+		if !stuck(s) {
+			return
+		}
+		since, ok := e.stuckSince[s]
 		if !ok {
-			e.stuckSince[uint16(s)] = now
-			continue
+			e.stuckSince[s] = now
+			return
 		}
 		if now.Sub(since) > 5*time.Second && logged < 2 {
 			logged++
 			e.d.Log.Warn("slot not taken over yet", "slot", s, "for", now.Sub(since).Round(time.Second), "machine", e.m.Debug(slots.Slot(s)))
 		}
-	}
+	})
 }
 
 // ownedReport counts the slots this node owns or seals and describes up to

@@ -133,7 +133,8 @@ type Executor struct {
 	// may still hold lower (raised after the firing bits, bounds.go).
 	nearRaise    []slots.Slot
 	out          map[string][]Msg
-	sending      map[string]*inFlight   // a batch to that node is in flight
+	sending      map[string]*inFlight // a batch to that node is in flight
+	couriers     map[string]chan courierJob
 	lastSent     map[string]time.Time   // last batch sent to that node
 	snapAsked    map[slotNode]time.Time // last snapshot asked on a gap
 	dropGen      map[uint16]uint64      // data generation the machine last saw per slot
@@ -143,7 +144,9 @@ type Executor struct {
 	ticks        uint64
 	lastPersist  time.Duration
 	stuckSince   map[uint16]time.Time
+	sets         slotSets    // each slot's role and firing as published, and the table's slots
 	notFiring    []time.Time // per slot: since when an owned slot is not firing (stalls.go)
+	notFiringSet slotSet     // the slots whose notFiring is set
 	watch        stallWatch  // how long the process itself stalled (slots.Tick.Stalled)
 	lastStalls   *StallReport
 	// lastStallCheck is when checkStalls last ran (every stallCheckEvery).
@@ -189,7 +192,7 @@ func New(cfg Config, persisted map[slots.Slot]slots.SlotState, voters []string, 
 	}
 	e := &Executor{m: m, cfg: cfg, b: b, d: d, self: cfg.Machine.Self, voters: *slots.NewVoters(voters), savedVoters: voters,
 		stop: make(chan struct{}), done: make(chan struct{}),
-		sealing: map[uint16]bool{}, out: map[string][]Msg{}, sending: map[string]*inFlight{}, lastSent: map[string]time.Time{},
+		sealing: map[uint16]bool{}, out: map[string][]Msg{}, sending: map[string]*inFlight{}, couriers: map[string]chan courierJob{}, lastSent: map[string]time.Time{},
 		snapAsked: map[slotNode]time.Time{}, dropGen: map[uint16]uint64{}, fresh: len(persisted) == 0}
 	for s := range slots.Count {
 		e.publish(uint16(s))
@@ -246,6 +249,7 @@ func (e *Executor) Close() {
 // Run steps the machine until Close.
 func (e *Executor) Run() {
 	defer close(e.done)
+	defer e.dismissCouriers(nil)
 	e.watch.last.Store(e.d.Clock.Now().UnixNano())
 	ticks := make(chan struct{}, 1)
 	watching := make(chan struct{})
@@ -347,13 +351,6 @@ func (e *Executor) step(tick bool) {
 			effs = append(effs, out...)
 		}
 	}
-	if tick && e.d.Clock.Now().Sub(e.lastStuckLog) > 3*time.Second {
-		e.logStuck()
-	}
-	if now := e.d.Clock.Now(); tick && now.Sub(e.lastStallCheck) >= stallCheckEvery {
-		e.lastStallCheck = now
-		e.checkStalls(now)
-	}
 	if tick && len(e.sealing) > 0 {
 		effs = append(effs, e.checkSeals()...)
 	}
@@ -365,10 +362,21 @@ func (e *Executor) step(tick bool) {
 			all = true
 		}
 	}
+	// What the Tick and the member and table events changed, besides
+	// the slots' own events.
+	e.m.TakeMoved(func(s slots.Slot) { touched[uint16(s)] = true })
 	t1 := e.d.Clock.Now()
 	e.lowerBounds()
 	if e.execute(effs, touched, all, all || counts) {
 		e.raiseBounds()
+	}
+	// After execute: they read what it published (slotSets).
+	if tick && e.d.Clock.Now().Sub(e.lastStuckLog) > 3*time.Second {
+		e.logStuck()
+	}
+	if now := e.d.Clock.Now(); tick && now.Sub(e.lastStallCheck) >= stallCheckEvery {
+		e.lastStallCheck = now
+		e.checkStalls(now)
 	}
 	if d := e.d.Clock.Now().Sub(t0); d > time.Second {
 		e.d.Log.Warn("slow ownership step", "events", len(batch), "effects", len(effs), "step", t1.Sub(t0).Round(time.Millisecond),
@@ -380,6 +388,10 @@ func (e *Executor) step(tick bool) {
 // onView turns a new view into the machine's events.
 func (e *Executor) onView(old, v View) []slots.Effect {
 	e.view = &v
+	e.dismissCouriers(e.view)
+	for s := range slots.Count {
+		e.sets.tabled.put(uint16(s), v.Owns != nil && v.Owns(uint16(s)))
+	}
 	var effs []slots.Effect
 	for _, ch := range memberChanges(old.Members, v.Members) {
 		switch ch.kind {

@@ -49,6 +49,8 @@ func newGenesisExec(t *testing.T, self string) *genesisExec {
 		t.Fatal(err)
 	}
 	g.e = e
+	// Hand-stepped: nothing runs Run, whose end stops the couriers.
+	t.Cleanup(func() { e.dismissCouriers(nil) })
 	return g
 }
 

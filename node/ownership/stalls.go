@@ -1,6 +1,7 @@
 package ownership
 
 import (
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 const stallCheckEvery = time.Second
 
 // checkStalls reports the stalls from the machine and the table: the run
-// goroutine's, every stallCheckEvery. O(slots).
+// goroutine's, every stallCheckEvery. It walks the table's slots that are
+// not firing (slotSets), and reads the machine only for the stalled ones.
 func (e *Executor) checkStalls(now time.Time) {
 	v := e.view
 	if v == nil {
@@ -43,19 +45,23 @@ func (e *Executor) checkStalls(now time.Time) {
 	}
 	after := e.cfg.OverdueAfter
 	rep := &StallReport{Reasons: map[string]int{}}
-	for s := range slots.Count {
-		sl := slots.Slot(s)
-		if !v.Owns(uint16(s)) || e.m.Firing(sl) {
-			e.notFiring[s] = time.Time{}
-			continue
+	t := &e.sets
+	for i := range e.notFiringSet {
+		cand := t.tabled[i] &^ t.firing[i]
+		for w := e.notFiringSet[i] &^ cand; w != 0; w &= w - 1 {
+			e.notFiring[i*64+bits.TrailingZeros64(w)] = time.Time{}
 		}
+		e.notFiringSet[i] = cand
+	}
+	each(func(i int) uint64 { return e.notFiringSet[i] }, func(s uint16) {
 		if e.notFiring[s].IsZero() {
 			e.notFiring[s] = now
 		}
 		if now.Sub(e.notFiring[s]) < after {
-			continue
+			return
 		}
-		rep.Slots = append(rep.Slots, uint16(s))
+		rep.Slots = append(rep.Slots, s)
+		sl := slots.Slot(s)
 		switch r := e.m.State(sl).Role; {
 		case e.m.Unavailable(sl):
 			rep.Reasons[StallUnavailable]++
@@ -66,7 +72,7 @@ func (e *Executor) checkStalls(now time.Time) {
 		default:
 			rep.Reasons[StallNoClaim]++
 		}
-	}
+	})
 	if len(rep.Slots) > 0 && (e.lastStalls == nil || len(e.lastStalls.Slots) == 0) {
 		s := rep.Slots[0]
 		e.d.Log.Error("owned slots stalled: not firing", "slots", len(rep.Slots), "reasons", rep.Reasons,
