@@ -75,6 +75,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 	memLimit := byteSize(defaultMemoryLimit)
 	fs.Var(&memLimit, "memory-limit", "the node's memory `budget`, e.g. 512MiB: 1/8 to Pebble's block cache, 1/16 to each of its (up to 3) memtables, 5/16 left for malloc's and the binary's pages, 3/8 to the Go runtime's soft limit (GOMEMLIMIT, when set, wins for that part); off: Pebble's defaults (32 MiB cache, 16 MiB memtables), no Go limit")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	idleProcsAfter := fs.Duration("idle-procs-after", defaultIdleProcsAfter, "run on one processor (GOMAXPROCS 1) once the node has used under 5 % of a core each second for this long, and on every CPU again in the first second over 20 %; 0 keeps every CPU (so does a GOMAXPROCS variable)")
 	debugAddr := fs.String("debug-addr", "", "serve Go's pprof handlers on this address (e.g. 127.0.0.1:6060); off when empty")
 	if err := parseWithEnv(fs, args, env); err != nil {
 		return err
@@ -210,6 +211,13 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer, env func(
 		}
 		defer stopDebug()
 	}
+	procsCtx, stopProcs := context.WithCancel(context.Background())
+	procsDone := make(chan struct{})
+	go func() {
+		defer close(procsDone)
+		governProcs(procsCtx, *idleProcsAfter, env, log)
+	}()
+	defer func() { stopProcs(); <-procsDone }()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("chime serving", "http", scheme+"://"+cfg.HTTPAddr, "data_dir", cfg.DataDir, "version", version, "gossip", cf.addr)
