@@ -16,10 +16,10 @@ import (
 // readies a few goroutines. With two Ps the runtime wakes a second thread
 // for each of them, which spins looking for work and parks again: futex
 // calls, context switches, and sysmon polling while any P runs. Side by
-// side on this 2-CPU machine, an idle 3-node cluster's nodes used 1.99 %
-// of a core each with GOMAXPROCS=2 and 1.32 % with GOMAXPROCS=1 (issue 17
-// item 1, docs/BENCHMARKS.md). One P is plenty for an idle node; a busy
-// one needs them all, so the governor measures the process's CPU once a
+// side on a 2-CPU machine, an idle 3-node cluster's nodes used 1.84 % of a
+// core each with GOMAXPROCS=2 and 1.61 % with GOMAXPROCS=1 (issue 17 item
+// 1, docs/BENCHMARKS.md). One P is plenty for an idle node; a busy one
+// needs them all, so the governor measures the process's CPU once a
 // second and switches.
 
 const (
