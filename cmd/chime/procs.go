@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 	"time"
+
+	"github.com/chime-scheduler/chime/ring/gossip"
 )
 
 // This file is serve's --idle-procs-after: a node that stays idle runs its
@@ -79,7 +81,7 @@ func governProcs(ctx context.Context, after time.Duration, env func(string) stri
 		}
 	}()
 	last, lastCPU := time.Now(), start
-	t := time.NewTimer(untilWhole(last, procsSampleEvery))
+	t := time.NewTimer(gossip.UntilBeat(last, procsSampleEvery))
 	defer t.Stop()
 	for {
 		select {
@@ -88,7 +90,7 @@ func governProcs(ctx context.Context, after time.Duration, env func(string) stri
 		case <-t.C:
 		}
 		now := time.Now()
-		t.Reset(untilWhole(now, procsSampleEvery))
+		t.Reset(gossip.UntilBeat(now, procsSampleEvery))
 		cpu, _ := processCPU()
 		share := 0.0
 		if wall := now.Sub(last); wall > 0 {
@@ -100,10 +102,4 @@ func governProcs(ctx context.Context, after time.Duration, env func(string) stri
 			log.Debug("processors", "gomaxprocs", n, "cpu_share", share)
 		}
 	}
-}
-
-// untilWhole is the time from now to the next multiple of d since the Unix
-// epoch.
-func untilWhole(now time.Time, d time.Duration) time.Duration {
-	return d - time.Duration(now.UnixNano()%int64(d))
 }

@@ -35,16 +35,6 @@ func TestProcsGovernor(t *testing.T) {
 	}
 }
 
-func TestUntilWhole(t *testing.T) {
-	at := time.Unix(100, 250*int64(time.Millisecond))
-	if got := untilWhole(at, time.Second); got != 750*time.Millisecond {
-		t.Errorf("untilWhole(100.25 s, 1 s) = %v, want 750ms", got)
-	}
-	if got := untilWhole(time.Unix(100, 0), time.Second); got != time.Second {
-		t.Errorf("untilWhole(100 s, 1 s) = %v, want 1s (the next one)", got)
-	}
-}
-
 // TestIdleNodeRunsOnOneProcessor: a real chime process that stays idle
 // drops to one P (go_sched_gomaxprocs_threads in /metrics), and a burst of
 // creates brings every CPU back within seconds.

@@ -133,13 +133,13 @@ type Executor struct {
 	// may still hold lower (raised after the firing bits, bounds.go).
 	nearRaise    []slots.Slot
 	out          map[string][]Msg
-	sending      map[string]*inFlight // a batch to that node is in flight
-	couriers     map[string]chan courierJob
-	lastSent     map[string]time.Time   // last batch sent to that node
-	snapAsked    map[slotNode]time.Time // last snapshot asked on a gap
-	dropGen      map[uint16]uint64      // data generation the machine last saw per slot
-	tablePending bool                   // re-deliver the table (after a pause)
-	hadTable     bool                   // the machine has had a table (published as tabled)
+	sending      map[string]*inFlight       // a batch to that node is in flight
+	couriers     map[string]chan courierJob // the goroutine delivering each node's batches (courier)
+	lastSent     map[string]time.Time       // last batch sent to that node
+	snapAsked    map[slotNode]time.Time     // last snapshot asked on a gap
+	dropGen      map[uint16]uint64          // data generation the machine last saw per slot
+	tablePending bool                       // re-deliver the table (after a pause)
+	hadTable     bool                       // the machine has had a table (published as tabled)
 	lastStuckLog time.Time
 	ticks        uint64
 	lastPersist  time.Duration
