@@ -42,7 +42,7 @@ func (w *writer) answerSums(g *syncGroup) {
 func (w *writer) readSums(op *sumsOp) error {
 	op.items = make([]replication.Item, 0, len(op.slots))
 	for _, s := range op.slots {
-		m := w.repl.position(s)
+		m := w.repl.own(s)
 		sum, err := w.store.SlotChecksum(s)
 		if err != nil {
 			return err
@@ -72,7 +72,7 @@ func (w *writer) checkSums(op *checkSumsOp) error {
 		if err != nil {
 			return err
 		}
-		pos := w.repl.position(it.Slot)
+		pos := w.repl.own(it.Slot)
 		op.results[i] = replication.Compare(pos.Epoch, pos.Seq, replication.Checksum(sum), it)
 	}
 	return nil

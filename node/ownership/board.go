@@ -251,7 +251,16 @@ func (b *Board) holdsAll(ss []uint16) bool {
 }
 
 // setPub publishes slot s's packed state and reports whether it changed.
-func (b *Board) setPub(s uint16, v uint64) bool { return b.pub[s].Swap(v) != v }
+// Only the executor writes pub, so a load tells; a store only on a change
+// (publish runs for every slot now and then, and under the race detector
+// every Swap is a release: see writerRepl).
+func (b *Board) setPub(s uint16, v uint64) bool {
+	if b.pub[s].Load() == v {
+		return false
+	}
+	b.pub[s].Store(v)
+	return true
+}
 
 // notify wakes the waiters on the published state.
 func (b *Board) notify() {
