@@ -48,19 +48,14 @@ func (r *writerRepl) position(slot uint16) storage.SlotMeta {
 // own is position for the writer goroutine: no lock, as nobody else writes.
 func (r *writerRepl) own(slot uint16) storage.SlotMeta { return r.meta[slot] }
 
-// setMeta records slot's meta and writes it into b.
+// setMeta records slot's meta and writes it into b. It takes metaMu for
+// the one slot only: a lock held over a whole op's loop (thousands of
+// slots at a bootstrap) would hold up the executor's and the shipper's
+// reads for as long.
 func (r *writerRepl) setMeta(b *storage.Batch, slot uint16, m storage.SlotMeta) {
 	r.metaMu.Lock()
 	r.meta[slot] = m
 	r.metaMu.Unlock()
-	b.PutSlotMeta(slot, m)
-}
-
-// setMetaLocked is setMeta for a caller that holds metaMu: a loop over
-// many slots that takes it once (only where the loop is short: ctl and
-// the shipper wait meanwhile).
-func (r *writerRepl) setMetaLocked(b *storage.Batch, slot uint16, m storage.SlotMeta) {
-	r.meta[slot] = m
 	b.PutSlotMeta(slot, m)
 }
 
@@ -125,8 +120,6 @@ var errNotOwner = &Error{Code: CodeUnavailable, Message: "this node does not ser
 func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) (msgs []replication.Msg, ops []storage.SlotOps) {
 	all := b.TakeSlotOps()
 	ops = all[:0]
-	w.repl.metaMu.Lock()
-	defer w.repl.metaMu.Unlock()
 	for _, o := range all {
 		ep, ok := w.holds(o.Slot)
 		if !ok {
@@ -140,7 +133,7 @@ func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) (msgs []replication
 		}
 		m.Epoch = ep
 		m.Seq++
-		w.repl.setMetaLocked(b, o.Slot, m)
+		w.repl.setMeta(b, o.Slot, m)
 		// The machine hears of the seq (Applied) once every replica has
 		// it (shipper): its heartbeats tell the follower how far it is, and
 		// an importer that believed itself further than its data would
@@ -267,8 +260,6 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int
 // that takes a new epoch as owner moves its data position to it: its next
 // group is the first of the epoch.
 func (w *writer) applyPersist(b *storage.Batch, op *persistOp) int {
-	w.repl.metaMu.Lock()
-	defer w.repl.metaMu.Unlock()
 	for _, p := range op.states {
 		s := uint16(p.Slot)
 		m := w.repl.own(s)
@@ -280,7 +271,7 @@ func (w *writer) applyPersist(b *storage.Batch, op *persistOp) int {
 			}
 			m.Epoch = uint64(p.State.Epoch)
 		}
-		w.repl.setMetaLocked(b, s, m)
+		w.repl.setMeta(b, s, m)
 	}
 	return len(op.states)
 }
