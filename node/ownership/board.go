@@ -251,9 +251,10 @@ func (b *Board) holdsAll(ss []uint16) bool {
 }
 
 // setPub publishes slot s's packed state and reports whether it changed.
-// Only the executor writes pub, so a load tells; a store only on a change
-// (publish runs for every slot now and then, and under the race detector
-// every Swap is a release: see writerRepl).
+// Only the executor writes pub, so a load tells; a store only on a change.
+// publish runs for every slot now and then, and under the race detector
+// every Swap is a release: the race runtime resets its shadow memory after
+// a few million of those, and node's tests paid for the faults after.
 func (b *Board) setPub(s uint16, v uint64) bool {
 	if b.pub[s].Load() == v {
 		return false
