@@ -1,6 +1,7 @@
 package slots
 
 import (
+	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/chime-scheduler/chime/ring"
 )
+
+// voteAll runs every multi-node test's machines with Config.Vote.
+var voteAll = flag.Bool("vote", true, "run the multi-node tests' machines with Config.Vote (as node does)")
 
 // base is the fake monotonic origin; scripts give times as offsets.
 var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -90,6 +94,10 @@ type cluster struct {
 	voters map[string]*Voters
 	// starts counts machines created: each gets the next Incarnation.
 	starts uint64
+	// vote: machines created from now on run with Config.Vote; consents
+	// is each node's last PersistConsents (its disk).
+	vote     bool
+	consents map[string][]Consent
 	// balanced: tables come from ring.Assign, as node computes them
 	// (loads bounded to ±5 %). Otherwise plain rendezvous hashing: the
 	// scripts and the simulation model a cluster with 4–64 slots, where
@@ -187,6 +195,7 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
 		boot: map[string]int{}, known: map[string]map[string]int{},
 		owners: make([]map[Epoch]string, numSlots), ownerBoot: make([]map[Epoch]int, numSlots),
+		vote: *voteAll,
 	}
 }
 
@@ -203,6 +212,8 @@ func (c *cluster) config(name string) Config {
 	cfg := DefaultLocalConfig(name)
 	cfg.NumSlots = c.numSlots
 	cfg.DeadAfter = c.deadAfter
+	cfg.Vote = c.vote
+	cfg.Consents = c.consents[name]
 	if c.maxMoves != 0 {
 		cfg.MaxMoves = c.maxMoves
 	}
@@ -453,17 +464,27 @@ func (c *cluster) route(from string, e Effect) {
 	switch e := e.(type) {
 	case Persist:
 		c.disk[from][e.Slot] = e.State
+	case PersistConsents:
+		if c.consents == nil {
+			c.consents = map[string][]Consent{}
+		}
+		c.consents[from] = e.Consents
+	case AskConsent:
+		send(e.To, ConsentAsked{From: from, Owner: e.Owner, Inc: e.Inc, Term: e.Term})
+	case GiveConsent:
+		send(e.To, ConsentGiven{From: from, Owner: e.Owner, Inc: e.Inc, Term: e.Term})
 	case Heartbeat:
-		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc})
+		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc, Term: e.Term})
 	case Ack:
 		send(e.To, ReplAck{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released,
-			Inc: e.Inc, Gen: e.Gen})
+			Inc: e.Inc, Gen: e.Gen, Term: e.Term})
 	case PairHeartbeat:
 		send(e.To, PairReplicated{From: from, Sent: e.Sent, Inc: e.Inc})
 	case PairAck:
-		send(e.To, PairReplAck{From: from, Sent: e.Sent, Inc: e.Inc, Gen: e.Gen})
+		send(e.To, PairReplAck{From: from, Sent: e.Sent, Inc: e.Inc, Gen: e.Gen, Promise: e.Promise, Floors: e.Floors})
 	case SendSnapshot:
-		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner})
+		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner,
+			Inc: e.Inc, Term: e.Term})
 	case RequestSnapshot:
 		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case SendNoReplica:
@@ -614,6 +635,7 @@ func (c *cluster) tableOf(n string, bootstrap bool) {
 		}
 	}
 	sees, stable := len(v), c.stable
+	var voters []string
 	if c.voters != nil {
 		if c.voters[n] == nil {
 			c.voters[n] = &Voters{}
@@ -623,8 +645,9 @@ func (c *cluster) tableOf(n string, bootstrap bool) {
 			members = slices.DeleteFunc(slices.Clone(c.names), func(o string) bool { return c.left[o] })
 		}
 		sees, stable = c.voters[n].Count(members, v)
+		voters = c.voters[n].Members()
 	}
-	c.step(n, TableChanged{Table: c.assign(ms), StableSize: stable, Sees: sees, Bootstrap: bootstrap})
+	c.step(n, TableChanged{Table: c.assign(ms), StableSize: stable, Sees: sees, Voters: voters, Bootstrap: bootstrap})
 }
 
 // assign computes the table of ms (sorted by name) as configured; lean
@@ -681,7 +704,11 @@ func (c *cluster) tick(now time.Time) {
 				// ran on: node measures that (Tick.Stalled).
 				c.step(n, Tick{Now: now, StallKnown: !c.busyIsPause})
 				m := c.m[n]
-				c.step(n, TableChanged{Table: m.table, StableSize: m.stable, Sees: m.sees})
+				var voters []string
+				if c.voters != nil && c.voters[n] != nil {
+					voters = c.voters[n].Members()
+				}
+				c.step(n, TableChanged{Table: m.table, StableSize: m.stable, Sees: m.sees, Voters: voters})
 			}
 		}
 	}

@@ -64,6 +64,16 @@ type Config struct {
 	// own incarnation gave. Every start of a node must use a new value;
 	// 0 means 1.
 	Incarnation uint64
+	// Vote turns on the exclusive vote (vote.go): an owner whose suspect's
+	// lease ran out fires on while it holds promises from a majority, and
+	// a node acts on a dead owner's grant or release only with consents
+	// from a majority. It needs the messages of AskConsent and GiveConsent
+	// delivered, PairAck.Promise and SendSnapshot.Inc carried, and
+	// PersistConsents kept.
+	Vote bool
+	// Consents are the consents this node gave (its last PersistConsents),
+	// read back at start; with Vote only.
+	Consents []Consent
 }
 
 // pause returns the tick gap over which the machine assumes it was paused.

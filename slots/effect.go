@@ -52,8 +52,10 @@ type Heartbeat struct {
 	// the receiver to the importer (see lease.go).
 	Release string
 	// Inc is the sender's Config.Incarnation: only PairHeartbeats of the
-	// same incarnation renew a grant this heartbeat gives.
-	Inc uint64
+	// same incarnation renew a grant this heartbeat gives. Term is its
+	// vote term (Config.Vote, vote.go): a grant this heartbeat gives
+	// is taken over only with consents for that term.
+	Inc, Term uint64
 }
 
 // Ack: acknowledge a heartbeat or snapshot from To; received as ReplAck.
@@ -73,7 +75,8 @@ type Ack struct {
 	// Inc is the Heartbeat.Inc of the grant held (0: none, or the grant
 	// came with a snapshot); Gen is this node's pair generation (see
 	// PairAck). Together they tell the owner whether PairAcks renew it.
-	Inc, Gen uint64
+	// Term is the vote term of the grant or release held (Config.Vote).
+	Inc, Gen, Term uint64
 }
 
 // PairHeartbeat renews, in one message to To, every grant this owner gave
@@ -95,6 +98,20 @@ type PairAck struct {
 	Sent time.Time
 	Inc  uint64
 	Gen  uint64
+	// Promise (Config.Vote): this node promises not to consent to a
+	// takeover of To's incarnation Inc until Lease+Margin after the
+	// PairHeartbeat arrived. Floors: for the grants of the nodes named,
+	// only those of To's vote terms Floor and up (it consented to those
+	// nodes' takeovers of the older ones, vote.go).
+	Promise bool
+	Floors  []Floor
+}
+
+// Floor is the least vote term of an owner's grants to Taker that a
+// promise covers (PairAck.Floors).
+type Floor struct {
+	Taker string
+	Term  uint64
 }
 
 // SendSnapshot: stream a full copy of the slot at (Epoch, Seq) to To, then
@@ -111,6 +128,9 @@ type SendSnapshot struct {
 	// Owner says the sender owns Epoch (an owner's or sealing node's
 	// copy); false for a follower's copy.
 	Owner bool
+	// Inc and Term are the sender's incarnation and vote term
+	// (Config.Vote): a grant in the copy is theirs, as on a Heartbeat.
+	Inc, Term uint64
 }
 
 // RequestSnapshot: ask From for a copy; received as SnapshotRequest.
@@ -190,6 +210,28 @@ type RejectLowerEpoch struct {
 	To    string
 }
 
+// AskConsent: ask To to consent to our takeover of Owner's incarnation
+// Inc (Config.Vote, vote.go); received as ConsentAsked.
+type AskConsent struct {
+	To, Owner string
+	Inc, Term uint64
+}
+
+// GiveConsent: tell To that we consent to its takeover of Owner's
+// incarnation Inc; received as ConsentGiven. Sent after the
+// PersistConsents that records it.
+type GiveConsent struct {
+	To, Owner string
+	Inc, Term uint64
+}
+
+// PersistConsents: store Consents durably (replacing what was stored)
+// before carrying out any later effect; New gets them back as
+// Config.Consents.
+type PersistConsents struct {
+	Consents []Consent
+}
+
 // DropSlot: delete the slot's data (one DeleteRange); the slot metadata
 // stays (the following Persist keeps its epoch).
 type DropSlot struct{ Slot Slot }
@@ -210,6 +252,9 @@ type MarkUnavailable struct {
 }
 
 func (StartFiring) isEffect()         {}
+func (AskConsent) isEffect()          {}
+func (GiveConsent) isEffect()         {}
+func (PersistConsents) isEffect()     {}
 func (StopFiring) isEffect()          {}
 func (Persist) isEffect()             {}
 func (Heartbeat) isEffect()           {}
@@ -244,8 +289,15 @@ func (e PairHeartbeat) String() string {
 	return fmt.Sprintf("PairHeartbeat to=%s inc=%d", e.To, e.Inc)
 }
 func (e PairAck) String() string {
-	return fmt.Sprintf("PairAck to=%s inc=%d gen=%d", e.To, e.Inc, e.Gen)
+	return fmt.Sprintf("PairAck to=%s inc=%d gen=%d%s", e.To, e.Inc, e.Gen, mark(e.Promise, " promise"))
 }
+func (e AskConsent) String() string {
+	return fmt.Sprintf("AskConsent to=%s owner=%s inc=%d", e.To, e.Owner, e.Inc)
+}
+func (e GiveConsent) String() string {
+	return fmt.Sprintf("GiveConsent to=%s owner=%s inc=%d", e.To, e.Owner, e.Inc)
+}
+func (e PersistConsents) String() string { return fmt.Sprintf("PersistConsents %v", e.Consents) }
 func (e SendSnapshot) String() string {
 	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
 }

@@ -24,6 +24,10 @@ type TableChanged struct {
 	// Sees is how many members, this node included, it can reach. Node
 	// should count conservatively (alive, not suspect): firing depends on it.
 	Sees int
+	// Voters are the members Sees and StableSize count among (node:
+	// Voters.Members()); promises and consents (Config.Vote) count only
+	// theirs. Nil: anyone's count.
+	Voters []string
 	// Bootstrap says this is the first table of a brand-new cluster: node has
 	// established that no member holds data for any slot. Only then may a
 	// slot go from epoch 0 to 1 without a replica or a handover.
@@ -91,6 +95,7 @@ type Replicated struct {
 	Grant   bool
 	Release string // see Heartbeat.Release
 	Inc     uint64 // see Heartbeat.Inc
+	Term    uint64 // see Heartbeat.Term
 }
 
 // ReplAck is From's Ack of a heartbeat or snapshot this owner sent at Sent.
@@ -98,15 +103,15 @@ type Replicated struct {
 // until Sent+Lease (the owner's own clock); Synced says From holds a valid
 // replica of the slot from this owner at Epoch.
 type ReplAck struct {
-	Slot     Slot
-	Epoch    Epoch
-	Seq      uint64
-	From     string
-	Sent     time.Time
-	Grant    bool
-	Synced   bool
-	Released string // see Ack.Released
-	Inc, Gen uint64 // see Ack.Inc
+	Slot           Slot
+	Epoch          Epoch
+	Seq            uint64
+	From           string
+	Sent           time.Time
+	Grant          bool
+	Synced         bool
+	Released       string // see Ack.Released
+	Inc, Gen, Term uint64 // see Ack.Inc
 }
 
 // PairReplicated is From's PairHeartbeat, sent at Sent (From's clock) by
@@ -126,6 +131,10 @@ type PairReplAck struct {
 	Sent time.Time
 	Inc  uint64
 	Gen  uint64
+	// Promise: From promises not to consent to a takeover of our grants
+	// of vote terms Floor and up until Sent+Lease (see PairAck.Promise).
+	Promise bool
+	Floors  []Floor
 }
 
 // SnapshotRequest asks this node for a full copy of Slot (From imports or
@@ -151,7 +160,8 @@ type SnapshotComplete struct {
 	// Owner: From owned Epoch when it sent the copy (SendSnapshot.Owner).
 	// A copy from a follower tells the receiver that From will never seal
 	// the slot at Epoch (nobody but the owner of an epoch seals it).
-	Owner bool
+	Owner     bool
+	Inc, Term uint64 // see SendSnapshot.Inc
 }
 
 // NoReplica is From's answer to a SnapshotRequest or HandoverOffer when it
@@ -224,6 +234,22 @@ type Applied struct {
 	Seq  uint64
 }
 
+// ConsentAsked comes from a node (From) that would act on a grant or
+// release of vote term Term of Owner's incarnation Inc, whose owner it saw
+// die (Config.Vote, vote.go).
+type ConsentAsked struct {
+	From, Owner string
+	Inc, Term   uint64
+}
+
+// ConsentGiven is From's consent to our takeover of the grants of Owner's
+// incarnation Inc up to vote term Term: From persisted it, and its
+// promises to that incarnation no longer cover those terms.
+type ConsentGiven struct {
+	From, Owner string
+	Inc, Term   uint64
+}
+
 // Restarted says this node lost its volatile state while keeping its data
 // (an in-place restart of node's components). Every slot must resync before
 // it fires or promotes again. New with persisted state implies the same.
@@ -247,3 +273,5 @@ func (HandoverDone) isEvent()     {}
 func (EpochSeen) isEvent()        {}
 func (Applied) isEvent()          {}
 func (Restarted) isEvent()        {}
+func (ConsentAsked) isEvent()     {}
+func (ConsentGiven) isEvent()     {}

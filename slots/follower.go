@@ -65,23 +65,23 @@ func (m *Machine) onReplicated(ev Replicated) {
 			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: ev.From})
 			m.setPending(s)
 		}
-		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo, Inc: m.heldInc(s), Gen: m.pairGen})
+		m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Released: si.releasedTo, Inc: m.heldInc(s), Gen: m.pairGen, Term: m.heldTerm(s)})
 		return
 	}
 	si.seq = max(si.seq, ev.Seq)
 	si.leaderOwns, si.leaderGone, si.leaderFollows = true, false, false // only owners heartbeat
-	m.acceptGrant(s, ev.Grant, ev.Release, ev.Inc)
+	m.acceptGrant(s, ev.Grant, ev.Release, ev.Inc, ev.Term)
 	m.noteGrant(s) // the ack carries the generation that includes this grant
 	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo,
-		Inc: m.heldInc(s), Gen: m.pairGen})
+		Inc: m.heldInc(s), Gen: m.pairGen, Term: m.heldTerm(s)})
 }
 
 // acceptGrant applies the Grant flag and the Release of a heartbeat or
 // snapshot from the leader (see lease.go); inc is the heartbeat's Inc, 0
-// for a snapshot.
-func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc uint64) {
+// for a snapshot without Config.Vote; term its vote term.
+func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc, term uint64) {
 	si := &m.slots[s]
-	si.grantInc = inc
+	si.grantInc, si.grantTerm = inc, term
 	si.grantor = grant && si.synced && m.backed() && m.inPosition(s)
 	si.releasedTo = ""
 	if !si.grantor && si.synced && m.backed() {
@@ -177,7 +177,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	// SnapshotComplete). Revoking the grant here would leave nobody able
 	// to promote if the owner died before its next heartbeat.
 	keep := stale && si.synced && si.leader == ev.From
-	prevGrantor, prevReleased, prevUntil, prevSeq, prevInc := si.grantor, si.releasedTo, si.grantedUntil, si.seq, si.grantInc
+	prevGrantor, prevReleased, prevUntil, prevSeq, prevInc, prevTerm := si.grantor, si.releasedTo, si.grantedUntil, si.seq, si.grantInc, si.grantTerm
 	// A grant or a release we hold from this very owner at this epoch.
 	heldGrant, heldRelease := false, ""
 	if si.leader == ev.From && si.epoch == ev.Epoch && si.synced {
@@ -209,6 +209,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	}
 	if keep {
 		si.grantor, si.grantedUntil, si.seq, si.grantInc = prevGrantor && m.backed() && m.inPosition(s), prevUntil, max(si.seq, prevSeq), prevInc
+		si.grantTerm = prevTerm
 		if !si.grantor && m.backed() {
 			si.releasedTo = prevReleased
 		}
@@ -223,17 +224,20 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		// follower to and fro (a flap), sent its grantee a snapshot while
 		// the next grantee had not taken its grant, and died
 		// (TestFollowerCrashWithFlaps).
-		grant, inc := ev.Grant && !stale, uint64(0)
-		if heldGrant || heldRelease != "" {
-			grant, inc = grant || heldGrant, prevInc
+		grant, inc, term := ev.Grant && !stale, uint64(0), uint64(0)
+		if m.cfg.Vote {
+			inc, term = ev.Inc, ev.Term // the granting incarnation (vote.go)
 		}
-		m.acceptGrant(s, grant, heldRelease, inc)
+		if heldGrant || heldRelease != "" {
+			grant, inc, term = grant || heldGrant, prevInc, prevTerm
+		}
+		m.acceptGrant(s, grant, heldRelease, inc, term)
 	}
 	m.setUnavailable(s, false)
 	m.persist(s)
 	m.noteGrant(s)
 	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo,
-		Inc: m.heldInc(s), Gen: m.pairGen})
+		Inc: m.heldInc(s), Gen: m.pairGen, Term: m.heldTerm(s)})
 	m.advance(s)
 }
 

@@ -31,7 +31,7 @@ func (m *Machine) importStep(s Slot) {
 			// Crash: the owner we hold the grant of is dead (or restarted).
 			// We promote once our view is trustworthy (quorate) and the
 			// lease it may still fire under is over.
-			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
+			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s) {
 				m.becomeOwner(s, si.epoch+1, nil, "")
 			}
 		default:
@@ -269,7 +269,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// it: nobody but us can hold a grant at it.
 		m.handOver(s, ev.From, si.seq, true)
 	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
-		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)):
+		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s):
 		// Our owner is dead, its lease ran out and we hold its grant:
 		// hand over instead of promoting, since the table names the
 		// importer owner.
@@ -283,7 +283,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 func (m *Machine) releaseDue(s Slot, x string) bool {
 	si := &m.slots[s]
 	return x != "" && si.releasedTo == x && si.role != RoleOwner && si.role != RoleSealing && m.quorate() &&
-		(!m.alive(si.leader) || si.leaderGone) && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin))
+		(!m.alive(si.leader) || si.leaderGone) && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
 }
 
 // handOverRelease hands the epoch of s to x, the node we hold our dead

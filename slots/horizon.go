@@ -41,9 +41,13 @@ func (m *Machine) fireUntil(s Slot) (time.Time, bool) {
 	si := &m.slots[s]
 	var d time.Time
 	ok := false
-	for i := range si.suspects {
-		if u := m.until(&si.suspects[i]); !ok || u.Before(d) {
-			d, ok = u, true
+	if m.cfg.Vote {
+		d, ok = m.voteUntil(s)
+	} else {
+		for i := range si.suspects {
+			if u := m.until(&si.suspects[i]); !ok || u.Before(d) {
+				d, ok = u, true
+			}
 		}
 	}
 	if len(si.dropped) > 0 {

@@ -4,8 +4,9 @@ import "fmt"
 
 // checkInvariants reports the first broken per-node invariant, or nil:
 //   - a firing slot is owned, holds a valid replica at epoch >= 1, sees a
-//     majority, every node that may hold its grant is covered by the lease,
-//     and in degraded mode it has evidence of a majority;
+//     majority, every node that may hold its grant is covered by the lease
+//     (or, Config.Vote, by the promises of a majority: leased), and in
+//     degraded mode it has evidence of a majority (and droppedBacked);
 //   - an owner holds a valid replica at epoch >= 1;
 //   - only an owner (or sealing owner) keeps suspects, and its persisted
 //     grantee names them;
@@ -43,8 +44,8 @@ func (m *Machine) checkInvariants() error {
 			return fmt.Errorf("slots: %s idle owner %d missed its refresh at %v", m.cfg.Self, s, si.refreshAt)
 		case !busy && idleOwned && !m.quiet(Slot(s)) && !m.fullPassDueOnce(&fullPass):
 			return fmt.Errorf("slots: %s idle owner %d no longer quiet, and no Tick will look at it", m.cfg.Self, s)
-		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.covered(Slot(s)) ||
-			len(si.dropped) > 0 && !m.evMajority):
+		case si.firing && (si.role != RoleOwner || !si.synced || si.epoch == 0 || !m.majority || !m.leased(Slot(s)) ||
+			len(si.dropped) > 0 && (!m.evMajority || !m.droppedBacked(Slot(s)))):
 			return fmt.Errorf("slots: %s slot %d fires as %v synced=%v majority=%v covered=%v", m.cfg.Self, s,
 				m.State(Slot(s)), si.synced, m.majority, m.covered(Slot(s)))
 		case si.role == RoleOwner && (!si.synced || si.epoch == 0):

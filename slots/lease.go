@@ -124,6 +124,11 @@ type peer struct {
 	acked time.Time // newest Sent acked at gen (owner's clock)
 	last  time.Time // newest Sent acked at any generation
 	stale bool      // no ack at gen for Lease/2: its quiet slots are not idle
+	// promised is the newest Sent acked with a promise (Config.Vote,
+	// vote.go): it consents to no takeover of our grants of terms floor and
+	// up before promised+Lease.
+	promised time.Time
+	floors   map[string]uint64 // PairAck.Floors: by taker
 }
 
 // suspect is a node that may hold a grant from this owner at its epoch.
@@ -135,6 +140,10 @@ type suspect struct {
 	acked      bool      // it acked a grant
 	gen        uint64    // its pair generation when it acked our grant with our Inc; 0 for none
 	peer       *peer     // m.peers[name] once gen was set
+	// term: the vote term of the grant or release of ours it last acked
+	// (our incarnation); 0: none, or unknown. Acting on it needs consents
+	// for that term (vote.go).
+	term uint64
 }
 
 // until returns when suspect x cannot promote before: its leaseUntil, or
@@ -177,6 +186,15 @@ func (m *Machine) heldInc(s Slot) uint64 {
 	return 0
 }
 
+// heldTerm is the Ack.Term of slot s: the vote term of the grant or
+// release held, 0 for none.
+func (m *Machine) heldTerm(s Slot) uint64 {
+	if si := &m.slots[s]; si.grantor || si.releasedTo != "" {
+		return si.grantTerm
+	}
+	return 0
+}
+
 // noteGrant bumps pairGen if the grant or release held for s ended or
 // changed hands (leader, epoch or incarnation) since the last call. Step
 // calls it after every slot event and advance after every slot.
@@ -202,7 +220,7 @@ func (m *Machine) quiet(s Slot) bool {
 		return false
 	}
 	x := &si.suspects[0]
-	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] {
+	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] || m.cfg.Vote && x.term != m.term {
 		return false
 	}
 	p := x.peer
@@ -333,7 +351,7 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 		si.idle = si.firing && !si.underRep && !si.unavail && si.beatSent && m.hasTable && m.now.Before(si.refreshAt) && m.quiet(s)
 	case RoleNone, RoleFollower:
 		si.idle = m.hasTable && m.majority && tableOwner != m.cfg.Self && !si.firing && !si.unavail && !si.wasOwner &&
-			si.takeFrom == "" && si.handedTo == "" && !si.pending
+			si.takeFrom == "" && si.handedTo == "" && !si.pending && !m.voteWait(s)
 	default:
 		si.idle = false
 	}
@@ -371,7 +389,7 @@ func (m *Machine) pairBeat() {
 		return
 	}
 	m.pairAt = m.now
-	for _, n := range m.names {
+	for _, n := range m.voteNames() {
 		if n != m.cfg.Self && !m.dead[n] {
 			m.emit(PairHeartbeat{To: n, Sent: m.now, Inc: m.inc})
 		}
@@ -393,7 +411,19 @@ func (m *Machine) onPairBeat(ev PairReplicated) {
 	if r, ok := m.pairRecv[k]; !ok || m.now.After(r) {
 		m.pairRecv[k] = m.now
 	}
-	m.emit(PairAck{To: ev.From, Sent: ev.Sent, Inc: ev.Inc, Gen: m.pairGen})
+	if len(m.consents) > 0 || len(m.votes) > 0 {
+		m.forgetConsents(ev.From, ev.Inc) // older incarnations are gone
+	}
+	m.emit(PairAck{To: ev.From, Sent: ev.Sent, Inc: ev.Inc, Gen: m.pairGen, Promise: m.cfg.Vote, Floors: m.floors(ev.From, ev.Inc)})
+}
+
+// ackTerm is the vote term of our grant that ack ev says its sender holds:
+// 0 unless it holds one of our incarnation inc.
+func ackTerm(ev ReplAck, inc uint64) uint64 {
+	if ev.Inc != inc {
+		return 0
+	}
+	return ev.Term
 }
 
 // onPairAck records a PairAck of one of our pair heartbeats. A newer
@@ -417,6 +447,20 @@ func (m *Machine) onPairAck(ev PairReplAck) {
 	}
 	if ev.Sent.After(p.last) {
 		p.last = ev.Sent
+	}
+	if ev.Promise && ev.Sent.After(p.promised) {
+		p.promised, m.promDirty = ev.Sent, true
+	}
+	if ev.Promise {
+		for _, f := range ev.Floors {
+			if f.Term > p.floors[f.Taker] {
+				if p.floors == nil {
+					p.floors = map[string]uint64{}
+				}
+				p.floors[f.Taker], m.promDirty = f.Term, true
+				m.onFloor(f.Term)
+			}
+		}
 	}
 }
 
@@ -575,7 +619,7 @@ func (m *Machine) beat(s Slot) {
 		if m.dead[to] {
 			continue
 		}
-		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc}
+		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc, Term: m.term}
 		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
 			hb.Release = rel
 		}
@@ -674,6 +718,7 @@ func (m *Machine) onAck(ev ReplAck) {
 		si.suspects[i].acked = true
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].gen = 0
+		si.suspects[i].term = ackTerm(ev, m.inc)
 		if ev.Inc == m.inc {
 			si.suspects[i].gen, si.suspects[i].peer = ev.Gen, m.peerOf(ev.From)
 		}
@@ -685,12 +730,14 @@ func (m *Machine) onAck(ev ReplAck) {
 		}
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].releasedTo, si.suspects[i].acked, si.suspects[i].gen = ev.Released, false, 0
+		si.suspects[i].term = ackTerm(ev, m.inc)
 	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from
 		// non-suspects are older than the ack that revoked the grant.)
 		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
-		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease)})
+		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease),
+			term: ackTerm(ev, m.inc)})
 		m.persistGrantee(s)
 	case m.droppedIndex(s, ev.From) >= 0 && !ev.Sent.Before(si.dropped[m.droppedIndex(s, ev.From)].grantSent):
 		// It came back without our grant: it never can promote now.

@@ -96,6 +96,20 @@ type Machine struct {
 	// arrived, as of the last updateEvidence: degraded firing ends at
 	// evLast+Settle.
 	evLast time.Time
+
+	// The exclusive vote (vote.go, Config.Vote): the first Tick's time;
+	// the consents given (persisted) and received, and when each was last
+	// asked for; the voters (TableChanged.Voters, nil: anyone); the end
+	// of the promises held (promisedUntil), recomputed when promDirty.
+	started      time.Time
+	term         uint64                        // our vote term: Heartbeat.Term
+	consents     map[consentKey]uint64         // consented up to this term
+	votes        map[pairKey]map[string]uint64 // consents received, by term
+	askedConsent map[pairKey]time.Time
+	voterSet     map[string]bool
+	voterList    []string              // voterSet, sorted
+	promCache    map[promKey]time.Time // promisedUntil
+	promDirty    bool
 }
 
 // slotInfo is the machine's state for one slot.
@@ -143,6 +157,7 @@ type slotInfo struct {
 	// its PairReplicated renew it. held* record the grant or release as of
 	// the last noteGrant: a change bumps pairGen (see lease.go, "Pairs").
 	grantInc   uint64
+	grantTerm  uint64 // its Heartbeat.Term (Config.Vote; 0: unknown)
 	held       bool
 	heldLeader string
 	heldEpoch  Epoch
@@ -206,7 +221,10 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		moved: make([]uint64, (cfg.NumSlots+63)/64),
 		near:  make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
 		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
+		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time),
+		promCache: make(map[promKey]time.Time), term: 1,
 	}
+	m.loadConsents(cfg.Consents)
 	for s := range cfg.NumSlots {
 		m.busy[s/64] |= 1 << (s % 64)
 	}
@@ -283,6 +301,7 @@ func (m *Machine) Step(ev Event) []Effect {
 					m.fixPairLeases(ev.Name, p)
 				}
 				*p = peer{} // its acks spoke for the old process (suspects keep the pointer)
+				m.promDirty = true
 			}
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
@@ -294,6 +313,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		paused := !m.now.IsZero() && gap > m.cfg.pause()
 		if ev.Now.After(m.now) {
 			m.now = ev.Now
+		}
+		if m.started.IsZero() {
+			m.started = m.now
 		}
 		if paused {
 			// We were paused (GC, VM stall, or our own long step): what
@@ -334,6 +356,10 @@ func (m *Machine) Step(ev Event) []Effect {
 			m.refreshHorizon()
 		}
 		m.ticking = false
+	case ConsentAsked:
+		m.onConsentAsked(ev)
+	case ConsentGiven:
+		m.onConsentGiven(ev)
 	case Restarted:
 		for s := range m.slots {
 			m.makeStale(Slot(s))
@@ -707,7 +733,7 @@ func (m *Machine) lostMajority() {
 		}
 		for _, x := range si.dropped {
 			if m.suspectIndex(Slot(s), x.name) < 0 {
-				si.suspects = append(si.suspects, suspect{name: x.name, grantSent: x.grantSent})
+				si.suspects = append(si.suspects, suspect{name: x.name, grantSent: x.grantSent, term: x.term})
 			}
 		}
 		si.dropped = nil
@@ -779,6 +805,10 @@ func sender(ev Event) string {
 	case HandoverDone:
 		return ev.From
 	case EpochSeen:
+		return ev.From
+	case ConsentAsked:
+		return ev.From
+	case ConsentGiven:
 		return ev.From
 	case MemberAlive:
 		return ev.Name

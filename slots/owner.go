@@ -55,7 +55,7 @@ func (m *Machine) ownerStep(s Slot) {
 	m.setUnderReplicated(s, si.follower == "" || !si.followerAcked)
 	// Stopped for a grantee declared dead that may have promoted before we
 	// can rule it out: the slot waits for that node to come back.
-	m.setUnavailable(s, m.majority && !m.covered(s) && m.waitsForDead(s))
+	m.setUnavailable(s, m.majority && !m.leased(s) && m.waitsForDead(s))
 }
 
 // waitsForDead reports whether an uncovered suspect of s is declared dead.
@@ -73,16 +73,18 @@ func (m *Machine) waitsForDead(s Slot) bool {
 func (m *Machine) sendSnapshot(s Slot) {
 	si := &m.slots[s]
 	si.snapAt = m.now
-	m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: si.follower, Sent: m.now, Grant: m.grant(s, si.follower), Owner: true})
+	m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: si.follower, Sent: m.now, Grant: m.grant(s, si.follower), Owner: true,
+		Inc: m.inc, Term: m.term})
 }
 
 // reconcile emits StartFiring or StopFiring when the right to fire changed:
 // an owner with a valid replica that sees a majority fires while no node
-// can have promoted (every grant it gave is still covered by its lease).
+// can have promoted (every grant it gave is still covered by its lease, or
+// by the promises of a majority: leased).
 func (m *Machine) reconcile(s Slot) {
 	si := &m.slots[s]
-	want := si.role == RoleOwner && si.synced && m.hasTable && m.majority && m.covered(s) &&
-		(len(si.dropped) == 0 || m.evMajority) // degraded: see dropDeadSuspects
+	want := si.role == RoleOwner && si.synced && m.hasTable && m.majority && m.leased(s) &&
+		(len(si.dropped) == 0 || m.evMajority && m.droppedBacked(s)) // degraded: see dropDeadSuspects
 	if want {
 		m.bound(s, !si.firing) // see horizon.go
 	}

@@ -1,5 +1,7 @@
 package slots
 
+import "slices"
+
 // This file holds the per-slot dispatch and the epoch fencing rules.
 // Reference: DESIGN §4. The other rules live by concern: owner.go (firing,
 // followers), lease.go (grants and the lease), follower.go (replicas and
@@ -14,6 +16,15 @@ func (m *Machine) onTable(ev TableChanged) {
 	m.table, m.hasTable = ev.Table, true
 	m.viewAt, m.staleView = m.now, false
 	m.sees, m.stable = ev.Sees, ev.StableSize
+	m.voterSet, m.voterList, m.promDirty = nil, nil, true
+	if ev.Voters != nil {
+		m.voterSet = make(map[string]bool, len(ev.Voters))
+		for _, v := range ev.Voters {
+			m.voterSet[v] = true
+		}
+		m.voterList = slices.Clone(ev.Voters)
+		slices.Sort(m.voterList)
+	}
 	clear(m.members)
 	m.names = m.names[:0]
 	for _, mb := range ev.Table.Members() {
@@ -67,6 +78,11 @@ func (m *Machine) advanceSlot(s Slot) {
 	default: // none, follower, importing, unavailable
 		if m.tryTake(s); si.role == RoleOwner {
 			break
+		}
+		if m.voteWait(s) && m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
+			// Collect the consents before the importer offers (vote.go):
+			// it offers once per round of every member.
+			m.consented(s)
 		}
 		if !m.backed() {
 			// Cut off from the majority this node gives up its grant: the

@@ -122,6 +122,13 @@ func TestScale(t *testing.T) {
 					o, _ := tab.Owner(uint16(s))
 					if f := c.firing(Slot(s)); len(f) != 1 || f[0] != o.Name {
 						stuck = append(stuck, fmt.Sprintf("slot %d fired by %v, table owner %s: %s", s, f, o.Name, c.m[o.Name].Debug(Slot(s))))
+						for _, n := range c.names {
+							// And whoever may act on the slot's epoch.
+							if si := &c.m[n].slots[s]; n != o.Name && c.running(n) &&
+								(si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "") {
+								stuck = append(stuck, fmt.Sprintf("  %s: %s", n, c.m[n].Debug(Slot(s))))
+							}
+						}
 						if len(stuck) == 5 {
 							break
 						}

@@ -1,0 +1,374 @@
+package slots
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// This file holds the exclusive vote (Config.Vote): how an owner fires on
+// after its follower's lease ran out, and why no node can take its epoch
+// over meanwhile. Reference: DESIGN §4 "Exclusive vote".
+//
+// Without it an owner whose follower stops acking (it died, or a
+// partition cut the two apart) stops firing once that follower's lease
+// runs out and waits until the follower is declared dead, its view
+// settled: ~2.5 s of every such slot unfired after a crash. And degraded
+// mode, firing beside a dropped grantee, rests on each side's own
+// evidence of a majority, which both sides can have when a third node
+// moves across a partition within DeadAfter (sim seeds 13735, 14309,
+// 39947: two nodes fired one slot).
+//
+// Promises. A node's PairAck to a PairHeartbeat of owner O's incarnation I
+// promises not to consent to a takeover of I's grants until Lease+Margin
+// after that heartbeat arrived (its own clock); O counts the promise until
+// the heartbeat's Sent+Lease (its clock): the inequality of the lease.
+//
+// Terms. Every grant carries the owner's vote term (Heartbeat.Term,
+// SendSnapshot.Term; 1 at start), and its holder acks the term it holds
+// (Ack.Term, suspect.term).
+//
+// Consents. A node T that acts on a grant or a release of term t of (O, I)
+// whose owner it saw die (promotes, or hands the slot to an importer)
+// first collects consents to its taking over (O, I)'s grants up to t from
+// a majority, itself included. A node consents once no PairHeartbeat of
+// (O, I) arrived for Lease+Margin and it has run for Lease+Margin (a
+// restarted node may have promised before it stopped); it persists the
+// consent before it answers (PersistConsents), and from then on its
+// promises to (O, I) cover T's grants only from term t+1 (PairAck.Floors):
+// the consent never lapses while I may live, and it concerns T alone. A
+// new incarnation of O beating proves I gone: the consents to I are
+// forgotten then. An owner that learns of a floor above its term moves its
+// term up to it and heartbeats every slot with Grant again: its live
+// grantees ack the new term, and promises cover them again.
+//
+// Firing. An owner fires while every suspect x is covered by its lease, or
+// by promises from a majority (itself included) that cover x's grant:
+// x acked a grant of ours (our incarnation, a term t) and each promiser's
+// floor for x is at most t. A promiser consents only after its promise ran
+// out, and a consenter's later promises do not cover what it consented
+// to: a majority of promises and a majority of consents for one grant
+// cannot both stand, so no grantee acts on a grant while its owner fires
+// beside it. Degraded mode (dropped suspects) additionally needs such
+// promises for every dropped suspect that acked a grant of ours. Grants
+// whose incarnation or term the holder does not know (0: a handover's grant
+// at the importer's epoch before the importer heartbeated) need no
+// consents and are never fired beside on promises. A leader known gone
+// (leaderGone: it restarted, or moved past the epoch without taking it)
+// fires nothing at the epoch: acting on its grant needs no consent either.
+//
+// Counting. Promises and consents count among TableChanged.Voters (node:
+// the Voters that also give Sees and StableSize) and need StableSize/2
+// other nodes, like the evidence of a majority. Pair heartbeats and
+// consent requests go to the voters outside the table too (a draining
+// node).
+
+// Consent is a consent this node gave (Config.Consents,
+// PersistConsents): to Taker's takeover of the grants of Owner's
+// incarnation Inc up to vote term Term.
+type Consent struct {
+	Owner, Taker string
+	Inc, Term    uint64
+}
+
+// consentKey names the grants of one owner incarnation to one taker.
+type consentKey struct {
+	owner string
+	inc   uint64
+	taker string
+}
+
+// loadConsents restores the persisted consents.
+func (m *Machine) loadConsents(cs []Consent) {
+	for _, c := range cs {
+		if k := (consentKey{c.Owner, c.Inc, c.Taker}); c.Owner != "" && c.Taker != "" && c.Inc != 0 && c.Term > m.consents[k] {
+			m.consents[k] = c.Term
+		}
+	}
+}
+
+// floors returns PairAck.Floors for (owner, inc): the takers we consented
+// to, with the least term our promises still cover for each.
+func (m *Machine) floors(owner string, inc uint64) []Floor {
+	var fs []Floor
+	for k, t := range m.consents {
+		if k.owner == owner && k.inc == inc {
+			fs = append(fs, Floor{Taker: k.taker, Term: t + 1})
+		}
+	}
+	slices.SortFunc(fs, func(a, b Floor) int { return strings.Compare(a.Taker, b.Taker) })
+	return fs
+}
+
+// countsVote reports whether name's promise or consent counts.
+func (m *Machine) countsVote(name string) bool {
+	return name != m.cfg.Self && (m.voterSet == nil || m.voterSet[name])
+}
+
+// promKey is a promisedUntil query.
+type promKey struct {
+	taker string
+	term  uint64
+}
+
+// promisedUntil returns when the promises covering our grant of term t to
+// taker that we hold from a majority (self included) run out; zero if we
+// hold too few. Cached until a promise, the voters or the stable size
+// change.
+func (m *Machine) promisedUntil(taker string, t uint64) time.Time {
+	if m.promDirty {
+		clear(m.promCache)
+		m.promDirty = false
+	}
+	q := promKey{taker, t}
+	if u, ok := m.promCache[q]; ok {
+		return u
+	}
+	var u time.Time
+	need := m.stable / 2
+	if need <= 0 {
+		u = time.Time{}.Add(1<<63 - 1) // alone: nobody to take over
+	} else {
+		var ts []time.Time
+		for name, p := range m.peers {
+			if !p.promised.IsZero() && max(p.floors[taker], 1) <= t && m.countsVote(name) {
+				ts = append(ts, p.promised)
+			}
+		}
+		if len(ts) >= need {
+			slices.SortFunc(ts, func(a, b time.Time) int { return b.Compare(a) })
+			u = ts[need-1].Add(m.cfg.Lease)
+		}
+	}
+	m.promCache[q] = u
+	return u
+}
+
+// promised reports whether we hold promises covering suspect x's grant
+// from a majority now.
+func (m *Machine) promised(x *suspect) bool {
+	return m.cfg.Vote && x.term != 0 && m.now.Before(m.promisedUntil(x.name, x.term))
+}
+
+// leased reports whether no node can have taken owner s's epoch over:
+// every suspect is covered by its lease or (Config.Vote) by promises from
+// a majority.
+func (m *Machine) leased(s Slot) bool {
+	for i := range m.slots[s].suspects {
+		if x := &m.slots[s].suspects[i]; !m.now.Before(m.until(x)) && !m.promised(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// droppedBacked reports whether degraded owner s may fire as far as the
+// vote goes: its dropped suspects that acked grants of ours need our
+// promises too (our evidence of a majority is not enough, see the file
+// comment).
+func (m *Machine) droppedBacked(s Slot) bool {
+	if !m.cfg.Vote {
+		return true
+	}
+	for i := range m.slots[s].dropped {
+		if x := &m.slots[s].dropped[i]; x.term != 0 && !m.promised(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// voteUntil is fireUntil's bound from the suspects with Config.Vote: a
+// suspect that acked a grant of ours is covered until the later of its
+// lease and the promises covering it; a dropped one until those promises
+// run out.
+func (m *Machine) voteUntil(s Slot) (time.Time, bool) {
+	si := &m.slots[s]
+	var d time.Time
+	ok := false
+	lower := func(u time.Time) {
+		if !ok || u.Before(d) {
+			d, ok = u, true
+		}
+	}
+	for i := range si.suspects {
+		x := &si.suspects[i]
+		u := m.until(x)
+		if x.term != 0 {
+			if p := m.promisedUntil(x.name, x.term); p.After(u) {
+				u = p
+			}
+		}
+		lower(u)
+	}
+	for _, x := range si.dropped {
+		if x.term != 0 {
+			lower(m.promisedUntil(x.name, x.term))
+		}
+	}
+	return d, ok
+}
+
+// canConsent reports whether we may consent to a takeover of k now: no
+// PairHeartbeat of it arrived within Lease+Margin (our promises to it ran
+// out) and we have run that long.
+func (m *Machine) canConsent(k pairKey) bool {
+	if k.node == m.cfg.Self && k.inc == m.inc {
+		return false // our own grants: we live
+	}
+	if m.started.IsZero() || m.now.Before(m.started.Add(m.cfg.Lease+m.cfg.Margin)) {
+		return false
+	}
+	if r, ok := m.pairRecv[k]; ok && m.now.Before(r.Add(m.cfg.Lease+m.cfg.Margin)) {
+		return false
+	}
+	return true
+}
+
+// consented reports whether we may act now on the grant or release we hold
+// for s from its dead leader (Config.Vote): a majority consented to
+// taking over that incarnation's grants of its term, we among them. If so
+// our own consent is persisted first; if not, the others are asked (every
+// Lease/4).
+func (m *Machine) consented(s Slot) bool {
+	si := &m.slots[s]
+	if !m.cfg.Vote || si.leaderGone || si.grantInc == 0 || si.grantTerm == 0 {
+		return true
+	}
+	k, t := pairKey{si.leader, si.grantInc}, si.grantTerm
+	own := consentKey{k.node, k.inc, m.cfg.Self}
+	if m.consents[own] < t && !m.canConsent(k) {
+		return false // our own promise has not run out yet
+	}
+	n := 0
+	for name, vt := range m.votes[k] {
+		if vt >= t && m.countsVote(name) {
+			n++
+		}
+	}
+	if n >= m.stable/2 {
+		m.giveConsent(own, t)
+		return true
+	}
+	if at, ok := m.askedConsent[k]; !ok || !m.now.Before(at.Add(m.cfg.Lease/4)) {
+		m.askedConsent[k] = m.now
+		for _, to := range m.voteNames() {
+			if m.alive(to) && to != k.node {
+				m.emit(AskConsent{To: to, Owner: k.node, Inc: k.inc, Term: t})
+			}
+		}
+	}
+	return false
+}
+
+// voteWait reports whether we hold a grant or release for s from a leader
+// we saw die whose takeover needs consents (Config.Vote) we have not
+// collected yet: the slot is not idle meanwhile (advanceSlot asks for
+// them every Lease/4, so that they are in when the importer offers).
+func (m *Machine) voteWait(s Slot) bool {
+	si := &m.slots[s]
+	return m.cfg.Vote && (si.grantor || si.releasedTo != "") && !si.leaderGone && si.grantInc != 0 && si.grantTerm != 0 &&
+		!m.alive(si.leader) && m.consents[consentKey{si.leader, si.grantInc, m.cfg.Self}] < si.grantTerm
+}
+
+// giveConsent records (and persists) our consent to k's takeover of its
+// grants up to term t.
+func (m *Machine) giveConsent(k consentKey, t uint64) {
+	if m.consents[k] >= t {
+		return
+	}
+	m.consents[k] = t
+	m.persistConsents()
+}
+
+// persistConsents emits the consents given, sorted.
+func (m *Machine) persistConsents() {
+	cs := make([]Consent, 0, len(m.consents))
+	for k, t := range m.consents {
+		cs = append(cs, Consent{Owner: k.owner, Taker: k.taker, Inc: k.inc, Term: t})
+	}
+	slices.SortFunc(cs, func(a, b Consent) int {
+		return cmp.Or(strings.Compare(a.Owner, b.Owner), cmp.Compare(a.Inc, b.Inc), strings.Compare(a.Taker, b.Taker))
+	})
+	m.emit(PersistConsents{Consents: cs})
+}
+
+// onConsentAsked answers a node that would take grants of (Owner, Inc)
+// of up to Term over: we consent, durably, if our promises to it ran out.
+func (m *Machine) onConsentAsked(ev ConsentAsked) {
+	if !m.cfg.Vote || ev.From == m.cfg.Self || ev.Inc == 0 || ev.Term == 0 {
+		return
+	}
+	k := consentKey{ev.Owner, ev.Inc, ev.From}
+	if m.consents[k] < ev.Term {
+		if !m.canConsent(pairKey{ev.Owner, ev.Inc}) {
+			return
+		}
+		m.giveConsent(k, ev.Term)
+	}
+	m.emit(GiveConsent{To: ev.From, Owner: ev.Owner, Inc: ev.Inc, Term: ev.Term})
+}
+
+// onConsentGiven records a consent to our takeover of (Owner, Inc) up to
+// Term; the slots waiting for it act on their next advance.
+func (m *Machine) onConsentGiven(ev ConsentGiven) {
+	if !m.cfg.Vote || ev.From == m.cfg.Self {
+		return
+	}
+	k := pairKey{ev.Owner, ev.Inc}
+	if m.votes[k] == nil {
+		m.votes[k] = map[string]uint64{}
+	}
+	if ev.Term > m.votes[k][ev.From] {
+		m.votes[k][ev.From] = ev.Term
+	}
+}
+
+// onFloor moves our vote term up to a promiser's floor: it consented to
+// takeovers of our grants below it, so they must be granted again at a
+// term its promises cover. Every owned slot heartbeats again (quiet needs
+// its suspect's ack of the current term).
+func (m *Machine) onFloor(f uint64) {
+	if f <= m.term {
+		return
+	}
+	m.term = f
+	m.lastGlobal = globalKey{dead: -1} // the next Tick advances every slot
+}
+
+// forgetConsents drops the consents to owner's incarnations other than
+// inc, which beats: they are gone for good.
+func (m *Machine) forgetConsents(owner string, inc uint64) {
+	changed := false
+	for k := range m.consents {
+		if k.owner == owner && k.inc != inc {
+			delete(m.consents, k)
+			changed = true
+		}
+	}
+	for k := range m.votes {
+		if k.node == owner && k.inc != inc {
+			delete(m.votes, k)
+			delete(m.askedConsent, k)
+		}
+	}
+	if changed {
+		m.persistConsents()
+	}
+}
+
+// voteNames returns the members that take part in the vote: the table's
+// and the voters (a draining node is a voter outside the table).
+func (m *Machine) voteNames() []string {
+	if !m.cfg.Vote || len(m.voterList) == 0 {
+		return m.names
+	}
+	out := slices.Clone(m.names)
+	for _, v := range m.voterList {
+		if !m.members[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
