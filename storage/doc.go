@@ -27,7 +27,7 @@
 //	flow       's' slot 'F' key                             Flow (flow.go); slot = the key's slot
 //	slot meta  's' slot 'M'                                 msgpack SlotMeta (epoch, seq, role)
 //	checksum   's' slot 'C'                                 Checksum: sum(u64) count(u64)
-//	node meta  'n' name                                     node-local ("checksums": scheme version; "voters")
+//	node meta  'n' name                                     node-local ("checksums": scheme version; "voters"; "consents")
 //
 // Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
 // streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.

@@ -40,6 +40,10 @@ var (
 	// nodeKeyVoters holds the members the node counts its majority among
 	// (slots.Voters), newline-separated, so a restart keeps them.
 	nodeKeyVoters = []byte("nvoters")
+	// nodeKeyConsents holds the consents the node gave to takeovers of
+	// another node's grants (slots.Consent, the exclusive vote): one per
+	// line, so a restart promises nothing it consented away.
+	nodeKeyConsents = []byte("nconsents")
 )
 
 // histSep ends the id inside a history key. IDs never contain it, so the
