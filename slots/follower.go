@@ -82,6 +82,9 @@ func (m *Machine) onReplicated(ev Replicated) {
 func (m *Machine) acceptGrant(s Slot, grant bool, release string, inc, term uint64) {
 	si := &m.slots[s]
 	si.grantInc, si.grantTerm = inc, term
+	if si.grantVoters == nil || !slices.Equal(si.grantVoters, m.voterList) {
+		si.grantVoters = m.voterList
+	}
 	si.grantor = grant && si.synced && m.backed() && m.inPosition(s)
 	si.releasedTo = ""
 	if !si.grantor && si.synced && m.backed() {

@@ -144,6 +144,9 @@ type suspect struct {
 	// (our incarnation); 0: none, or unknown. Acting on it needs consents
 	// for that term (vote.go).
 	term uint64
+	// voters: our voters when it last acked that grant; promises must
+	// come from a majority of them too (vote.go, "Counting").
+	voters []string
 }
 
 // until returns when suspect x cannot promote before: its leaseUntil, or
@@ -718,7 +721,7 @@ func (m *Machine) onAck(ev ReplAck) {
 		si.suspects[i].acked = true
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].gen = 0
-		si.suspects[i].term = ackTerm(ev, m.inc)
+		si.suspects[i].term, si.suspects[i].voters = ackTerm(ev, m.inc), m.voterList
 		if ev.Inc == m.inc {
 			si.suspects[i].gen, si.suspects[i].peer = ev.Gen, m.peerOf(ev.From)
 		}
@@ -730,14 +733,14 @@ func (m *Machine) onAck(ev ReplAck) {
 		}
 		si.suspects[i].leaseUntil = m.until(&si.suspects[i])
 		si.suspects[i].releasedTo, si.suspects[i].acked, si.suspects[i].gen = ev.Released, false, 0
-		si.suspects[i].term = ackTerm(ev, m.inc)
+		si.suspects[i].term, si.suspects[i].voters = ackTerm(ev, m.inc), m.voterList
 	case ev.Grant && m.droppedIndex(s, ev.From) >= 0:
 		// A grant we stopped counting when its holder was declared dead:
 		// count it again until it is revoked. (Other grant acks from
 		// non-suspects are older than the ack that revoked the grant.)
 		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
 		si.suspects = append(si.suspects, suspect{name: ev.From, grantSent: ev.Sent, leaseUntil: ev.Sent.Add(m.cfg.Lease),
-			term: ackTerm(ev, m.inc)})
+			term: ackTerm(ev, m.inc), voters: m.voterList})
 		m.persistGrantee(s)
 	case m.droppedIndex(s, ev.From) >= 0 && !ev.Sent.Before(si.dropped[m.droppedIndex(s, ev.From)].grantSent):
 		// It came back without our grant: it never can promote now.

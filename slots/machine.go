@@ -158,6 +158,9 @@ type slotInfo struct {
 	// the last noteGrant: a change bumps pairGen (see lease.go, "Pairs").
 	grantInc   uint64
 	grantTerm  uint64 // its Heartbeat.Term (Config.Vote; 0: unknown)
+	// grantVoters: our voters when we accepted it (vote.go: the consents
+	// to acting on it need a majority of them too).
+	grantVoters []string
 	held       bool
 	heldLeader string
 	heldEpoch  Epoch
@@ -733,7 +736,7 @@ func (m *Machine) lostMajority() {
 		}
 		for _, x := range si.dropped {
 			if m.suspectIndex(Slot(s), x.name) < 0 {
-				si.suspects = append(si.suspects, suspect{name: x.name, grantSent: x.grantSent, term: x.term})
+				si.suspects = append(si.suspects, suspect{name: x.name, grantSent: x.grantSent, term: x.term, voters: x.voters})
 			}
 		}
 		si.dropped = nil

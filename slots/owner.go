@@ -54,8 +54,9 @@ func (m *Machine) ownerStep(s Slot) {
 	}
 	m.setUnderReplicated(s, si.follower == "" || !si.followerAcked)
 	// Stopped for a grantee declared dead that may have promoted before we
-	// can rule it out: the slot waits for that node to come back.
-	m.setUnavailable(s, m.majority && !m.leased(s) && m.waitsForDead(s))
+	// can rule it out (or, with the vote, a dropped one the promises do not
+	// cover): the slot waits for that node to come back.
+	m.setUnavailable(s, m.majority && (!m.leased(s) && m.waitsForDead(s) || len(si.dropped) > 0 && m.evMajority && !m.droppedBacked(s)))
 }
 
 // waitsForDead reports whether an uncovered suspect of s is declared dead.

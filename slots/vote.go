@@ -108,47 +108,72 @@ func (m *Machine) countsVote(name string) bool {
 
 // promKey is a promisedUntil query.
 type promKey struct {
-	taker string
-	term  uint64
+	taker  string
+	term   uint64
+	voters *string // the suspect's voters (their first element), nil for none
 }
 
-// promisedUntil returns when the promises covering our grant of term t to
-// taker that we hold from a majority (self included) run out; zero if we
-// hold too few. Cached until a promise, the voters or the stable size
-// change.
-func (m *Machine) promisedUntil(taker string, t uint64) time.Time {
+// promisedUntil returns when the promises covering suspect x's grant
+// (taker x.name, term x.term) run out that we hold from a majority, self
+// included, of our voters and of x.voters (our voters when it acked that
+// grant: a voter set that grew since must not let the newcomers' promises
+// outvote the consents given among the old ones); zero if we hold too
+// few. Cached until a promise, the voters or the stable size change.
+func (m *Machine) promisedUntil(x *suspect) time.Time {
 	if m.promDirty {
 		clear(m.promCache)
 		m.promDirty = false
 	}
-	q := promKey{taker, t}
+	q := promKey{taker: x.name, term: x.term}
+	if len(x.voters) > 0 {
+		q.voters = &x.voters[0]
+	}
 	if u, ok := m.promCache[q]; ok {
 		return u
 	}
-	var u time.Time
-	need := m.stable / 2
-	if need <= 0 {
-		u = time.Time{}.Add(1<<63 - 1) // alone: nobody to take over
-	} else {
-		var ts []time.Time
-		for name, p := range m.peers {
-			if !p.promised.IsZero() && max(p.floors[taker], 1) <= t && m.countsVote(name) {
-				ts = append(ts, p.promised)
-			}
-		}
-		if len(ts) >= need {
-			slices.SortFunc(ts, func(a, b time.Time) int { return b.Compare(a) })
-			u = ts[need-1].Add(m.cfg.Lease)
+	u := m.majorityUntil(x.name, x.term, m.countsVote, m.stable/2)
+	if len(x.voters) > 0 {
+		in := func(name string) bool { _, ok := slices.BinarySearch(x.voters, name); return ok && name != m.cfg.Self }
+		if w := m.majorityUntil(x.name, x.term, in, othersNeeded(x.voters, m.cfg.Self)); w.Before(u) {
+			u = w
 		}
 	}
 	m.promCache[q] = u
 	return u
 }
 
+// othersNeeded is how many of voters but self make a majority with self.
+func othersNeeded(voters []string, self string) int {
+	if _, ok := slices.BinarySearch(voters, self); ok {
+		return len(voters) / 2
+	}
+	return len(voters)/2 + 1
+}
+
+// majorityUntil returns when the promises covering taker's grant of term
+// t from need of the peers that count run out (the need-th newest);
+// far in the future if none is needed, zero if too few hold one.
+func (m *Machine) majorityUntil(taker string, t uint64, counts func(string) bool, need int) time.Time {
+	if need <= 0 {
+		return time.Time{}.Add(1<<63 - 1) // alone: nobody to take over
+	}
+	var ts []time.Time
+	for name, p := range m.peers {
+		if !p.promised.IsZero() && max(p.floors[taker], 1) <= t && counts(name) {
+			ts = append(ts, p.promised)
+		}
+	}
+	if len(ts) < need {
+		return time.Time{}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return b.Compare(a) })
+	return ts[need-1].Add(m.cfg.Lease)
+}
+
 // promised reports whether we hold promises covering suspect x's grant
 // from a majority now.
 func (m *Machine) promised(x *suspect) bool {
-	return m.cfg.Vote && x.term != 0 && m.now.Before(m.promisedUntil(x.name, x.term))
+	return m.cfg.Vote && x.term != 0 && m.now.Before(m.promisedUntil(x))
 }
 
 // leased reports whether no node can have taken owner s's epoch over:
@@ -196,15 +221,15 @@ func (m *Machine) voteUntil(s Slot) (time.Time, bool) {
 		x := &si.suspects[i]
 		u := m.until(x)
 		if x.term != 0 {
-			if p := m.promisedUntil(x.name, x.term); p.After(u) {
+			if p := m.promisedUntil(x); p.After(u) {
 				u = p
 			}
 		}
 		lower(u)
 	}
-	for _, x := range si.dropped {
-		if x.term != 0 {
-			lower(m.promisedUntil(x.name, x.term))
+	for i := range si.dropped {
+		if x := &si.dropped[i]; x.term != 0 {
+			lower(m.promisedUntil(x))
 		}
 	}
 	return d, ok
@@ -241,13 +266,21 @@ func (m *Machine) consented(s Slot) bool {
 	if m.consents[own] < t && !m.canConsent(k) {
 		return false // our own promise has not run out yet
 	}
-	n := 0
+	// A majority of our voters, and of our voters when we accepted the
+	// grant (see promisedUntil).
+	n, g := 0, 0
 	for name, vt := range m.votes[k] {
-		if vt >= t && m.countsVote(name) {
+		if vt < t || name == m.cfg.Self {
+			continue
+		}
+		if m.countsVote(name) {
 			n++
 		}
+		if _, ok := slices.BinarySearch(si.grantVoters, name); ok {
+			g++
+		}
 	}
-	if n >= m.stable/2 {
+	if n >= m.stable/2 && (len(si.grantVoters) == 0 || g >= othersNeeded(si.grantVoters, m.cfg.Self)) {
 		m.giveConsent(own, t)
 		return true
 	}
