@@ -316,6 +316,10 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	if c.MaxMoves > 0 {
 		sc.MaxMoves = c.MaxMoves
 	}
+	// The exclusive vote (slots, vote.go): a dead follower stalls none of
+	// its owner's slots, and no grantee promotes beside an owner that
+	// fires on a majority's promises.
+	sc.Vote = true
 	return sc
 }
 

@@ -268,6 +268,11 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
+		consents, err := st.Consents()
+		if err != nil {
+			st.Close()
+			return err
+		}
 		persisted := slotStates(metas)
 		c, err := membership.New(n.cfg.Cluster.membership(n.cfg.Name, n.cfg.HTTPAddr, len(persisted) == 0, n.cfg.TLS != nil),
 			n.cfg.Clock, n.log, n.installView)
@@ -275,7 +280,7 @@ func (n *Node) Start() error {
 			st.Close()
 			return err
 		}
-		ex, err := n.newOwnership(n.ctl, persisted, voters, wr, st, c, ship)
+		ex, err := n.newOwnership(n.ctl, persisted, voters, consents, wr, st, c, ship)
 		if err != nil {
 			st.Close()
 			return err

@@ -20,10 +20,13 @@ import (
 // node's parts behind the small interfaces it takes, and its endpoints.
 
 // newOwnership builds the executor of a cluster node on board b, from the
-// slot states and voters persisted in st.
-func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.SlotState, voters []string,
+// slot states, voters and consents persisted in st.
+func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.SlotState, voters []string, consents []storage.Consent,
 	wr *writer, st *storage.Store, c *membership.Cluster, snaps ownership.Snapshots) (*ownership.Executor, error) {
 	mc := n.cfg.Cluster.ownershipConfig(n.cfg.Name)
+	for _, k := range consents {
+		mc.Consents = append(mc.Consents, slots.Consent{Owner: k.Owner, Taker: k.Taker, Inc: k.Inc, Term: k.Term})
+	}
 	cfg := ownership.Config{Machine: mc, SettleTime: n.cfg.Cluster.SettleTime, OverdueAfter: n.cfg.OverdueAfter,
 		TraceEvery: max(0, n.cfg.Cluster.TraceSlots), MaxBody: internalauth.MaxCtlBody,
 		Beat: n.cfg.Cluster.Gossip.GossipInterval}
@@ -69,8 +72,15 @@ type ownStore struct {
 	st *storage.Store
 }
 
-func (o ownStore) PersistStates(ps []slots.Persist) error     { return o.w.persistStates(ps) }
-func (o ownStore) SetVoters(vs []string) error                { return o.st.SetVoters(vs) }
+func (o ownStore) PersistStates(ps []slots.Persist) error { return o.w.persistStates(ps) }
+func (o ownStore) SetVoters(vs []string) error            { return o.st.SetVoters(vs) }
+func (o ownStore) SetConsents(cs []slots.Consent) error {
+	out := make([]storage.Consent, len(cs))
+	for i, c := range cs {
+		out[i] = storage.Consent{Owner: c.Owner, Taker: c.Taker, Inc: c.Inc, Term: c.Term}
+	}
+	return o.st.SetConsents(out)
+}
 func (o ownStore) DropSlots(ss []uint16, gens []uint64) error { return o.w.dropSlots(ss, gens) }
 func (o ownStore) IdleSlots(ss []uint16) ([]uint16, error)    { return o.w.sealCheck(ss) }
 func (o ownStore) Seq(s uint16) uint64                        { return o.w.repl.position(s).Seq }

@@ -18,9 +18,21 @@ import (
 // false if the persist failed: nothing else was carried out.
 func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, recount bool) bool {
 	var persist []slots.Persist
+	var consents *slots.PersistConsents
 	for _, ef := range effs {
-		if p, ok := ef.(slots.Persist); ok {
+		switch p := ef.(type) {
+		case slots.Persist:
 			persist = append(persist, p)
+		case slots.PersistConsents:
+			consents = &p // the last one holds them all
+		}
+	}
+	if consents != nil {
+		// Durable before any consent goes out (and before the persist of
+		// a promotion that rests on ours).
+		if err := e.d.Persister.SetConsents(consents.Consents); err != nil {
+			e.d.Log.Error("persist consents: effects not carried out", "err", err)
+			return false
 		}
 	}
 	e.lastPersist = 0
@@ -59,6 +71,10 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			e.send(ef.To, offerOf(ef))
 		case slots.AskOffer:
 			e.send(ef.To, &AskOffer{Slot: ef.Slot, Epoch: ef.Epoch})
+		case slots.AskConsent:
+			e.send(ef.To, &Consent{Owner: ef.Owner, Inc: ef.Inc, Term: ef.Term, Ask: true})
+		case slots.GiveConsent:
+			e.send(ef.To, &Consent{Owner: ef.Owner, Inc: ef.Inc, Term: ef.Term})
 		case slots.SendHandover:
 			touched[uint16(ef.Slot)] = true
 			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant, Dropped: ef.Dropped})
@@ -75,7 +91,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			}
 		case slots.SendSnapshot:
 			touched[uint16(ef.Slot)] = true
-			e.d.Snapshots.SendSnapshot(uint16(ef.Slot), uint64(ef.Epoch), ef.To, ef.Sent, ef.Grant, ef.Owner)
+			e.d.Snapshots.SendSnapshot(uint16(ef.Slot), uint64(ef.Epoch), ef.To, ef.Sent, ef.Grant, ef.Owner, ef.Inc, ef.Term)
 		case slots.Seal:
 			touched[uint16(ef.Slot)] = true
 			e.sealing[uint16(ef.Slot)] = true

@@ -29,6 +29,9 @@ type Persister interface {
 	PersistStates([]slots.Persist) error
 	// SetVoters makes the voters durable (see slots.Voters).
 	SetVoters([]string) error
+	// SetConsents makes the machine's consents durable
+	// (slots.PersistConsents), replacing the ones before.
+	SetConsents([]slots.Consent) error
 }
 
 // SlotData carries out the machine's decisions on a slot's data.
@@ -47,7 +50,8 @@ type SlotData interface {
 type Snapshots interface {
 	// grant: the snapshot carries the lease grant; owner: the sender owns
 	// epoch (slots.SendSnapshot.Owner).
-	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool)
+	// inc, term: the sender's incarnation and vote term (SendSnapshot.Inc).
+	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool, inc, term uint64)
 	// FollowerReady says that a slot's replicas can take it over now (the
 	// board's Replicas says safe again): writes that waited may be done.
 	FollowerReady()
@@ -502,11 +506,12 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 		}
 	}
 	var effs []slots.Effect
+	voters := e.voters.Members()
 	if boot != nil {
-		effs = e.m.Step(slots.TableChanged{Table: *boot, StableSize: stable, Sees: sees, Bootstrap: true})
+		effs = e.m.Step(slots.TableChanged{Table: *boot, StableSize: stable, Sees: sees, Voters: voters, Bootstrap: true})
 	}
 	if boot == nil || boot.Checksum() != v.Table.Checksum() {
-		effs = append(effs, e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees})...)
+		effs = append(effs, e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees, Voters: voters})...)
 	}
 	e.hadTable = true
 	if e.fresh && (boot != nil || len(effs) > 0) {

@@ -15,7 +15,7 @@ import (
 // Beat is an owner's heartbeat (slots.Heartbeat; at the receiver
 // slots.Replicated).
 //
-//	kind slot flags(beatGrant) epoch seq sent release inc
+//	kind slot flags(beatGrant) epoch seq sent release inc term
 type Beat struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch
@@ -25,17 +25,18 @@ type Beat struct {
 	// Release names the node whose grant the owner gives up ("" none).
 	Release string
 	Inc     uint64 // the owner's incarnation (slots.Heartbeat.Inc)
+	Term    uint64 // its vote term (slots.Heartbeat.Term)
 }
 
 // Flags of a Beat.
 const beatGrant uint8 = 1
 
 func beatOf(e slots.Heartbeat) *Beat {
-	return &Beat{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc}
+	return &Beat{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc, Term: e.Term}
 }
 
 func (Beat) kind() uint8 { return kindBeat }
-func (m Beat) size() int { return msgFixed + binary.MaxVarintLen64 + len(m.Release) }
+func (m Beat) size() int { return msgFixed + 2*binary.MaxVarintLen64 + len(m.Release) }
 
 func (m Beat) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
@@ -44,7 +45,8 @@ func (m Beat) appendTo(b []byte) []byte {
 	b = binary.AppendUvarint(b, m.Seq)
 	b = appendTime(b, m.Sent)
 	b = appendName(b, m.Release)
-	return binary.AppendUvarint(b, m.Inc)
+	b = binary.AppendUvarint(b, m.Inc)
+	return binary.AppendUvarint(b, m.Term)
 }
 
 func decodeBeat(r *decoder) Msg {
@@ -56,17 +58,18 @@ func decodeBeat(r *decoder) Msg {
 	m.Sent = r.time()
 	m.Release = r.name()
 	m.Inc = r.uvarint()
+	m.Term = r.uvarint()
 	return m
 }
 
 func (m Beat) event(from string) any {
-	return slots.Replicated{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Release: m.Release, Inc: m.Inc}
+	return slots.Replicated{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Release: m.Release, Inc: m.Inc, Term: m.Term}
 }
 
 // Ack answers a Beat or a snapshot (slots.Ack; at the receiver
 // slots.ReplAck).
 //
-//	kind slot flags(ackGrant|ackSynced) epoch seq sent released inc gen
+//	kind slot flags(ackGrant|ackSynced) epoch seq sent released inc gen term
 type Ack struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch
@@ -78,8 +81,9 @@ type Ack struct {
 	// Released names the node whose grant was given up, as asked.
 	Released string
 	// Inc is the incarnation of the grant held (slots.Ack.Inc), Gen the
-	// sender's pair generation (slots.PairAck.Gen).
-	Inc, Gen uint64
+	// sender's pair generation (slots.PairAck.Gen), Term the vote term of
+	// the grant held (slots.Ack.Term).
+	Inc, Gen, Term uint64
 }
 
 // Flags of an Ack.
@@ -89,11 +93,11 @@ const (
 )
 
 func ackOf(e slots.Ack) *Ack {
-	return &Ack{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released, Inc: e.Inc, Gen: e.Gen}
+	return &Ack{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, Sent: e.Sent, Grant: e.Grant, Synced: e.Synced, Released: e.Released, Inc: e.Inc, Gen: e.Gen, Term: e.Term}
 }
 
 func (Ack) kind() uint8 { return kindAck }
-func (m Ack) size() int { return msgFixed + 2*binary.MaxVarintLen64 + len(m.Released) }
+func (m Ack) size() int { return msgFixed + 3*binary.MaxVarintLen64 + len(m.Released) }
 
 func (m Ack) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
@@ -103,7 +107,8 @@ func (m Ack) appendTo(b []byte) []byte {
 	b = appendTime(b, m.Sent)
 	b = appendName(b, m.Released)
 	b = binary.AppendUvarint(b, m.Inc)
-	return binary.AppendUvarint(b, m.Gen)
+	b = binary.AppendUvarint(b, m.Gen)
+	return binary.AppendUvarint(b, m.Term)
 }
 
 func decodeAck(r *decoder) Msg {
@@ -117,11 +122,12 @@ func decodeAck(r *decoder) Msg {
 	m.Released = r.name()
 	m.Inc = r.uvarint()
 	m.Gen = r.uvarint()
+	m.Term = r.uvarint()
 	return m
 }
 
 func (m Ack) event(from string) any {
-	return slots.ReplAck{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Synced: m.Synced, Released: m.Released, Inc: m.Inc, Gen: m.Gen}
+	return slots.ReplAck{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, Sent: m.Sent, Grant: m.Grant, Synced: m.Synced, Released: m.Released, Inc: m.Inc, Gen: m.Gen, Term: m.Term}
 }
 
 // PairBeat renews every grant the sender's incarnation Inc gave the
@@ -158,22 +164,47 @@ func (m PairBeat) event(from string) any {
 // PairAck answers a PairBeat, echoing its Sent and Inc (slots.PairAck; at
 // the receiver slots.PairReplAck). It has no slot.
 //
-//	kind sent inc gen
+//	kind sent inc gen flags(pairPromise) uvarint(count) (taker term)*
 type PairAck struct {
 	Sent time.Time // the Sent of the PairBeat answered
 	Inc  uint64    // the Inc of the PairBeat answered
 	Gen  uint64    // the sender's pair generation
+	// Promise and Floors: the sender's promise (slots.PairAck.Promise).
+	Promise bool
+	Floors  []slots.Floor
 }
 
-func pairAckOf(e slots.PairAck) *PairAck { return &PairAck{Sent: e.Sent, Inc: e.Inc, Gen: e.Gen} }
+// Flags of a PairAck.
+const pairPromise uint8 = 1
+
+// maxFloors bounds PairAck.Floors: one per node the sender consented to
+// as a taker of the receiver's grants.
+const maxFloors = 1024
+
+func pairAckOf(e slots.PairAck) *PairAck {
+	return &PairAck{Sent: e.Sent, Inc: e.Inc, Gen: e.Gen, Promise: e.Promise, Floors: e.Floors}
+}
 
 func (PairAck) kind() uint8 { return kindPairAck }
-func (PairAck) size() int   { return 1 + 3*binary.MaxVarintLen64 }
+func (m PairAck) size() int {
+	n := 2 + 4*binary.MaxVarintLen64
+	for _, f := range m.Floors {
+		n += 2*binary.MaxVarintLen64 + len(f.Taker)
+	}
+	return n
+}
 
 func (m PairAck) appendTo(b []byte) []byte {
 	b = appendTime(b, m.Sent)
 	b = binary.AppendUvarint(b, m.Inc)
-	return binary.AppendUvarint(b, m.Gen)
+	b = binary.AppendUvarint(b, m.Gen)
+	b = append(b, flag(m.Promise, pairPromise))
+	b = binary.AppendUvarint(b, uint64(len(m.Floors)))
+	for _, f := range m.Floors {
+		b = appendName(b, f.Taker)
+		b = binary.AppendUvarint(b, f.Term)
+	}
+	return b
 }
 
 func decodePairAck(r *decoder) Msg {
@@ -181,9 +212,24 @@ func decodePairAck(r *decoder) Msg {
 	m.Sent = r.time()
 	m.Inc = r.uvarint()
 	m.Gen = r.uvarint()
+	m.Promise = r.flags(pairPromise)&pairPromise != 0
+	n := r.uvarint()
+	if r.err == nil && (n > maxFloors || n > uint64(len(r.p)/2)) {
+		r.fail("pair ack with %d floors", n)
+	}
+	if r.err != nil || n == 0 {
+		return m
+	}
+	m.Floors = make([]slots.Floor, n)
+	for i := range m.Floors {
+		m.Floors[i] = slots.Floor{Taker: r.name(), Term: r.uvarint()}
+		if r.err == nil && m.Floors[i].Taker == "" {
+			r.fail("pair ack floor without a taker")
+		}
+	}
 	return m
 }
 
 func (m PairAck) event(from string) any {
-	return slots.PairReplAck{From: from, Sent: m.Sent, Inc: m.Inc, Gen: m.Gen}
+	return slots.PairReplAck{From: from, Sent: m.Sent, Inc: m.Inc, Gen: m.Gen, Promise: m.Promise, Floors: m.Floors}
 }

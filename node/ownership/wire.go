@@ -30,11 +30,13 @@ import (
 // every kind. Version 3 added the incarnation to heartbeats,
 // the incarnation and pair generation to acks, and the pair messages
 // (PairBeat, PairAck). Version 4 added the dropped nodes a handover
-// carries (Handover.Dropped). Version 5 added AskOffer, version 6 (this
-// one) GenesisAsk and GenesisTable. No two versions interoperate.
+// carries (Handover.Dropped). Version 5 added AskOffer, version 6
+// GenesisAsk and GenesisTable, version 7 (this one) the exclusive vote
+// (slots, vote.go): the vote term in Beat and Ack, the promise and its
+// floors in PairAck, and Consent. No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 6
+const wireVersion = 7
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).
@@ -66,6 +68,7 @@ const (
 	kindAskOffer
 	kindGenesisAsk
 	kindGenesisTable
+	kindConsent
 )
 
 // Msg is one machine message (msg_*.go).
@@ -108,6 +111,8 @@ func decodeMsg(k uint8, r *decoder) Msg {
 		return decodeGenesisAsk(r)
 	case kindGenesisTable:
 		return decodeGenesisTable(r)
+	case kindConsent:
+		return decodeConsent(r)
 	}
 	r.fail("unknown message kind %d", k)
 	return nil
@@ -203,6 +208,7 @@ type decoder struct {
 	pairBeats  arena[PairBeat]
 	pairAcks   arena[PairAck]
 	askOffers  arena[AskOffer]
+	consents   arena[Consent]
 }
 
 // arena hands out zeroed values from chunks of up to 256, so that a batch

@@ -16,8 +16,8 @@ func at(ns int64) time.Time { return time.Unix(0, ns) }
 // everyKind is one message of each kind, every field and flag set.
 func everyKind() []Msg {
 	return []Msg{
-		&Beat{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1},
-		&Ack{Slot: 2, Epoch: 7, Seq: 9, Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12},
+		&Beat{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1, Term: 1<<64 - 1},
+		&Ack{Slot: 2, Epoch: 7, Seq: 9, Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12, Term: 3},
 		&SnapshotRequest{Slot: 3, Epoch: 0},
 		&NoReplica{Slot: 4, Epoch: 5},
 		&Offer{Slot: 1, Epoch: 1, Seq: 3, WasOwner: true, Grantee: "n3"},
@@ -25,8 +25,10 @@ func everyKind() []Msg {
 		&Announce{Slot: 300, Epoch: 2, Replicated: true},
 		&Reject{Slot: 301, Epoch: 3},
 		&PairBeat{Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
-		&PairAck{Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
+		&PairAck{Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40, Promise: true, Floors: []slots.Floor{{Taker: "n2", Term: 2}, {Taker: "n4", Term: 1 << 40}}},
 		&AskOffer{Slot: 9, Epoch: 11},
+		&Consent{Ask: true, Owner: "n1", Inc: 1<<64 - 1, Term: 5},
+		&Consent{Owner: "n3", Inc: 1, Term: 1},
 		&GenesisAsk{Sum: 1<<64 - 1},
 		&GenesisTable{Sum: 0x0102030405060708, Names: []string{"n1", "n2", "node-3"}},
 	}
@@ -96,6 +98,17 @@ func TestCtlEncoding(t *testing.T) {
 		"genesis table repeats":      {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 2, 1, 'x', 1, 'x'},
 		"genesis table newline":      {wireVersion, 1, 'a', 1, kindGenesisTable, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 'x', '\n'},
 		"version 5":                  {5, 1, 'a', 1, kindReject, 0, 1, 1},
+		"version 6":                  {6, 1, 'a', 1, kindReject, 0, 1, 1},
+		// kind sent inc gen flags count (taker term)*
+		"pair ack unknown flag":    {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 2, 0},
+		"pair ack floors too many": binary.AppendUvarint([]byte{wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 1}, maxFloors+1),
+		"pair ack floors count":    {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 1, 2, 1, 'x', 1},
+		"pair ack floor no taker":  {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 1, 1, 0, 1},
+		// kind flags owner inc term
+		"consent unknown flag": {wireVersion, 1, 'a', 1, kindConsent, 2, 1, 'x', 1, 1},
+		"consent no owner":     {wireVersion, 1, 'a', 1, kindConsent, 1, 0, 1, 1},
+		"consent inc 0":        {wireVersion, 1, 'a', 1, kindConsent, 1, 1, 'x', 0, 1},
+		"consent term 0":       {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 0},
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
@@ -108,8 +121,8 @@ func TestCtlEncoding(t *testing.T) {
 // from its sender.
 func TestCtlEvents(t *testing.T) {
 	want := []any{
-		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1},
-		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12},
+		slots.Replicated{Slot: 16383, Epoch: MaxEpoch, Seq: 1 << 40, From: "x", Sent: at(-5), Grant: true, Release: "n3", Inc: 1<<64 - 1, Term: 1<<64 - 1},
+		slots.ReplAck{Slot: 2, Epoch: 7, Seq: 9, From: "x", Sent: at(1764580000000000000), Grant: true, Synced: true, Released: "n2", Inc: 1 << 63, Gen: 12, Term: 3},
 		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
 		slots.NoReplica{Slot: 4, Epoch: 5, From: "x"},
 		slots.HandoverOffer{Slot: 1, Epoch: 1, Seq: 3, From: "x", WasOwner: true, Grantee: "n3"},
@@ -117,8 +130,10 @@ func TestCtlEvents(t *testing.T) {
 		slots.EpochSeen{Slot: 300, Epoch: 2, From: "x", Owner: true, Replicated: true},
 		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
 		slots.PairReplicated{From: "x", Sent: at(-1764580000000000000), Inc: 1<<64 - 1},
-		slots.PairReplAck{From: "x", Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40},
+		slots.PairReplAck{From: "x", Sent: at(1764580000000000001), Inc: 77, Gen: 1 << 40, Promise: true, Floors: []slots.Floor{{Taker: "n2", Term: 2}, {Taker: "n4", Term: 1 << 40}}},
 		slots.OfferAsked{Slot: 9, Epoch: 11, From: "x"},
+		slots.ConsentAsked{From: "x", Owner: "n1", Inc: 1<<64 - 1, Term: 5},
+		slots.ConsentGiven{From: "x", Owner: "n3", Inc: 1, Term: 1},
 		genesisAsked{from: "x", sum: 1<<64 - 1},
 		genesisTold{from: "x", sum: 0x0102030405060708, names: []string{"n1", "n2", "node-3"}},
 	}
@@ -184,7 +199,7 @@ func FuzzDecodeCtl(f *testing.F) {
 			switch e := m.event(b.From).(type) {
 			case genesisAsked, genesisTold: // for the executor
 				continue
-			case slots.PairReplicated, slots.PairReplAck: // no slot
+			case slots.PairReplicated, slots.PairReplAck, slots.ConsentAsked, slots.ConsentGiven: // no slot
 				if _, ok := eventSlot(e.(slots.Event)); ok {
 					t.Fatalf("%+v: a slot", m)
 				}

@@ -44,7 +44,7 @@ func encodeRequest(r *Request) []byte {
 
 func appendMsg(out []byte, m *Msg) []byte {
 	k := 7 // s, e, q, pe, pq, n, d
-	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0, len(m.Priors) > 0} {
+	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0, m.SnapInc != 0, m.SnapTerm != 0, len(m.Priors) > 0} {
 		if set {
 			k++
 		}
@@ -72,6 +72,12 @@ func appendMsg(out []byte, m *Msg) []byte {
 	}
 	if m.SnapEpoch != 0 {
 		out = mpUint(mpStr(out, "xe"), m.SnapEpoch)
+	}
+	if m.SnapInc != 0 {
+		out = mpUint(mpStr(out, "xi"), m.SnapInc)
+	}
+	if m.SnapTerm != 0 {
+		out = mpUint(mpStr(out, "xm"), m.SnapTerm)
 	}
 	out = mpInt(mpStr(out, "n"), int64(m.Count))
 	if len(m.Priors) > 0 {
@@ -158,6 +164,10 @@ func (d *mpReader) msg(m *Msg) {
 			m.Owner = d.bool()
 		case "xe":
 			m.SnapEpoch = d.uint()
+		case "xi":
+			m.SnapInc = d.uint()
+		case "xm":
+			m.SnapTerm = d.uint()
 		case "n":
 			v := d.int()
 			if v < math.MinInt32 || v > math.MaxInt32 {

@@ -45,19 +45,21 @@ func TestShipOrder(t *testing.T) {
 
 // TestShipperRefreshesQueuedSnapshots: a snapshot asked for again while
 // the first request still waits in the queue is not queued twice; the
-// queued one carries the newest Sent, grant, owner and epoch.
+// queued one carries the newest Sent, grant, owner, epoch, incarnation and
+// vote term.
 func TestShipperRefreshesQueuedSnapshots(t *testing.T) {
 	s := NewShipper("n1", ShipperDeps{})
 	t0 := time.Unix(100, 0)
-	s.SendSnapshot(4, 2, "n2", t0, false, false)
-	s.SendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true)
-	s.SendSnapshot(4, 3, "n3", t0, false, false) // another target: its own
+	s.SendSnapshot(4, 2, "n2", t0, false, false, 7, 1)
+	s.SendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true, 8, 2)
+	s.SendSnapshot(4, 3, "n3", t0, false, false, 7, 1) // another target: its own
 	if len(s.queue) != 2 {
 		t.Fatalf("queue holds %d snapshots, want 2", len(s.queue))
 	}
 	q := s.queue[0]
-	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 {
-		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d, want the second request's", q.to, q.sent, q.grant, q.owner, q.epoch)
+	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 || q.inc != 8 || q.term != 2 {
+		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d inc %d term %d, want the second request's", q.to, q.sent,
+			q.grant, q.owner, q.epoch, q.inc, q.term)
 	}
 }
 

@@ -21,8 +21,10 @@ type queued struct {
 	to    string
 	sent  time.Time
 	grant bool
-	owner bool            // the sender owns epoch (SendSnapshot.Owner)
-	epoch uint64          // a snapshot's machine epoch
+	owner bool   // the sender owns epoch (SendSnapshot.Owner)
+	epoch uint64 // a snapshot's machine epoch
+	inc   uint64 // and the sender's incarnation and vote term
+	term  uint64
 	acked map[string]bool // replicas that applied it
 }
 
@@ -89,16 +91,16 @@ func (s *Shipper) Enqueue(msgs []Msg, wait *Wait) {
 
 // SendSnapshot queues a snapshot of slot for node to (the machine's
 // SendSnapshot effect). It never blocks.
-func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool) {
+func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool, inc, term uint64) {
 	k := slotNode{slot, to}
 	s.mu.Lock()
 	if q, ok := s.unread[k]; ok && !s.closed {
-		q.sent, q.grant, q.owner, q.epoch = sent, grant, owner, epoch // the older request is as good as lost
+		q.sent, q.grant, q.owner, q.epoch, q.inc, q.term = sent, grant, owner, epoch, inc, term // the older request is as good as lost
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
-	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch}
+	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch, inc: inc, term: term}
 	s.add([]*queued{q})
 }
 
@@ -351,6 +353,7 @@ func (s *Shipper) round() bool {
 				}
 				snap := r.Msg
 				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
+				snap.SnapInc, snap.SnapTerm = q.inc, q.term
 				q.msg = snap
 			}
 			keep = append(keep, i)
@@ -542,7 +545,7 @@ func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byt
 	for i, m := range req.Msgs {
 		if m.Snap && a.Results[i] == OK {
 			o.SnapshotApplied(slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner}, a.Gens[i])
+				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner, Inc: m.SnapInc, Term: m.SnapTerm}, a.Gens[i])
 		}
 	}
 	return encodeAnswer(&Answer{Results: a.Results, Epochs: a.Epochs}), nil

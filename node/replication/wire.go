@@ -72,8 +72,12 @@ type Msg struct {
 	// and Seq are the data's position, which may be at an older epoch:
 	// a node that handed a slot over keeps its data as it was).
 	SnapEpoch uint64 `msgpack:"xe,omitempty"`
-	Count     int    `msgpack:"n"`
-	Data      []byte `msgpack:"d"`
+	// SnapInc and SnapTerm are the sending owner's incarnation and vote
+	// term (SendSnapshot.Inc, Term): a grant in the snapshot is theirs.
+	SnapInc  uint64 `msgpack:"xi,omitempty"`
+	SnapTerm uint64 `msgpack:"xm,omitempty"`
+	Count    int    `msgpack:"n"`
+	Data     []byte `msgpack:"d"`
 	// Priors: what each op replaced, as the owner's commit found it
 	// (storage.SlotOps.Priors); empty: the replica reads it.
 	Priors []byte `msgpack:"p,omitempty"`
