@@ -156,15 +156,15 @@ type slotInfo struct {
 	// release held (Heartbeat.Inc; 0: unknown, e.g. a snapshot's): only
 	// its PairReplicated renew it. held* record the grant or release as of
 	// the last noteGrant: a change bumps pairGen (see lease.go, "Pairs").
-	grantInc   uint64
-	grantTerm  uint64 // its Heartbeat.Term (Config.Vote; 0: unknown)
+	grantInc  uint64
+	grantTerm uint64 // its Heartbeat.Term (Config.Vote; 0: unknown)
 	// grantVoters: our voters when we accepted it (vote.go: the consents
 	// to acting on it need a majority of them too).
 	grantVoters []string
-	held       bool
-	heldLeader string
-	heldEpoch  Epoch
-	heldInc    uint64
+	held        bool
+	heldLeader  string
+	heldEpoch   Epoch
+	heldInc     uint64
 
 	// Owner side of pair leases: the follower's last ack was synced at
 	// ackSeq (noSeq otherwise); refreshAt is when a quiet slot next sends a
