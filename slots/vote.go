@@ -60,7 +60,11 @@ import (
 //
 // Counting. Promises and consents count among TableChanged.Voters (node:
 // the Voters that also give Sees and StableSize) and need StableSize/2
-// other nodes, like the evidence of a majority. Pair heartbeats and
+// other nodes, like the evidence of a majority; and they need a majority
+// of the voters of the grant's time too (suspect.voters: the owner's when
+// the suspect acked it; slotInfo.grantVoters: the taker's when it accepted
+// it), or a voter set that grew would let newcomers' promises outvote the
+// consents given among the old voters (sim seed 592). Pair heartbeats and
 // consent requests go to the voters outside the table too (a draining
 // node).
 
@@ -350,6 +354,9 @@ func (m *Machine) onConsentGiven(ev ConsentGiven) {
 		return
 	}
 	k := pairKey{ev.Owner, ev.Inc}
+	if _, asked := m.askedConsent[k]; !asked {
+		return // not ours to count: nothing grows on unasked answers
+	}
 	if m.votes[k] == nil {
 		m.votes[k] = map[string]uint64{}
 	}

@@ -2,6 +2,7 @@ package ownership
 
 import (
 	"encoding/binary"
+	"strings"
 
 	"github.com/chime-scheduler/chime/slots"
 )
@@ -40,7 +41,9 @@ func decodeConsent(r *decoder) Msg {
 	m.Owner = r.name()
 	m.Inc = r.uvarint()
 	m.Term = r.uvarint()
-	if r.err == nil && (m.Owner == "" || m.Inc == 0 || m.Term == 0) {
+	if r.err == nil && (m.Owner == "" || strings.ContainsAny(m.Owner, "\t\n") || m.Inc == 0 || m.Term == 0) {
+		// Member names hold no tab or newline (the store's consents
+		// record could not keep one).
 		r.fail("consent for owner %q incarnation %d term %d", m.Owner, m.Inc, m.Term)
 	}
 	return m

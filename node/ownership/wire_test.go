@@ -109,6 +109,7 @@ func TestCtlEncoding(t *testing.T) {
 		"consent no owner":     {wireVersion, 1, 'a', 1, kindConsent, 1, 0, 1, 1},
 		"consent inc 0":        {wireVersion, 1, 'a', 1, kindConsent, 1, 1, 'x', 0, 1},
 		"consent term 0":       {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 0},
+		"consent owner tab":    {wireVersion, 1, 'a', 1, kindConsent, 0, 2, 'x', '\t', 1, 1},
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
