@@ -257,7 +257,7 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 		// The importer we handed the epoch to moved past it without
 		// taking it (and without a handover pending): it never will. It
 		// is gone as far as our epoch goes; we may act on our grant.
-		si.leaderGone = true
+		si.leaderGone, si.leaderPast = true, true
 	}
 	if !slices.Contains(si.tried, ev.From) {
 		si.tried = append(si.tried, ev.From)

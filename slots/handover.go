@@ -31,8 +31,18 @@ func (m *Machine) importStep(s Slot) {
 			// Crash: the owner we hold the grant of is dead (or restarted).
 			// We promote once our view is trustworthy (quorate) and the
 			// lease it may still fire under is over.
-			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s) {
-				m.becomeOwner(s, si.epoch+1, nil, "")
+			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
+				if m.consented(s) {
+					m.becomeOwner(s, si.epoch+1, nil, "")
+					break
+				}
+				// Waiting for the vote's consents (vote.go): once that
+				// takes a lease, say so (a majority of the grant's voters
+				// may be down, and then the slot waits for them).
+				if at, ok := m.firstAsked[pairKey{si.leader, si.grantInc}]; ok && !m.now.Before(at.Add(m.cfg.Lease)) {
+					si.role = RoleUnavailable
+					m.setUnavailable(s, true)
+				}
 			}
 		default:
 			// Planned move: ask the owner we copied from to seal and hand
@@ -221,7 +231,7 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 			m.handOver(s, ev.From, si.seq, false)
 			return
 		}
-		si.grantor, si.leaderGone = true, true
+		si.grantor, si.leaderGone, si.leaderPast = true, true, false
 		m.advance(s)
 		return
 	}

@@ -223,7 +223,10 @@ func (m *Machine) quiet(s Slot) bool {
 		return false
 	}
 	x := &si.suspects[0]
-	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] || m.cfg.Vote && x.term != m.term {
+	if x.name != si.follower || !x.acked || x.releasedTo != "" || x.gen == 0 || m.dead[x.name] ||
+		m.cfg.Vote && (x.term != m.term || !slices.Equal(x.voters, m.voterList)) {
+		// (With the vote, a grant acked at an older term or under other
+		// voters is granted again at once: see vote.go, "Counting".)
 		return false
 	}
 	p := x.peer

@@ -106,6 +106,7 @@ type Machine struct {
 	consents     map[consentKey]uint64         // consented up to this term
 	votes        map[pairKey]map[string]uint64 // consents received, by term
 	askedConsent map[pairKey]time.Time
+	firstAsked   map[pairKey]time.Time // the first ask of a wait not over yet
 	voterSet     map[string]bool
 	voterList    []string              // voterSet, sorted
 	promCache    map[promKey]time.Time // promisedUntil
@@ -147,6 +148,11 @@ type slotInfo struct {
 	// never will, so an offer to it seals nothing (needs no move place).
 	leaderFollows bool
 	leaderGone    bool      // leader restarted since: it no longer fires epoch
+	// leaderPast: leaderGone because the leader moved past the epoch
+	// without taking it (NoReplica), not because a restart was reported:
+	// a restart notice may come after the grant of the new incarnation
+	// (sim seed 37507), so only this one spares the vote's consents.
+	leaderPast bool
 	grantor       bool      // holds the owner's grant: may promote (see lease.go)
 	releasedTo    string    // holds a release to this importer instead (see lease.go)
 	grantedUntil  time.Time // the owner may fire until then (own clock)
@@ -224,7 +230,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		moved: make([]uint64, (cfg.NumSlots+63)/64),
 		near:  make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
 		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
-		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time),
+		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time), firstAsked: make(map[pairKey]time.Time),
 		promCache: make(map[promKey]time.Time), term: 1,
 	}
 	m.loadConsents(cfg.Consents)
@@ -892,7 +898,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	}
 	if e == old.epoch {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
-		si.leaderOwns, si.leaderGone, si.leaderFollows = old.leaderOwns, old.leaderGone, old.leaderFollows
+		si.leaderOwns, si.leaderGone, si.leaderFollows, si.leaderPast = old.leaderOwns, old.leaderGone, old.leaderFollows, old.leaderPast
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
 		si.handedDropped = old.handedDropped
@@ -924,7 +930,7 @@ func (m *Machine) makeStale(s Slot) {
 // incarnation accepted a fresh grant.
 func (m *Machine) forgetIncarnation(s Slot, n string) {
 	if si := &m.slots[s]; si.leader == n && si.role != RoleOwner && si.role != RoleSealing {
-		si.leaderGone = true
+		si.leaderGone, si.leaderPast = true, false
 	}
 }
 

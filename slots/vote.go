@@ -54,9 +54,11 @@ import (
 // promises for every dropped suspect that acked a grant of ours. Grants
 // whose incarnation or term the holder does not know (0: a handover's grant
 // at the importer's epoch before the importer heartbeated) need no
-// consents and are never fired beside on promises. A leader known gone
-// (leaderGone: it restarted, or moved past the epoch without taking it)
-// fires nothing at the epoch: acting on its grant needs no consent either.
+// consents and are never fired beside on promises. A leader known to have
+// moved past the epoch without taking it (leaderPast) fires nothing at it:
+// acting on its grant needs no consent either. (A reported restart does
+// not spare them: the notice may come after the new incarnation's grant,
+// sim seed 37507; the old incarnation's consents come at once anyway.)
 //
 // Counting. Promises and consents count among TableChanged.Voters (node:
 // the Voters that also give Sees and StableSize) and need StableSize/2
@@ -262,7 +264,7 @@ func (m *Machine) canConsent(k pairKey) bool {
 // Lease/4).
 func (m *Machine) consented(s Slot) bool {
 	si := &m.slots[s]
-	if !m.cfg.Vote || si.leaderGone || si.grantInc == 0 || si.grantTerm == 0 {
+	if !m.cfg.Vote || si.leaderGone && si.leaderPast || si.grantInc == 0 || si.grantTerm == 0 {
 		return true
 	}
 	k, t := pairKey{si.leader, si.grantInc}, si.grantTerm
@@ -286,7 +288,11 @@ func (m *Machine) consented(s Slot) bool {
 	}
 	if n >= m.stable/2 && (len(si.grantVoters) == 0 || g >= othersNeeded(si.grantVoters, m.cfg.Self)) {
 		m.giveConsent(own, t)
+		delete(m.firstAsked, k)
 		return true
+	}
+	if _, ok := m.firstAsked[k]; !ok {
+		m.firstAsked[k] = m.now
 	}
 	if at, ok := m.askedConsent[k]; !ok || !m.now.Before(at.Add(m.cfg.Lease/4)) {
 		m.askedConsent[k] = m.now
@@ -305,7 +311,7 @@ func (m *Machine) consented(s Slot) bool {
 // them every Lease/4, so that they are in when the importer offers).
 func (m *Machine) voteWait(s Slot) bool {
 	si := &m.slots[s]
-	return m.cfg.Vote && (si.grantor || si.releasedTo != "") && !si.leaderGone && si.grantInc != 0 && si.grantTerm != 0 &&
+	return m.cfg.Vote && (si.grantor || si.releasedTo != "") && !(si.leaderGone && si.leaderPast) && si.grantInc != 0 && si.grantTerm != 0 &&
 		!m.alive(si.leader) && m.consents[consentKey{si.leader, si.grantInc, m.cfg.Self}] < si.grantTerm
 }
 
@@ -391,6 +397,7 @@ func (m *Machine) forgetConsents(owner string, inc uint64) {
 		if k.node == owner && k.inc != inc {
 			delete(m.votes, k)
 			delete(m.askedConsent, k)
+			delete(m.firstAsked, k)
 		}
 	}
 	if changed {
