@@ -147,17 +147,17 @@ type slotInfo struct {
 	// epoch (SnapshotComplete.Owner false): it does not own epoch and
 	// never will, so an offer to it seals nothing (needs no move place).
 	leaderFollows bool
-	leaderGone    bool      // leader restarted since: it no longer fires epoch
+	leaderGone    bool // leader restarted since: it no longer fires epoch
 	// leaderPast: leaderGone because the leader moved past the epoch
 	// without taking it (NoReplica), not because a restart was reported:
 	// a restart notice may come after the grant of the new incarnation
 	// (sim seed 37507), so only this one spares the vote's consents.
-	leaderPast bool
-	grantor       bool      // holds the owner's grant: may promote (see lease.go)
-	releasedTo    string    // holds a release to this importer instead (see lease.go)
-	grantedUntil  time.Time // the owner may fire until then (own clock)
-	beatFrom      string    // sender of the newest heartbeat or snapshot applied
-	beatSeen      time.Time // its Sent; older ones are ignored
+	leaderPast   bool
+	grantor      bool      // holds the owner's grant: may promote (see lease.go)
+	releasedTo   string    // holds a release to this importer instead (see lease.go)
+	grantedUntil time.Time // the owner may fire until then (own clock)
+	beatFrom     string    // sender of the newest heartbeat or snapshot applied
+	beatSeen     time.Time // its Sent; older ones are ignored
 	// grantInc is the incarnation of the leader that gave the grant or
 	// release held (Heartbeat.Inc; 0: unknown, e.g. a snapshot's): only
 	// its PairReplicated renew it. held* record the grant or release as of
