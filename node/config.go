@@ -316,10 +316,10 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	if c.MaxMoves > 0 {
 		sc.MaxMoves = c.MaxMoves
 	}
-	// The exclusive vote (slots, vote.go): a dead follower stalls none of
-	// its owner's slots, and no grantee promotes beside an owner that
-	// fires on a majority's promises.
-	sc.Vote = true
+	// The exclusive vote (slots, vote.go) stays off until its simulation
+	// sweep is as clean as the lease's (docs/DESIGN.md, "Exclusive
+	// vote"); the wire and the store carry it already.
+	sc.Vote = false
 	return sc
 }
 
