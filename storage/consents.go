@@ -18,19 +18,11 @@ type Consent struct {
 
 // Consents returns the node's persisted consents (nil if none).
 func (s *Store) Consents() ([]Consent, error) {
-	if !s.enter() {
-		return nil, ErrClosed
-	}
-	defer s.leave()
-	v, closer, err := s.db.Get(nodeKeyConsents)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
+	v, _, err := s.nodeValue(nodeKeyConsents, "consents")
 	if err != nil {
-		return nil, fmt.Errorf("storage: read consents: %w", err)
+		return nil, err
 	}
-	defer closer.Close()
-	return parseConsents(string(v))
+	return parseConsents(v)
 }
 
 // parseConsents reads SetConsents' encoding: "owner\ttaker\tinc\tterm"

@@ -11,22 +11,32 @@ import (
 // Voters returns the node's persisted voters (the members it counts its
 // majority among, see slots.Voters): nil if none were ever saved.
 func (s *Store) Voters() ([]string, error) {
-	if !s.enter() {
-		return nil, ErrClosed
+	v, ok, err := s.nodeValue(nodeKeyVoters, "voters")
+	if err != nil || !ok {
+		return nil, err
 	}
-	defer s.leave()
-	v, closer, err := s.db.Get(nodeKeyVoters)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("storage: read voters: %w", err)
-	}
-	defer closer.Close()
-	if len(v) == 0 {
+	if v == "" {
 		return []string{}, nil
 	}
-	return strings.Split(string(v), "\n"), nil
+	return strings.Split(v, "\n"), nil
+}
+
+// nodeValue reads the node-local key k (what names it in errors); ok is
+// false if it was never written.
+func (s *Store) nodeValue(k []byte, what string) (v string, ok bool, err error) {
+	if !s.enter() {
+		return "", false, ErrClosed
+	}
+	defer s.leave()
+	b, closer, err := s.db.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("storage: read %s: %w", what, err)
+	}
+	defer closer.Close()
+	return string(b), true, nil
 }
 
 // SetVoters saves the node's voters durably. Names must not contain a
