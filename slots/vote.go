@@ -306,13 +306,15 @@ func (m *Machine) consented(s Slot) bool {
 }
 
 // voteWait reports whether we hold a grant or release for s from a leader
-// we saw die whose takeover needs consents (Config.Vote) we have not
-// collected yet: the slot is not idle meanwhile (advanceSlot asks for
-// them every Lease/4, so that they are in when the importer offers).
+// we saw die or restart whose takeover needs consents (Config.Vote) we
+// have not collected yet: the slot is not idle meanwhile (advanceSlot asks
+// for them every Lease/4, so that they are in when the importer offers,
+// which it does once per round of every member: sim seed 2113 waited two
+// rounds, 14 s, for a restarted owner's slot).
 func (m *Machine) voteWait(s Slot) bool {
 	si := &m.slots[s]
 	return m.cfg.Vote && (si.grantor || si.releasedTo != "") && !(si.leaderGone && si.leaderPast) && si.grantInc != 0 && si.grantTerm != 0 &&
-		!m.alive(si.leader) && m.consents[consentKey{si.leader, si.grantInc, m.cfg.Self}] < si.grantTerm
+		(!m.alive(si.leader) || si.leaderGone) && m.consents[consentKey{si.leader, si.grantInc, m.cfg.Self}] < si.grantTerm
 }
 
 // giveConsent records (and persists) our consent to k's takeover of its
