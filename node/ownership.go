@@ -51,11 +51,11 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotState {
 	out := make(map[slots.Slot]slots.SlotState, len(metas))
 	for s, m := range metas {
-		if m.Role == 0 && m.OwnEpoch == 0 {
+		if m.Role == 0 && m.OwnEpoch == 0 && !m.WasOwner {
 			continue
 		}
 		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee,
-			Handed: m.Handed, HandedSeq: m.HandedSeq, HandedDropped: m.HandedDropped}
+			Handed: m.Handed, HandedSeq: m.HandedSeq, HandedDropped: m.HandedDropped, WasOwner: m.WasOwner}
 	}
 	return out
 }

@@ -140,11 +140,14 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 		// it, and it asks for the copy only until then. Nobody else may
 		// hold the writes it lacks: serve it, or the slot waits for good.
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
-	case si.wasOwner && si.grantee == "" && ev.Epoch == si.epoch && m.isTableOwner(s, ev.From):
+	case si.wasOwner && si.grantee == "" && ev.Epoch <= si.epoch && m.isTableOwner(s, ev.From):
 		// We owned the epoch before a restart and nobody holds a grant at
 		// it (our grantee gave it back): our copy is the one complete one,
 		// and the table owner asks for it. Hand the slot over, as to its
-		// offer (see onOffer); it fetches the final copy from us.
+		// offer (see onOffer); it fetches the final copy from us. It may
+		// not know our epoch yet (a node that joined while we were down
+		// asks at the epoch it knows, 0): the epoch is still ours to hand
+		// over, and answering NoReplica left the slot unfired for good.
 		m.handOver(s, ev.From, si.seq, true)
 	default:
 		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})

@@ -83,20 +83,28 @@ func (m *Machine) importStep(s Slot) {
 		}
 		return
 	}
-	// No valid replica: fetch one from a node that may hold the epoch. An
+	// No valid replica: fetch one from a node that may hold the epoch: the
+	// owner we know of, the table follower, then every member, one after
+	// another as they answer NoReplica. A node that joined while the
+	// epoch's holders were down knows no owner, and its table follower
+	// need not hold the epoch: asking only those two left the slot
+	// unfired for good while a synced follower holding a dead (or
+	// restarted) owner's grant waited for the importer's offer. An
 	// unavailable slot stays so until a copy arrives.
-	for _, c := range []string{si.leader, tableFollower} {
-		if !m.alive(c) || slices.Contains(si.tried, c) {
-			continue
+	ask := func(c string) (asked bool) {
+		if c == m.cfg.Self || !m.alive(c) || slices.Contains(si.tried, c) {
+			return false
 		}
-		if !m.admitMove(s) {
-			return // waits for a place (Config.MaxMoves)
+		if m.admitMove(s) { // else it waits for a place (Config.MaxMoves)
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: c})
+			m.setPending(s)
 		}
-		m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: c})
-		m.setPending(s)
+		return true
+	}
+	if ask(si.leader) || ask(tableFollower) || slices.ContainsFunc(m.names, ask) {
 		return
 	}
-	// Both possible holders are gone: never own from nothing.
+	// Nobody we can ask holds the epoch: never own from nothing.
 	si.role = RoleUnavailable
 	m.setUnavailable(s, true)
 	if m.ticking {

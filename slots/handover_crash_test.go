@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/chime-scheduler/chime/ring"
 )
 
 // A slot moves to a joiner and its owner dies in the middle of the move:
@@ -369,4 +371,69 @@ func TestJoinerForgetsInheritedSuspect(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d inherited slots stalled on n2 until it was forgotten", stalled, len(inherited))
+}
+
+// A restarted owner whose grantee gives the epoch back (here without a
+// copy: it restarted too) while the table gives the slot to a joiner takes
+// epoch+1 as the holder of the epoch's only complete copy without owning
+// it; it hands the slot on at the joiner's offer. Crashed and restarted
+// once more before that offer, it must still know, so it persists
+// WasOwner. Before, it came back as a stale follower, the joiner asked it
+// and the grantee for a copy for ever and the slot stayed unfired (sim
+// seed 5122).
+func TestCopylessHandbackSurvivesRestart(t *testing.T) {
+	const numSlots = 64
+	c := bootstrapped(t, numSlots)
+	c.run(time.Second)
+	four := c.assign([]ring.Member{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}, {Name: "n4"}})
+	s := Slot(numSlots)
+	for i := range Slot(numSlots) {
+		st := c.m["n1"].State(i)
+		if st.Role == RoleOwner && st.Grantee == "n2" && ownerName(four, i) == "n4" {
+			s = i
+			break
+		}
+	}
+	if s == numSlots {
+		t.Fatalf("setup: no slot that n1 owns with grantee n2 and the 4-node table gives n4:\n%s", c.states())
+	}
+	e := c.m["n1"].State(s).Epoch
+	c.crash("n1")
+	c.crash("n2")
+	c.restart("n2") // its copy is stale now: it hands the epoch back without one
+	c.add("n4", nil)
+	c.restart("n1") // owner of epoch e, grantee n2; the table gives s to n4
+	c.stable = 4
+	c.tables(false)
+	for i := 0; i < 100 && c.m["n1"].State(s).Epoch == e; i++ {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		c.deliver(1)
+	}
+	if st := c.m["n1"].State(s); st.Epoch != e+1 || st.Role == RoleOwner || !c.m["n1"].slots[s].wasOwner || st.Grantee != "" {
+		t.Fatalf("setup: n1 did not take epoch %d back as the copy's holder (want wasOwner, no grantee): %v\n%s", e+1, st, c.m["n1"].Debug(s))
+	}
+	c.crash("n1")
+	c.restart("n1")
+	for _, n := range c.names {
+		c.refresh(n)
+	}
+	c.run(15 * time.Second)
+	if f := c.firing(s); len(f) != 1 || f[0] != "n4" {
+		t.Errorf("slot %d fired by %v after n1 restarted again, want n4 (with n1's copy)\nn1: %s\nn4: %s\n%s",
+			s, f, c.m["n1"].Debug(s), c.m["n4"].Debug(s), c.states())
+	}
+	// Every node is up: every slot fires, on one node.
+	for i := range Slot(numSlots) {
+		if f := c.firing(i); len(f) != 1 {
+			t.Errorf("slot %d fired by %v with every node up, want one node", i, f)
+			for _, n := range c.names {
+				t.Logf("  %s: %s", n, c.m[n].Debug(i))
+			}
+		}
+	}
+}
+
+func ownerName(t ring.Table, s Slot) string {
+	m, _ := t.Owner(uint16(s))
+	return m.Name
 }

@@ -245,10 +245,10 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		}
 		si := &m.slots[s]
 		si.epoch, si.seq = st.Epoch, st.Seq
-		if st.Role != RoleNone {
+		if st.Role != RoleNone || st.WasOwner {
 			si.role = RoleFollower
 		}
-		if st.Role == RoleOwner || st.Role == RoleSealing {
+		if st.Role == RoleOwner || st.Role == RoleSealing || st.WasOwner {
 			si.wasOwner, si.grantee = true, st.Grantee
 		}
 		if st.Handed != "" && st.Epoch > 0 && st.Role != RoleNone && st.Handed != cfg.Self {
@@ -440,7 +440,8 @@ func (m *Machine) Step(ev Event) []Effect {
 // wrote). O(1). Like every accessor it panics if s >= NumSlots().
 func (m *Machine) State(s Slot) SlotState {
 	si := &m.slots[s]
-	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee}
+	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee,
+		WasOwner: si.wasOwner && si.role != RoleOwner && si.role != RoleSealing}
 	if si.handedTo != "" && si.handedCopy && si.epoch == si.handedEpoch+1 {
 		st.Handed, st.HandedSeq, st.HandedDropped = si.handedTo, si.handedSeq, strings.Join(si.handedDropped, ",")
 	}

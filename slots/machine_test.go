@@ -63,8 +63,9 @@ func TestNewRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A persisted owner comes back stale: it neither fires nor claims a
-	// replica, but remembers its epoch and grantee.
-	if got, want := m.State(2), (SlotState{Role: RoleFollower, Epoch: 3, Seq: 9, Grantee: "n2"}); got != want {
+	// replica, but remembers its epoch and grantee, and that it owned the
+	// epoch (WasOwner: so does the next restart).
+	if got, want := m.State(2), (SlotState{Role: RoleFollower, Epoch: 3, Seq: 9, Grantee: "n2", WasOwner: true}); got != want {
 		t.Errorf("State(2) after New = %v, want %v", got, want)
 	}
 	if m.Firing(2) || m.Leader(2) != "" {
@@ -82,6 +83,7 @@ func TestStatesRoundTrip(t *testing.T) {
 		"owner@3#17>n2:[0-2] follower@3#17:[3] none@0#0:[5-7]",
 		"sealing@2#1>*:[4] unavailable@9#0:[9-10]",
 		"follower@3#1^n2#1:[0] follower@3#4^n2#0:[1-2] none@5#0>n3^n1#2:[4]",
+		"follower+@2#0:[0] follower+@4#1>n2:[1]",
 	} {
 		m, err := ParseStates(text)
 		if err != nil {
@@ -93,7 +95,7 @@ func TestStatesRoundTrip(t *testing.T) {
 		}
 	}
 	for _, text := range []string{"owner@1:[0]", "boss@1#0:[0]", "owner@1#0:[3-1]", "owner@1#0:[0] none@0#0:[0]", "owner@1#0[0]",
-		"follower@3#1^n2:[0]", "follower@3#1^#1:[0]", "follower@3#1^n2#x:[0]"} {
+		"follower@3#1^n2:[0]", "follower@3#1^#1:[0]", "follower@3#1^n2#x:[0]", "follower++@2#0:[0]", "+@2#0:[0]"} {
 		if _, err := ParseStates(text); err == nil {
 			t.Errorf("ParseStates(%q) = nil error, want one", text)
 		}

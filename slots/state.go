@@ -90,13 +90,27 @@ type SlotState struct {
 	// carries (SendHandover.Dropped), comma-separated (node names hold no
 	// comma), repeated with it after a restart.
 	HandedDropped string
+	// WasOwner is set on a node that holds the one complete copy of Epoch
+	// that nobody else can act on without it, not as owner (Role says
+	// follower): a restarted owner that has not taken its epoch back yet,
+	// or one its grantee handed the epoch on to without keeping a grant
+	// (HandoverDone). Such a node takes the epoch back (with grantee
+	// Grantee) after a restart as an owner does. Without it a second
+	// restart read the copy as a stale replica, asked the others for one
+	// that nobody held, and the slot stayed unfired (sim seed 5122).
+	WasOwner bool
 }
 
 // String renders the state as "owner@3#17" (role@epoch#seq), followed by
 // ">grantee" when Grantee is set and by "^importer#seq" when Handed is
-// (then "!a,b" when HandedDropped is).
+// (then "!a,b" when HandedDropped is), with "+" after the role when
+// WasOwner is set.
 func (s SlotState) String() string {
-	str := s.Role.String() + "@" + strconv.FormatUint(uint64(s.Epoch), 10) + "#" + strconv.FormatUint(s.Seq, 10)
+	str := s.Role.String()
+	if s.WasOwner {
+		str += "+"
+	}
+	str += "@" + strconv.FormatUint(uint64(s.Epoch), 10) + "#" + strconv.FormatUint(s.Seq, 10)
 	if s.Grantee != "" {
 		str += ">" + s.Grantee
 	}
@@ -151,7 +165,7 @@ func ParseStates(text string) (map[Slot]SlotState, error) {
 	for _, f := range strings.Fields(text) {
 		head, rng, ok := strings.Cut(f, ":[")
 		if !ok || !strings.HasSuffix(rng, "]") {
-			return nil, fmt.Errorf("slots: bad run %q, want role@epoch#seq[>grantee][^importer#seq]:[from-to]", f)
+			return nil, fmt.Errorf("slots: bad run %q, want role[+]@epoch#seq[>grantee][^importer#seq]:[from-to]", f)
 		}
 		st, err := parseState(head)
 		if err != nil {
@@ -179,6 +193,7 @@ func parseState(s string) (SlotState, error) {
 	if !ok1 || !ok2 {
 		return SlotState{}, fmt.Errorf("slots: bad state %q, want role@epoch#seq", s)
 	}
+	role, wasOwner := strings.CutSuffix(role, "+")
 	r, err := parseRole(role)
 	if err != nil {
 		return SlotState{}, err
@@ -188,7 +203,7 @@ func parseState(s string) (SlotState, error) {
 	if err1 != nil || err2 != nil {
 		return SlotState{}, fmt.Errorf("slots: bad state %q: epoch and seq are unsigned integers", s)
 	}
-	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee}
+	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee, WasOwner: wasOwner}
 	if isHanded {
 		handed, dropped, _ := strings.Cut(handed, "!")
 		name, hseq, ok := strings.Cut(handed, "#")

@@ -324,7 +324,7 @@ func keyTaskID(k []byte) []byte {
 
 // SlotMeta is one node's replication state of a slot: where its data is
 // (Epoch, Seq) and what the ownership state machine persisted (Role,
-// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq; opaque to storage).
+// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq, WasOwner; opaque to storage).
 // Fields added later are omitted when empty, so a meta written before they
 // existed decodes with them empty, which is what they meant then.
 type SlotMeta struct {
@@ -349,6 +349,9 @@ type SlotMeta struct {
 	// HandedDropped are the dead nodes that handover carries
 	// (slots.SlotState.HandedDropped: names, comma-separated).
 	HandedDropped string `msgpack:"hd,omitempty"`
+	// WasOwner is slots.SlotState.WasOwner: this node holds the one
+	// complete copy of OwnEpoch, not as owner.
+	WasOwner bool `msgpack:"w,omitempty"`
 }
 
 // maxMetaDropped bounds SlotMeta.HandedDropped (a few names in

@@ -5,7 +5,7 @@ import "encoding/binary"
 // appendSlotMeta appends m encoded exactly as msgpack.Marshal(&m) encodes
 // it (a map of the non-empty fields, by their tags, in field order; every
 // uint64 in 9 bytes and the uint8 in 2, as the default encoder writes
-// them), without reflection: the writer persists a slot meta at every
+// them, a true bool in 1), without reflection: the writer persists a slot meta at every
 // state change of every slot. TestAppendSlotMetaIsMsgpack holds the two
 // equal.
 func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
@@ -20,7 +20,10 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 			n++
 		}
 	}
-	dst = append(dst, 0x80|byte(n)) // fixmap: at most 9 fields
+	if m.WasOwner {
+		n++
+	}
+	dst = append(dst, 0x80|byte(n)) // fixmap: at most 10 fields
 	dst = appendMetaUint64(dst, "e", m.Epoch)
 	dst = appendMetaUint64(dst, "s", m.Seq)
 	dst = append(appendMetaStr(dst, "r"), 0xcc, m.Role)
@@ -41,6 +44,9 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	}
 	if m.HandedDropped != "" {
 		dst = appendMetaStr(appendMetaStr(dst, "hd"), m.HandedDropped)
+	}
+	if m.WasOwner {
+		dst = append(appendMetaStr(dst, "w"), 0xc3)
 	}
 	return dst
 }
