@@ -193,6 +193,14 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	role := RoleFollower
 	if owner == m.cfg.Self {
 		role = RoleImporting
+		if si.role == RoleUnavailable {
+			// A copy alone does not make the slot ours: it stays
+			// unavailable until a holder hands it over or we take it
+			// (importStep says when nobody can). Clearing the flag at
+			// each copy made a slot that nobody could take look as if
+			// it were moving (sim seed 26249).
+			role = RoleUnavailable
+		}
 	}
 	si = m.reset(s, role, ev.Epoch)
 	if si.leader != ev.From {
@@ -239,7 +247,9 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		}
 		m.acceptGrant(s, grant, heldRelease, inc, term)
 	}
-	m.setUnavailable(s, false)
+	if role != RoleUnavailable {
+		m.setUnavailable(s, false)
+	}
 	m.persist(s)
 	m.noteGrant(s)
 	m.emit(Ack{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: ev.Sent, Grant: si.grantor, Synced: true, Released: si.releasedTo,
