@@ -286,13 +286,47 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// We handed the epoch before to the importer, which never took
 		// it: nobody but us can hold a grant at it.
 		m.handOver(s, ev.From, si.seq, true)
-	case si.grantor && m.quorate() && (!m.alive(si.leader) || si.leaderGone) &&
-		!m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s):
-		// Our owner is dead, its lease ran out and we hold its grant:
-		// hand over instead of promoting, since the table names the
-		// importer owner.
-		m.handOver(s, ev.From, si.seq, true)
+	case si.grantor && (!m.alive(si.leader) || si.leaderGone):
+		// Our owner is dead and we hold its grant: once its lease ran
+		// out (and the vote consents) hand over instead of promoting,
+		// since the table names the importer owner. Not yet: hold the
+		// offer and answer it then (heldOffer). The importer offers to
+		// one member per retry; an offer that came a moment early was
+		// otherwise next answered a whole round of them later (sim seed
+		// 28403: 8 s, our view having changed just before it).
+		if m.grantDue(s) {
+			m.handOver(s, ev.From, si.seq, true)
+			return
+		}
+		si.heldOffer = ev.From
 	}
+}
+
+// grantDue reports whether this node, holding the grant of slot s from
+// an owner that is dead (or gone), may act on it now: its view is
+// trustworthy, the lease the owner fired under ran out and (with the
+// vote) a majority consents.
+func (m *Machine) grantDue(s Slot) bool {
+	return m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
+}
+
+// answerHeldOffer hands slot s to the importer whose offer we held
+// (onOffer) once our dead owner's grant may be acted on, and forgets the
+// offer when it is no longer one to answer. It reports whether it
+// handed the slot over.
+func (m *Machine) answerHeldOffer(s Slot, tableOwner string) bool {
+	si := &m.slots[s]
+	x := si.heldOffer
+	switch {
+	case x == "":
+	case !si.grantor || !si.synced || si.role == RoleOwner || si.role == RoleSealing || x != tableOwner || !m.alive(x):
+		si.heldOffer = ""
+	case (!m.alive(si.leader) || si.leaderGone) && m.grantDue(s):
+		si.heldOffer = ""
+		m.handOver(s, x, si.seq, true)
+		return true
+	}
+	return false
 }
 
 // releaseDue reports whether this node, holding a release of slot s to

@@ -357,7 +357,7 @@ func (m *Machine) setIdle(s Slot, tableOwner string) {
 		si.idle = si.firing && !si.underRep && !si.unavail && si.beatSent && m.hasTable && m.now.Before(si.refreshAt) && m.quiet(s)
 	case RoleNone, RoleFollower:
 		si.idle = m.hasTable && m.majority && tableOwner != m.cfg.Self && !si.firing && !si.unavail && !si.wasOwner &&
-			si.takeFrom == "" && si.handedTo == "" && !si.pending && !m.voteWait(s)
+			si.takeFrom == "" && si.handedTo == "" && si.heldOffer == "" && !si.pending && !m.voteWait(s)
 	default:
 		si.idle = false
 	}

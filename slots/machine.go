@@ -125,6 +125,9 @@ type slotInfo struct {
 	// (see lease.go), kept at the same epoch after a restart.
 	grantee  string
 	wasOwner bool // owned epoch before a restart: take it back via grantee
+	// heldOffer: the table owner that offered while we held a dead
+	// owner's grant we could not act on yet (handover.go, onOffer).
+	heldOffer string
 
 	// Owner side (kept while sealing).
 	follower      string    // replication target: fed a snapshot, then heartbeats

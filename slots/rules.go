@@ -84,6 +84,9 @@ func (m *Machine) advanceSlot(s Slot) {
 			// it offers once per round of every member.
 			m.consented(s)
 		}
+		if m.answerHeldOffer(s, owner) {
+			break // handed over: we follow the importer at epoch+1
+		}
 		if !m.backed() {
 			// Cut off from the majority this node gives up its grant: the
 			// owner, if it still sees a majority, continues without it
@@ -208,7 +211,14 @@ func (m *Machine) stepDown(s Slot, e Epoch, from string) {
 			m.reset(s, RoleNone, e)
 			m.persist(s) // epoch knowledge survives restarts too
 		}
-		m.slots[s].leader = from
+		if si = &m.slots[s]; si.leader != from {
+			// What we knew of the old leader is not the new one's (drop
+			// keeps it, the epoch being set first): carried over, a stale
+			// leaderOwns made an importer we had handed the slot to reject
+			// our handover for an epoch nobody owned (sim seed 25092).
+			si.leaderOwns, si.leaderGone, si.leaderFollows, si.leaderPast = false, false, false, false
+		}
+		si.leader = from
 		return
 	}
 	si = m.reset(s, RoleFollower, e)
