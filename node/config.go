@@ -316,10 +316,6 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	if c.MaxMoves > 0 {
 		sc.MaxMoves = c.MaxMoves
 	}
-	// The exclusive vote (slots, vote.go) stays off until its simulation
-	// sweep is as clean as the lease's (docs/DESIGN.md, "Exclusive
-	// vote"); the wire and the store carry it already.
-	sc.Vote = false
 	return sc
 }
 

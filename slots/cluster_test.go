@@ -14,7 +14,7 @@ import (
 )
 
 // voteAll runs every multi-node test's machines with Config.Vote.
-var voteAll = flag.Bool("vote", false, "run the multi-node tests' machines with Config.Vote (node leaves it off)")
+var voteAll = flag.Bool("vote", true, "run the multi-node tests' machines with Config.Vote (as node does); -vote=false runs them without")
 
 // base is the fake monotonic origin; scripts give times as offsets.
 var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

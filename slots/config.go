@@ -69,7 +69,9 @@ type Config struct {
 	// a node acts on a dead owner's grant or release only with consents
 	// from a majority. It needs the messages of AskConsent and GiveConsent
 	// delivered, PairAck.Promise and SendSnapshot.Inc carried, and
-	// PersistConsents kept.
+	// PersistConsents kept. DefaultConfig turns it on; without it an
+	// owner fires degraded on its own evidence of a majority, which both
+	// sides of a partition can have (docs/DESIGN.md, "Exclusive vote").
 	Vote bool
 	// Consents are the consents this node gave (its last PersistConsents),
 	// read back at start; with Vote only.
@@ -93,10 +95,10 @@ func (c Config) deadAfter() time.Duration {
 // §5): L = 4 s, margin 1 s, below the ~6 s median detection time of
 // memberlist's LAN profile, so the lease never delays failover; settle 2 s,
 // a few probe intervals (1 s each), within which memberlist declares the
-// members on the far side of a partition dead.
+// members on the far side of a partition dead. The exclusive vote is on.
 func DefaultConfig(self string) Config {
 	return Config{Self: self, NumSlots: Count, Lease: 4 * time.Second, Margin: time.Second, Settle: 2 * time.Second,
-		MaxMoves: DefaultMaxMoves}
+		MaxMoves: DefaultMaxMoves, Vote: true}
 }
 
 // DefaultMaxMoves is DefaultConfig's MaxMoves: 1,024 slots, so a node that

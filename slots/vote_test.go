@@ -79,28 +79,3 @@ func TestVoteDeadFollowerStallsNothing(t *testing.T) {
 		})
 	}
 }
-
-// TestSimulationVote runs TestSimulation's first 200 seeds with the
-// exclusive vote, and the seeds it was built or fixed for: 13735 and 14309
-// (two nodes fire one slot without it: an owner fired degraded on its own
-// evidence of a majority while its follower promoted on its own), 592
-// (two nodes firing: promises of voters that joined the owner's side
-// while it was cut off; the vote counts among the grant's voters too),
-// 37507 (two owners: a restart notice that came after the new
-// incarnation's grant spared the consents) and 4978 (a slot unfired: the
-// consents collected were dropped at every beat of the restarted owner).
-func TestSimulationVote(t *testing.T) {
-	if *voteAll {
-		t.Skip("-vote: TestSimulation runs with the vote already")
-	}
-	seeds := []uint64{592, 4978, 13735, 14309, 37507}
-	for s := range uint64(200) {
-		seeds = append(seeds, s)
-	}
-	for _, seed := range seeds {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			simulateWith(t, seed, *simSteps, true)
-		})
-	}
-}
