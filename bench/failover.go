@@ -84,6 +84,10 @@ type FailoverStats struct {
 	Before        WindowStats `json:"survivors_before"`
 	During        WindowStats `json:"survivors_during"`
 	After         WindowStats `json:"survivors_after"`
+	// Timeline splits the survivors' tasks due from 1 s before the kill
+	// to 8 s after it into half seconds: when they ran late (the stall of
+	// the slots whose follower died, or the load of the takeover).
+	Timeline []WindowStats `json:"survivors_timeline"`
 	// Fired, Duplicates and Early are over all tasks (receiver counts).
 	Fired      uint64 `json:"fired"`
 	Duplicates uint64 `json:"duplicates"`
@@ -194,6 +198,9 @@ func RunFailover(ctx context.Context, cfg FailoverConfig) (res Result, err error
 		done = lastDrop.Add(time.Second)
 	}
 	fs.Before, fs.During, fs.After = r.windowsAround(fs.KilledAt, done, ofSurvivor)
+	for from := fs.KilledAt.Add(-time.Second); from.Before(fs.KilledAt.Add(8*time.Second)) && from.Before(r.lastDue); from = from.Add(timelineStep) {
+		fs.Timeline = append(fs.Timeline, r.led.window(from, from.Add(timelineStep), fs.KilledAt, r.dueOf, ofSurvivor, cfg.LateAfter))
+	}
 	fs.VictimAfter = r.led.window(fs.KilledAt, r.lastDue.Add(time.Millisecond), fs.KilledAt, r.dueOf, ofVictim, cfg.LateAfter)
 	st := fires.stats
 	fs.Fired, fs.Duplicates, fs.Early, fs.Receiver = st.Delivered, st.Duplicates, st.Early, st
@@ -262,8 +269,15 @@ func failoverRows(fs FailoverStats, hb *HTTPBaselineResult, node *NodeStats, cfg
 		row("duplicate deliveries (all tasks)", float64(fs.Duplicates), "", 0, ""),
 		row("early requests (all tasks)", float64(fs.Early), "", 0, ""))
 	rows = append(rows, windowRows("survivors'", cfg.LateAfter, fs.Before, fs.During, fs.After)...)
+	for _, w := range fs.Timeline {
+		rows = append(rows, row(fmt.Sprintf("survivors' lateness p99, due %+.1f…%+.1f s (%d tasks, %d late)", w.From, w.To, w.Tasks, w.Late),
+			ms(w.Lateness.P99), "ms", 0, ""))
+	}
 	return append(rows, resourceRows(fs.ClusterCPUPerFire, "fire", cpu, node, fs.Nodes)...)
 }
+
+// timelineStep is the span of FailoverStats.Timeline's windows.
+const timelineStep = 500 * time.Millisecond
 
 // failoverWarnings flags a failover run whose numbers are not clean.
 func failoverWarnings(fs FailoverStats) []string {
