@@ -148,7 +148,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		running:     make(map[string]runningFire),
 		quarantined: make(map[string]struct{}),
 		dirty:       make(chan struct{}, 1),
-		hot:         hotCache{m: make(map[string][]byte)},
+		hot:         hotCache{m: make(map[string]hotEntry), bySlot: make(map[uint16]map[string]struct{})},
 		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
 	}

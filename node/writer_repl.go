@@ -150,11 +150,7 @@ func (w *writer) prepareRepl(b *storage.Batch, g *syncGroup) (msgs []replication
 // replaced from outside (a replica apply or a snapshot).
 func (w *writer) purgeSlot(slot uint16, ids []string) {
 	if ids == nil {
-		for id := range w.hot.m {
-			if slots.Of(id) == slot {
-				w.hot.drop(id)
-			}
-		}
+		w.hot.purge(slot)
 		return
 	}
 	for _, id := range ids {

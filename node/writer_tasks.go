@@ -341,10 +341,21 @@ const maxPendingTriggers = 16
 // as the writer last wrote them, so starting their fire decodes a few
 // hundred bytes instead of reading the store. The writer is the only
 // mutator of records, so the cache cannot go stale; it is bounded by
-// hotMaxBytes (records beyond it are simply read from the store).
+// hotMaxBytes (records beyond it are simply read from the store). The
+// ids are indexed by slot too, for purge: a table change replaces or drops
+// thousands of slots at once, and a scan of the whole cache per slot (with
+// a hash of each id) took 41 % of a survivor's CPU in the seconds after a
+// failover, the writer's time its fires waited for (docs/BENCHMARKS.md,
+// issue 17 item 3).
 type hotCache struct {
-	m     map[string][]byte
-	bytes int
+	m      map[string]hotEntry
+	bySlot map[uint16]map[string]struct{}
+	bytes  int
+}
+
+type hotEntry struct {
+	enc  []byte
+	slot uint16
 }
 
 const (
@@ -356,12 +367,12 @@ const (
 // holds (the writer wrote it), so the record knows it: its next write
 // does not read it back for the slot checksum (storage.DecodeStoredTask).
 func (h *hotCache) get(s *storage.Store, id string) *storage.Task {
-	enc, ok := h.m[id]
+	e, ok := h.m[id]
 	if !ok {
 		return nil
 	}
 	t := new(storage.Task)
-	if s.DecodeStoredTask(enc, t) != nil {
+	if s.DecodeStoredTask(e.enc, t) != nil {
 		h.drop(id)
 		return nil
 	}
@@ -378,13 +389,40 @@ func (h *hotCache) put(t *storage.Task) {
 		h.drop(t.ID)
 		return
 	}
-	h.bytes += len(enc) - len(old)
-	h.m[t.ID] = enc
+	h.bytes += len(enc) - len(old.enc)
+	if !had {
+		// The slot of the id, not the record's field: purge must find
+		// every entry of a slot whatever a record says.
+		old.slot = uint16(slots.Of(t.ID))
+		ids := h.bySlot[old.slot]
+		if ids == nil {
+			ids = make(map[string]struct{})
+			h.bySlot[old.slot] = ids
+		}
+		ids[t.ID] = struct{}{}
+	}
+	h.m[t.ID] = hotEntry{enc: enc, slot: old.slot}
 }
 
 func (h *hotCache) drop(id string) {
-	if old, ok := h.m[id]; ok {
-		h.bytes -= len(old)
+	e, ok := h.m[id]
+	if !ok {
+		return
+	}
+	h.bytes -= len(e.enc)
+	delete(h.m, id)
+	if ids := h.bySlot[e.slot]; len(ids) <= 1 {
+		delete(h.bySlot, e.slot)
+	} else {
+		delete(ids, id)
+	}
+}
+
+// purge drops every cached record of slot. O(its records).
+func (h *hotCache) purge(slot uint16) {
+	for id := range h.bySlot[slot] {
+		h.bytes -= len(h.m[id].enc)
 		delete(h.m, id)
 	}
+	delete(h.bySlot, slot)
 }
