@@ -307,6 +307,7 @@ func (c *ClusterConfig) ownershipConfig(self string) slots.Config {
 	}
 	if c.OwnershipSettle > 0 {
 		sc.Settle = c.OwnershipSettle
+		sc.TakeSettle = min(sc.TakeSettle, sc.Settle)
 	}
 	sc.Pause = sc.Settle * 2 / 5
 	// memberlist declares a silent member dead no sooner than its minimum

@@ -32,7 +32,23 @@ type Config struct {
 	// time; evidence cannot). Members' detection of one change should
 	// differ by less than Settle. It adds to failover time, so it stays
 	// short of the detection time; a tick gap over Pause is a pause.
+	// With Vote, a takeover's view waits only TakeSettle.
 	Settle time.Duration
+	// TakeSettle, with Vote, is how long the view must stay unchanged
+	// before this node acts on a dead leader's grant or release (promotes,
+	// hands the epoch on); 0 means Settle, and it must not exceed Settle.
+	// Those acts need the leader's lease run out and a majority's consents
+	// besides (vote.go), which no flap of a view gives while the leader
+	// lives and talks; the view's wait need only cover how far apart the
+	// members learn of a death (memberlist gossips it within a few gossip
+	// intervals). The other acts on the view (dropping a dead follower,
+	// moving a grant, reclaiming an epoch) still wait Settle: a loaded
+	// node's failure detector declares a live peer dead for up to ~1.4 s,
+	// and a grant moved on such a flap can strand a slot
+	// (TestFollowerCrashWithFlaps). Every takeover after a crash waits for
+	// it: the local profile's 500 ms puts the takeover ~0.5 s after the
+	// detection instead of 1 s. Without Vote every act waits Settle.
+	TakeSettle time.Duration
 	// Pause is the longest gap between two Ticks that is not a pause (a
 	// stalled process whose view may lag): 0 means Settle/4. It must stay
 	// below Settle/2. A busy 2-core machine delays goroutines by a few
@@ -86,6 +102,15 @@ func (c Config) pause() time.Duration {
 	return c.Settle / 4
 }
 
+// takeSettle returns the view's wait before a takeover: TakeSettle with
+// Vote (Settle if unset), Settle without.
+func (c Config) takeSettle() time.Duration {
+	if c.Vote && c.TakeSettle > 0 {
+		return c.TakeSettle
+	}
+	return c.Settle
+}
+
 // deadAfter returns Config.DeadAfter, Settle if unset.
 func (c Config) deadAfter() time.Duration {
 	return max(c.DeadAfter, c.Settle)
@@ -107,11 +132,12 @@ const DefaultMaxMoves = Count / 16
 
 // DefaultLocalConfig is DefaultConfig with the local profile's timing:
 // L = 2 s, margin 0.5 s, which run out before its ~2.5 s detection time
-// plus the settle, and settle 1 s (two 500 ms probe intervals): a crash
-// is acted on ~3.5 s after it happens.
+// plus the settle, and settle 1 s (two 500 ms probe intervals) with a
+// takeover's settle of 500 ms (five 100 ms gossip intervals): a crash is
+// acted on ~0.5 s after its detection (~2.5 s), ~3 s after it happens.
 func DefaultLocalConfig(self string) Config {
 	c := DefaultConfig(self)
-	c.Lease, c.Margin, c.Settle = 2*time.Second, 500*time.Millisecond, time.Second
+	c.Lease, c.Margin, c.Settle, c.TakeSettle = 2*time.Second, 500*time.Millisecond, time.Second, 500*time.Millisecond
 	return c
 }
 
@@ -132,6 +158,9 @@ func (c Config) Validate() error {
 	}
 	if c.Settle < 0 {
 		errs = append(errs, fmt.Errorf("slots: Config.Settle %v must not be negative", c.Settle))
+	}
+	if c.TakeSettle < 0 || c.TakeSettle > c.Settle {
+		errs = append(errs, fmt.Errorf("slots: Config.TakeSettle %v outside [0, Settle (%v)]", c.TakeSettle, c.Settle))
 	}
 	if c.Pause < 0 || (c.Pause > 0 && c.Pause >= c.Settle/2) {
 		errs = append(errs, fmt.Errorf("slots: Config.Pause %v must be below Settle/2 (%v)", c.Pause, c.Settle/2))

@@ -64,17 +64,22 @@ func TestFollowerCrashUnderLoad(t *testing.T) {
 // others). Now the table owner asks its target to offer (AskOffer; a
 // target without a copy fetches one from the holder first).
 //
-// Still open (5 of the first 300 seeds): the seeds in flapStalls. In 145,
+// Still open (4 of the first 300 seeds): the seeds in flapStalls. In 145,
 // 246 and 288 the owner, its view flapping, moved its grant to a new
 // follower that had no copy yet (so could not accept it) and died before
 // that follower answered: nobody holds a grant or release, so nobody may
-// act on the epoch. 232 (since the exclusive vote is on) is that class
-// too: the follower's grant was voided by a lapse of its view before the
-// owner died, and no other node held one. In 256 an owner whose run loop stalled past DeadAfter
-// right after its follower died keeps that follower as a suspect (it
-// cannot rule out a promotion during the stall) until the follower comes
-// back or is forgotten (POST /v1/cluster/members/{name}/forget). They are
-// skipped here, named, until fixed; -crashstalls runs them.
+// act on the epoch. A follower's grant voided by a lapse of its view
+// before the owner died, no other node holding one, is that class too
+// (232 until the takeover's settle, Config.TakeSettle, moved the
+// schedules). In 207 a follower whose view flapped collected a majority's
+// consents to take its live owner's slots over and then crashed: the
+// owner cannot fire beside a grant that may have been acted on, so the
+// slots wait until that node comes back or is forgotten (POST
+// /v1/cluster/members/{name}/forget). So does an owner whose run loop
+// stalled past DeadAfter right after its follower died (256 until the
+// takeover's settle): it keeps that follower as a suspect, as it cannot
+// rule out a promotion during the stall. They are skipped here, named,
+// until fixed; -crashstalls runs them.
 func TestFollowerCrashWithFlaps(t *testing.T) {
 	// Seeds beyond the default range kept as regressions: 73, 166, 296 (a
 	// snapshot without Grant revoked its receiver's grant), 139, 238
@@ -103,7 +108,7 @@ func TestFollowerCrashWithFlaps(t *testing.T) {
 
 // flapStalls are TestFollowerCrashWithFlaps's seeds below 300 that stall
 // a slot for good: an open bug.
-var flapStalls = map[int]bool{145: true, 232: true, 246: true, 256: true, 288: true}
+var flapStalls = map[int]bool{145: true, 207: true, 246: true, 288: true}
 
 func followerCrashUnderLoad(t *testing.T, seed uint64, deadAfter, maxBusy time.Duration, busyIsPause, flaps bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x18))

@@ -31,7 +31,7 @@ func (m *Machine) importStep(s Slot) {
 			// Crash: the owner we hold the grant of is dead (or restarted).
 			// We promote once our view is trustworthy (quorate) and the
 			// lease it may still fire under is over.
-			if m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
+			if m.takeQuorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
 				if m.consented(s) {
 					m.becomeOwner(s, si.epoch+1, nil, "")
 					break
@@ -39,7 +39,7 @@ func (m *Machine) importStep(s Slot) {
 				// Waiting for the vote's consents (vote.go): once that
 				// takes a lease, say so (a majority of the grant's voters
 				// may be down, and then the slot waits for them).
-				if at, ok := m.firstAsked[pairKey{si.leader, si.grantInc}]; ok && !m.now.Before(at.Add(m.cfg.Lease)) {
+				if at, ok := m.firstAsked[slotWait{pairKey{si.leader, si.grantInc}, s}]; ok && !m.now.Before(at.Add(m.cfg.Lease)) {
 					si.role = RoleUnavailable
 					m.setUnavailable(s, true)
 				}
@@ -304,10 +304,10 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 
 // grantDue reports whether this node, holding the grant of slot s from
 // an owner that is dead (or gone), may act on it now: its view is
-// trustworthy, the lease the owner fired under ran out and (with the
+// trustworthy (takeQuorate), the lease the owner fired under ran out and (with the
 // vote) a majority consents.
 func (m *Machine) grantDue(s Slot) bool {
-	return m.quorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
+	return m.takeQuorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
 }
 
 // answerHeldOffer hands slot s to the importer whose offer we held
@@ -334,7 +334,7 @@ func (m *Machine) answerHeldOffer(s Slot, tableOwner string) bool {
 // fired under ran out.
 func (m *Machine) releaseDue(s Slot, x string) bool {
 	si := &m.slots[s]
-	return x != "" && si.releasedTo == x && si.role != RoleOwner && si.role != RoleSealing && m.quorate() &&
+	return x != "" && si.releasedTo == x && si.role != RoleOwner && si.role != RoleSealing && m.takeQuorate() &&
 		(!m.alive(si.leader) || si.leaderGone) && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
 }
 

@@ -106,7 +106,7 @@ type Machine struct {
 	consents     map[consentKey]uint64         // consented up to this term
 	votes        map[pairKey]map[string]uint64 // consents received, by term
 	askedConsent map[pairKey]time.Time
-	firstAsked   map[pairKey]time.Time // the first ask of a wait not over yet
+	firstAsked   map[slotWait]time.Time // each slot's first ask of a wait not over yet
 	voterSet     map[string]bool
 	voterList    []string              // voterSet, sorted
 	promCache    map[promKey]time.Time // promisedUntil
@@ -233,7 +233,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		moved: make([]uint64, (cfg.NumSlots+63)/64),
 		near:  make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
 		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
-		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time), firstAsked: make(map[pairKey]time.Time),
+		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time), firstAsked: make(map[slotWait]time.Time),
 		promCache: make(map[promKey]time.Time), term: 1,
 	}
 	m.loadConsents(cfg.Consents)
@@ -687,6 +687,13 @@ func (m *Machine) alive(name string) bool {
 // majority it lost; evidence cannot be faked that way.
 func (m *Machine) quorate() bool {
 	return m.majority && !m.staleView && !m.now.Before(m.viewAt.Add(m.cfg.Settle)) && m.evMajority
+}
+
+// takeQuorate is quorate for acting on a dead leader's grant or release:
+// with the vote its view need stay unchanged only Config.TakeSettle, as
+// the act needs the leader's lease run out and a majority's consents too.
+func (m *Machine) takeQuorate() bool {
+	return m.majority && !m.staleView && !m.now.Before(m.viewAt.Add(m.cfg.takeSettle())) && m.evMajority
 }
 
 func (m *Machine) setMajority(ok bool) {

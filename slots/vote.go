@@ -78,6 +78,19 @@ type Consent struct {
 	Inc, Term    uint64
 }
 
+// slotWait is a slot waiting for consents to take over the grants of
+// one owner incarnation (Machine.firstAsked). The wait is the slot's:
+// whether the consents suffice depends on the slot's grant voters, so one
+// slot of an incarnation may act while another still waits (sim seed
+// 21970: keyed by the incarnation alone, each slot that acted restarted
+// the clock of one that never could, which so never said it was
+// unavailable). Entries of slots that stop waiting otherwise stay, at
+// most one per slot and dead incarnation.
+type slotWait struct {
+	k pairKey
+	s Slot
+}
+
 // consentKey names the grants of one owner incarnation to one taker.
 type consentKey struct {
 	owner string
@@ -288,11 +301,11 @@ func (m *Machine) consented(s Slot) bool {
 	}
 	if n >= m.stable/2 && (len(si.grantVoters) == 0 || g >= othersNeeded(si.grantVoters, m.cfg.Self)) {
 		m.giveConsent(own, t)
-		delete(m.firstAsked, k)
+		delete(m.firstAsked, slotWait{k, s})
 		return true
 	}
-	if _, ok := m.firstAsked[k]; !ok {
-		m.firstAsked[k] = m.now
+	if _, ok := m.firstAsked[slotWait{k, s}]; !ok {
+		m.firstAsked[slotWait{k, s}] = m.now
 	}
 	if at, ok := m.askedConsent[k]; !ok || !m.now.Before(at.Add(m.cfg.Lease/4)) {
 		m.askedConsent[k] = m.now
