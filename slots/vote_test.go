@@ -79,3 +79,69 @@ func TestVoteDeadFollowerStallsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestVoteTakeoverSettle: a crashed owner's slots are taken over once the
+// survivors' view has been unchanged for Config.TakeSettle with the vote,
+// and only after the full Settle without it; never sooner.
+func TestVoteTakeoverSettle(t *testing.T) {
+	for _, vote := range []bool{true, false} {
+		t.Run(fmt.Sprintf("vote=%v", vote), func(t *testing.T) {
+			const numSlots = 32
+			c := newCluster(t, numSlots)
+			c.vote = vote
+			for i := 1; i <= 3; i++ {
+				c.add(fmt.Sprintf("n%d", i), nil)
+			}
+			c.stable = 3
+			c.tables(true)
+			c.run(5 * time.Second)
+			var victims []Slot
+			for s := range Slot(numSlots) {
+				if f := c.firing(s); slices.Equal(f, []string{"n3"}) {
+					victims = append(victims, s)
+				}
+			}
+			if len(victims) == 0 {
+				t.Fatal("n3 fires no slot: nothing to check")
+			}
+			cfg := c.config("n1")
+			if cfg.TakeSettle <= 0 || cfg.TakeSettle >= cfg.Settle {
+				t.Fatalf("TakeSettle %v, Settle %v: the test needs 0 < TakeSettle < Settle", cfg.TakeSettle, cfg.Settle)
+			}
+			settle := cfg.Settle
+			if vote {
+				settle = cfg.TakeSettle
+			}
+			// The grants run out (Lease+Margin) before anyone notices.
+			c.crash("n3")
+			for range 30 {
+				c.tick(c.now.Add(100 * time.Millisecond))
+				c.deliver(100)
+			}
+			detected := c.now
+			c.deaths()
+			c.tables(false)
+			taken := map[Slot]time.Duration{}
+			for range 30 {
+				c.tick(c.now.Add(100 * time.Millisecond))
+				c.deliver(100)
+				for _, s := range victims {
+					if _, ok := taken[s]; !ok && len(c.firing(s)) > 0 {
+						taken[s] = c.now.Sub(detected)
+					}
+				}
+			}
+			for _, s := range victims {
+				at, ok := taken[s]
+				switch {
+				case !ok:
+					t.Errorf("slot %d: not taken over within 3 s of the detection", s)
+				case at < settle:
+					t.Errorf("slot %d: taken over %v after the detection, before the settle (%v)", s, at, settle)
+				case at > settle+400*time.Millisecond:
+					t.Errorf("slot %d: taken over %v after the detection, more than 400 ms past the settle (%v)", s, at, settle)
+				}
+			}
+		})
+	}
+}
