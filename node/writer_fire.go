@@ -87,6 +87,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		if ok, held := w.fires(t.Slot); held {
 			// The ownership loop is late renewing the slot's bound: the
 			// fire waits for it (or for the slot to stop firing).
+			w.metrics.FireHeld.Inc()
 			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(fireRetryDelay)})
 			continue
 		} else if !ok {

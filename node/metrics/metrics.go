@@ -27,6 +27,7 @@ type Metrics struct {
 	FiresGone      prometheus.Counter
 	Retries        prometheus.Counter
 	FireDeferred   prometheus.Counter
+	FireHeld       prometheus.Counter
 	MisfireSkipped prometheus.Counter
 	Expired        prometheus.Counter
 	ChainRefused   prometheus.Counter
@@ -108,6 +109,8 @@ func New(g Gauges) *Metrics {
 			Name: "chime_retries_total", Help: "Failed attempts that will be retried."}),
 		FireDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_fires_deferred_total", Help: "Fire starts postponed because the dispatcher backlog was full."}),
+		FireHeld: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_fires_held_total", Help: "Fire starts postponed 50 ms because the ownership loop had not yet renewed the slot's right to fire (its bound; a busy or stuck ownership step)."}),
 		MisfireSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
 		ChainRefused: prometheus.NewCounter(prometheus.CounterOpts{
@@ -195,7 +198,7 @@ func New(g Gauges) *Metrics {
 	m.FiresSuccess = m.Fires.WithLabelValues("success")
 	m.FiresFailure = m.Fires.WithLabelValues("failure")
 	m.FiresGone = m.Fires.WithLabelValues("gone")
-	reg.MustRegister(m.Created, m.Fires, m.Retries, m.FireDeferred, m.MisfireSkipped, m.Expired, m.ChainRefused,
+	reg.MustRegister(m.Created, m.Fires, m.Retries, m.FireDeferred, m.FireHeld, m.MisfireSkipped, m.Expired, m.ChainRefused,
 		m.Lateness, m.Callback, m.WheelSize, m.Loaded, m.GroupTasks, m.Commit, m.Fsyncs, m.StartLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.StoreBytes),
