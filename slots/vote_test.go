@@ -19,14 +19,7 @@ func TestVoteDeadFollowerStallsNothing(t *testing.T) {
 	for _, vote := range []bool{true, false} {
 		t.Run(fmt.Sprintf("vote=%v", vote), func(t *testing.T) {
 			const numSlots = 32
-			c := newCluster(t, numSlots)
-			c.vote = vote
-			for i := 1; i <= 3; i++ {
-				c.add(fmt.Sprintf("n%d", i), nil)
-			}
-			c.stable = 3
-			c.tables(true)
-			c.run(5 * time.Second)
+			c := settledThree(t, numSlots, vote)
 			owner := map[Slot]string{}
 			followed := 0 // slots of n1 and n2 that n3 followed
 			for s := range Slot(numSlots) {
@@ -87,14 +80,7 @@ func TestVoteTakeoverSettle(t *testing.T) {
 	for _, vote := range []bool{true, false} {
 		t.Run(fmt.Sprintf("vote=%v", vote), func(t *testing.T) {
 			const numSlots = 32
-			c := newCluster(t, numSlots)
-			c.vote = vote
-			for i := 1; i <= 3; i++ {
-				c.add(fmt.Sprintf("n%d", i), nil)
-			}
-			c.stable = 3
-			c.tables(true)
-			c.run(5 * time.Second)
+			c := settledThree(t, numSlots, vote)
 			var victims []Slot
 			for s := range Slot(numSlots) {
 				if f := c.firing(s); slices.Equal(f, []string{"n3"}) {
@@ -144,4 +130,19 @@ func TestVoteTakeoverSettle(t *testing.T) {
 			}
 		})
 	}
+}
+
+// settledThree returns a cluster of n1, n2 and n3 over numSlots slots,
+// with or without the vote, run for 5 s after its bootstrap table.
+func settledThree(t *testing.T, numSlots int, vote bool) *cluster {
+	t.Helper()
+	c := newCluster(t, numSlots)
+	c.vote = vote
+	for i := 1; i <= 3; i++ {
+		c.add(fmt.Sprintf("n%d", i), nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.run(5 * time.Second)
+	return c
 }
