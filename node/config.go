@@ -270,9 +270,10 @@ type ClusterConfig struct {
 	// Lease, LeaseMargin and OwnershipSettle time the slot ownership
 	// machine (slots.Config: Lease, Margin, Settle). An owner fires a slot
 	// only within Lease of its follower's last ack; a follower promotes
-	// after the owner is declared dead and Lease+LeaseMargin passed. Keep
-	// Lease below the failure detection time, and OwnershipSettle a few
-	// probe intervals.
+	// after the owner is declared dead, Lease+LeaseMargin passed and its
+	// view stayed unchanged for slots.Config.TakeSettle (500 ms; at most
+	// OwnershipSettle). Keep Lease below the failure detection time, and
+	// OwnershipSettle a few probe intervals.
 	Lease, LeaseMargin, OwnershipSettle time.Duration
 	// AntiEntropyInterval is how long one pass of anti-entropy over all
 	// slots takes (package node/replication): the owner of each slot has
