@@ -29,8 +29,8 @@ func (m *Machine) importStep(s Slot) {
 		switch {
 		case !leaderUp && si.grantor:
 			// Crash: the owner we hold the grant of is dead (or restarted).
-			// We promote once our view is trustworthy (quorate) and the
-			// lease it may still fire under is over.
+			// We promote once our view is trustworthy (takeQuorate) and
+			// the lease it may still fire under is over.
 			if m.takeQuorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) {
 				if m.consented(s) {
 					m.becomeOwner(s, si.epoch+1, nil, "")
@@ -304,8 +304,8 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 
 // grantDue reports whether this node, holding the grant of slot s from
 // an owner that is dead (or gone), may act on it now: its view is
-// trustworthy (takeQuorate), the lease the owner fired under ran out and (with the
-// vote) a majority consents.
+// trustworthy (takeQuorate), the lease the owner fired under ran out and
+// (with the vote) a majority consents.
 func (m *Machine) grantDue(s Slot) bool {
 	return m.takeQuorate() && !m.now.Before(m.grantedUntil(s).Add(m.cfg.Margin)) && m.consented(s)
 }
