@@ -86,6 +86,10 @@ type JoinStats struct {
 	Before      WindowStats `json:"stayed_before"`
 	During      WindowStats `json:"stayed_during"`
 	After       WindowStats `json:"stayed_after"`
+	// Timeline splits the kept tasks due from 1 s before the start to
+	// 15 s after it into windows of timelineStep: where the move's
+	// lateness falls, whatever the windows above make of it.
+	Timeline []WindowStats `json:"stayed_timeline"`
 	// Fired, Duplicates and Early are over all tasks (receiver counts).
 	Fired      uint64 `json:"fired"`
 	Duplicates uint64 `json:"duplicates"`
@@ -204,6 +208,9 @@ func RunJoin(ctx context.Context, cfg JoinConfig) (res Result, err error) {
 		}
 	}
 	js.Before, js.During, js.After = r.windowsAround(js.StartedAt, changed.Add(time.Second), stayed)
+	for from := js.StartedAt.Add(-time.Second); from.Before(js.StartedAt.Add(15*time.Second)) && from.Before(r.lastDue); from = from.Add(timelineStep) {
+		js.Timeline = append(js.Timeline, r.led.window(from, from.Add(timelineStep), js.StartedAt, r.dueOf, stayed, cfg.LateAfter))
+	}
 	js.MovedAfter = r.led.window(js.StartedAt, r.lastDue.Add(time.Millisecond), js.StartedAt, r.dueOf, moved, cfg.LateAfter)
 	st := fires.stats
 	js.Fired, js.Duplicates, js.Early, js.Receiver = st.Delivered, st.Duplicates, st.Early, st
@@ -262,6 +269,10 @@ func joinRows(js JoinStats, hb *HTTPBaselineResult, node *NodeStats, cfg ChangeC
 			row("  … read back after the run: missing", float64(ss.Missing), fmt.Sprintf("of %s sampled (%d errors)", fmtNum(float64(ss.Sampled)), ss.Errors), 0, ""))
 	}
 	rows = append(rows, windowRows("kept tasks'", cfg.LateAfter, js.Before, js.During, js.After)...)
+	for _, w := range js.Timeline {
+		rows = append(rows, row(fmt.Sprintf("kept tasks' lateness p99, due %+.1f…%+.1f s (%d tasks, %d late)", w.From, w.To, w.Tasks, w.Late),
+			ms(w.Lateness.P99), "ms", 0, ""))
+	}
 	return append(rows, resourceRows(js.ClusterCPUPerFire, "fire", cpu, node, js.Nodes+1)...)
 }
 
