@@ -50,6 +50,8 @@ func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Ms
 	return op.applied, nil
 }
 
+func (d replData) Pressed() bool { return d.w.store.Pressed() }
+
 func (d replData) Position(slot uint16) (epoch, seq uint64) {
 	m := d.w.repl.position(slot)
 	return m.Epoch, m.Seq

@@ -45,7 +45,7 @@ type syncGroup struct {
 	// applied: the slots' seqs this group committed at their current
 	// epoch, for the ownership machine.
 	applied []slots.Event
-	sums    bool // some op is opSums or opCheckSums
+	reads   bool // some op reads after the commit (readsAfterCommit)
 	err     error
 	// committed is when the group's batch was committed (Unix ns), for
 	// the "sync" stage of the fire start lag (dispatchJobs).
@@ -95,10 +95,7 @@ type writer struct {
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
-	// snaps reads the current group's snapshots (applySnapshot) through
-	// one iterator; nil until the group's first, closed before its commit.
-	snaps   *storage.SlotReader
-	running map[string]runningFire // tasks with an attempt at the dispatcher
+	running map[string]runningFire   // tasks with an attempt at the dispatcher
 	// quarantined holds the tasks whose record does not decode
 	// (storage.ErrCorrupt): they are not fired (nor read again to fire)
 	// until a write replaces the record.
@@ -241,7 +238,6 @@ func (w *writer) drain() {
 func (w *writer) group(first request) {
 	b := w.store.NewBatch()
 	defer b.Close()
-	defer w.closeSnaps() // on a panic too: the reader holds the store open
 	if w.replicate != nil {
 		b.Capture()
 	}
@@ -275,7 +271,6 @@ func (w *writer) group(first request) {
 	}
 	clear(w.pending)
 	clear(w.pendingFlows)
-	w.closeSnaps()
 	var msgs []replication.Msg
 	var ops []storage.SlotOps
 	if w.replicate != nil {
@@ -298,7 +293,7 @@ func (w *writer) group(first request) {
 	}
 	// Checksums are read here, with the group committed and every slot's
 	// position advanced: the two match (writer_sums.go).
-	w.answerSums(g)
+	w.answerReads(g)
 	if len(g.wakes) > 0 && g.err == nil {
 		// The loop learns of wake changes in commit order, here on the
 		// writer goroutine. Delivering them when a group is acknowledged

@@ -29,7 +29,7 @@ const (
 	opPersist                     // write slot ownership states (internal, acked)
 	opDrop                        // delete slots' data (internal, acked)
 	opSealCheck                   // which slots have no callback running (internal, acked)
-	opSnapshot                    // read a slot's snapshot at its current seq (internal, acked)
+	opSnapshot                    // pin slots' snapshots at their current seq, after the group's commit (internal, answered at once)
 	opBarrier                     // nothing: answered once everything queued before it is committed (internal, acked)
 	opSums                        // read slots' positions and checksums, after the group's commit (internal, answered at once)
 	opCheckSums                   // compare an owner's checksums with this node's, after the group's commit (internal, answered at once)
@@ -130,13 +130,15 @@ type sealCheckOp struct {
 	idle  []uint16 // the answer
 }
 
-// snapshotOp is opSnapshot: a slot's snapshot at its current seq
+// snapshotOp is opSnapshot: slots' snapshots at their current seq
 // (writer_repl.go).
 type snapshotOp struct {
 	writeOp
-	slots    []uint16
-	maxBytes int
-	out      []replication.SnapResult // the answer: Reset messages
+	slots []uint16
+	// The answer: a reader of the store as committed, and each slot's
+	// position in it. The caller closes reader (set even when err is).
+	reader *storage.SlotReader
+	metas  []storage.SlotMeta
 }
 
 // sumsOp is opSums: slots' positions and checksums (writer_sums.go).
@@ -160,7 +162,7 @@ type checkSumsOp struct {
 func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 	g.ops = append(g.ops, r)
 	op := r.op()
-	if op.reply != nil && op.kind != opSnapshot && op.kind != opFlowGet && !op.kind.readsAfterCommit() { // reads answer at once
+	if op.reply != nil && op.kind != opFlowGet && !op.kind.readsAfterCommit() { // reads answer at once
 		g.acked = true
 		if op.kind.apiWrite() {
 			g.api = true
@@ -191,10 +193,8 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 		return w.applyDrop(b, r)
 	case *sealCheckOp:
 		w.applySealCheck(r)
-	case *snapshotOp:
-		w.applySnapshot(r)
-	case *sumsOp, *checkSumsOp:
-		g.sums = true // answered after the commit (answerSums)
+	case *sumsOp, *checkSumsOp, *snapshotOp:
+		g.reads = true // answered after the commit (answerReads)
 	}
 	return 0 // a barrier: nothing
 }

@@ -325,59 +325,60 @@ func (w *writer) sealCheck(ss []uint16) ([]uint16, error) {
 }
 
 // snapshots returns a Reset message of each slot of ss at its current
-// position, read by the writer goroutine so that it matches the slot's seq
-// exactly: in order, until the data read reaches maxBytes (at least one;
-// see replication.Copies).
+// position: in order, until the data read reaches maxBytes (at least one;
+// see replication.Copies). The writer goroutine only pins the store and
+// copies the slots' positions between two commits (answerReads), where
+// the two match; the data is read here, on the caller's goroutine. Read
+// on the writer, a failover's thousands of snapshots (megabytes per
+// request) held up every fire queued behind them.
 func (w *writer) snapshots(ss []uint16, maxBytes int) []replication.SnapResult {
-	op := &snapshotOp{writeOp: writeOp{kind: opSnapshot}, slots: ss, maxBytes: maxBytes}
-	if err := w.submitInternal(nil, op); err != nil {
+	op := &snapshotOp{writeOp: writeOp{kind: opSnapshot}, slots: ss}
+	err := w.submitInternal(nil, op)
+	if op.reader != nil {
+		defer func() {
+			if err := op.reader.Close(); err != nil {
+				w.log.Warn("closing a snapshot reader", "err", err)
+			}
+		}()
+	}
+	if err != nil {
 		out := make([]replication.SnapResult, len(ss))
 		for i, s := range ss {
 			out[i] = replication.SnapResult{Msg: replication.Msg{Slot: s}, Err: err}
 		}
 		return out
 	}
-	return op.out
-}
-
-// applySnapshot serves opSnapshot on the writer goroutine. It reads
-// committed data only, and the slots' positions before this group's writes:
-// the two match. It answers at once (a read needs no fsync).
-func (w *writer) applySnapshot(op *snapshotOp) {
-	defer func() {
-		close(op.reply)
-		op.answered = true
-	}()
-	if w.snaps == nil {
-		w.snaps = w.store.NewSlotReader()
-	}
+	var out []replication.SnapResult
 	read := 0
-	for _, s := range op.slots {
-		if read >= op.maxBytes && len(op.out) > 0 {
-			return // the rest wait for the next request
+	for i, s := range ss {
+		if read >= maxBytes && len(out) > 0 {
+			break // the rest wait for the next request
 		}
-		o, err := w.snaps.Snapshot(s)
+		o, err := op.reader.Snapshot(s)
 		if err != nil {
-			op.out = append(op.out, replication.SnapResult{Msg: replication.Msg{Slot: s}, Err: err})
+			out = append(out, replication.SnapResult{Msg: replication.Msg{Slot: s}, Err: err})
 			continue
 		}
-		m := w.repl.own(s)
-		op.out = append(op.out, replication.SnapResult{Msg: replication.Msg{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}})
+		m := op.metas[i]
+		out = append(out, replication.SnapResult{Msg: replication.Msg{Slot: s, Epoch: m.Epoch, Seq: m.Seq, Reset: true, Count: o.Count, Data: o.Data}})
 		read += len(o.Data)
 	}
+	return out
 }
 
-// closeSnaps closes the group's snapshot reader before the group commits:
-// the group's snapshots all read the store as the previous group left it,
-// as each reading it afresh would (nothing else commits slot data).
-func (w *writer) closeSnaps() {
-	if w.snaps == nil {
-		return
+// pinSnapshots serves opSnapshot on the writer goroutine, after the
+// group's commit: it pins the store as committed and copies the slots'
+// positions (set in the same batches), which describe the same data.
+func (w *writer) pinSnapshots(op *snapshotOp) error {
+	op.reader = w.store.NewSlotReader()
+	if err := op.reader.Open(); err != nil {
+		return err
 	}
-	if err := w.snaps.Close(); err != nil {
-		w.log.Warn("closing the snapshot reader", "err", err)
+	op.metas = make([]storage.SlotMeta, len(op.slots))
+	for i, s := range op.slots {
+		op.metas[i] = w.repl.own(s)
 	}
-	w.snaps = nil
+	return nil
 }
 
 // submitInternal hands an op with a reply to the writer's internal queue,

@@ -12,15 +12,18 @@ import (
 // two.
 
 // readsAfterCommit reports whether ops of kind k read the store once the
-// group's writes are committed (answerSums).
-func (k opKind) readsAfterCommit() bool { return k == opSums || k == opCheckSums }
+// group's writes are committed (answerReads).
+func (k opKind) readsAfterCommit() bool {
+	return k == opSums || k == opCheckSums || k == opSnapshot
+}
 
-// answerSums answers the group's opSums and opCheckSums, on the writer
-// goroutine after the group's commit: every slot's position (its meta, set
-// in the same batch) and its checksum (kept by the same commit) describe
-// the same data. A failed commit leaves them to finish, which reports it.
-func (w *writer) answerSums(g *syncGroup) {
-	if !g.sums || g.err != nil {
+// answerReads answers the group's opSums, opCheckSums and opSnapshot, on
+// the writer goroutine after the group's commit: every slot's position
+// (its meta, set in the same batch) and its checksum (kept by the same
+// commit) or its data (pinned by opSnapshot) describe the same state. A
+// failed commit leaves them to finish, which reports it.
+func (w *writer) answerReads(g *syncGroup) {
+	if !g.reads || g.err != nil {
 		return
 	}
 	for _, r := range g.ops {
@@ -29,6 +32,8 @@ func (w *writer) answerSums(g *syncGroup) {
 			op.err = w.readSums(op)
 		case *checkSumsOp:
 			op.err = w.checkSums(op)
+		case *snapshotOp:
+			op.err = w.pinSnapshots(op)
 		default:
 			continue
 		}

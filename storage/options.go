@@ -92,6 +92,11 @@ const (
 	// here because the block cache is sized from it.
 	memTableStopWrites = 2
 
+	// l0Pressed is the level-0 read amplification (sublevels) at which
+	// Pressed reports pressure: half pebble's default L0StopWritesThreshold
+	// (12), which the store keeps.
+	l0Pressed = 6
+
 	// maxOpenFiles bounds pebble's table cache. Enough for a small node's
 	// LSM (a few GB of 2-64 MB tables) without exhausting ulimit -n, which
 	// the node also needs for HTTP connections.

@@ -480,11 +480,11 @@ func (s *Store) SnapshotSlot(slot uint16) (_ SlotOps, err error) {
 // iterator, repositioned from slot to slot, instead of one new iterator per
 // slot: a burst of snapshots (a bootstrap or a failover streams one per
 // slot a follower lacks) costs one iterator's setup, not thousands. It
-// reads the store as the first Snapshot found it: use it where no write is
-// committed in between that it must see (the node's writer goroutine,
-// within one write group), and Close it before the next commit. It holds
-// the store open (Close waits for it) until its Close. Not safe for
-// concurrent use.
+// reads the store as Open (or else the first Snapshot) found it, whatever
+// is committed after: open it where the slots' positions are known to
+// match the data (the node's writer goroutine, between two commits), then
+// read it anywhere, one goroutine at a time. It holds the store open
+// (Close waits for it) until its Close.
 type SlotReader struct {
 	s      *Store
 	it     *pebble.Iterator
@@ -493,36 +493,41 @@ type SlotReader struct {
 	flip   int
 }
 
-// NewSlotReader returns a SlotReader; it opens its iterator at the first
-// Snapshot.
+// NewSlotReader returns a SlotReader; it opens its iterator at Open or the
+// first Snapshot.
 func (s *Store) NewSlotReader() *SlotReader { return &SlotReader{s: s} }
+
+// Open pins the store's committed state now: every later Snapshot reads
+// it. A second Open does nothing.
+func (r *SlotReader) Open() error {
+	if r.it != nil || r.err != nil {
+		return r.err
+	}
+	if !r.s.enter() {
+		r.err = ErrClosed
+		return r.err
+	}
+	it, err := r.s.db.NewIter(&pebble.IterOptions{})
+	if err != nil {
+		r.s.leave()
+		r.err = fmt.Errorf("storage: open a slot reader: %w", err)
+		return r.err
+	}
+	r.it = it
+	return nil
+}
 
 // Snapshot returns every data key of slot as set ops, as SnapshotSlot.
 func (r *SlotReader) Snapshot(slot uint16) (SlotOps, error) {
 	o := SlotOps{Slot: slot}
-	if r.err != nil {
-		return o, r.err
+	if err := r.Open(); err != nil {
+		return o, err
 	}
 	// Pebble may use the bounds until the next SetBounds returns: the two
 	// buffers alternate.
 	b := &r.bounds[r.flip]
 	r.flip ^= 1
-	lo, hi := appendSlotPrefix(b[0][:0], slot), appendSlotEnd(b[1][:0], slot)
-	if r.it == nil {
-		if !r.s.enter() {
-			r.err = ErrClosed
-			return o, r.err
-		}
-		it, err := r.s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-		if err != nil {
-			r.s.leave()
-			r.err = fmt.Errorf("storage: snapshot slot %d: %w", slot, err)
-			return o, r.err
-		}
-		r.it = it
-	} else {
-		r.it.SetBounds(lo, hi)
-	}
+	r.it.SetBounds(appendSlotPrefix(b[0][:0], slot), appendSlotEnd(b[1][:0], slot))
 	for valid := r.it.First(); valid; valid = r.it.Next() {
 		k := r.it.Key()
 		if _, section, _, _ := decodeSlotKey(k); !isDataSection(section) {

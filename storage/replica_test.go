@@ -205,7 +205,8 @@ func TestSnapshotRebuildsSlot(t *testing.T) {
 // TestSlotReader: one SlotReader snapshots slot after slot, forwards,
 // backwards, empty slots and the last slot included, exactly as a scan of
 // each slot on its own does (ScanSlot); it reads the store as its first
-// snapshot found it, and a closed reader or store answers an error.
+// snapshot found it (or Open, on another goroutine), and a closed reader
+// or store answers an error.
 func TestSlotReader(t *testing.T) {
 	s := openMem(t, Options{})
 	put(t, s, newTask(4, "a", 10), newTask(4, "b", 20), newTask(5, "c", 30), newTask(0, "z", 1), newTask(^uint16(0), "last", 7))
@@ -250,11 +251,27 @@ func TestSlotReader(t *testing.T) {
 	if before < 5 { // a, b, their due keys, a's history
 		t.Fatalf("slot 4 holds %d keys", before)
 	}
+	pinned := s.NewSlotReader()
+	if err := pinned.Open(); err != nil {
+		t.Fatal(err)
+	}
 	// A write committed meanwhile (a task and its due key): the open reader
-	// still reads the store as it was; a new one sees it.
+	// still reads the store as it was, as does the one opened before its
+	// first snapshot, read on another goroutine; a new one sees it.
 	put(t, s, newTask(4, "later", 40))
 	if got, _ := r.Snapshot(4); got.Count != before {
 		t.Errorf("slot 4 through the open reader after a commit: %d keys, want %d", got.Count, before)
+	}
+	read := make(chan SlotOps)
+	go func() {
+		o, _ := pinned.Snapshot(4)
+		read <- o
+	}()
+	if got := <-read; got.Count != before {
+		t.Errorf("slot 4 through the reader opened before a commit: %d keys, want %d", got.Count, before)
+	}
+	if err := pinned.Close(); err != nil {
+		t.Fatal(err)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)

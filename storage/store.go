@@ -67,8 +67,9 @@ func (s *Store) CorruptRecords() uint64 { return s.corrupt.Load() }
 type Store struct {
 	db           *pebble.DB
 	historyLimit uint64
-	slots        int  // Options.Slots
-	checksums    bool // maintain slot checksums (!Options.DisableChecksums)
+	memTableSize uint64 // Options.MemTableSize
+	slots        int    // Options.Slots
+	checksums    bool   // maintain slot checksums (!Options.DisableChecksums)
 
 	// sums serializes the commits that change slot checksums (checksum.go)
 	// from reading the old values to applying the batch, so that each
@@ -176,6 +177,7 @@ func open(opts Options, fs vfs.FS, dir string) (*Store, error) {
 	s := &Store{
 		db:           db,
 		historyLimit: uint64(opts.HistoryLimit),
+		memTableSize: opts.MemTableSize,
 		slots:        opts.Slots,
 		checksums:    !opts.DisableChecksums,
 		drained:      make(chan struct{}),
@@ -369,6 +371,24 @@ func (s *Store) Stats() Stats {
 		CacheMisses:   m.BlockCache.Misses,
 		L0Files:       m.Levels[0].TablesCount,
 	}
+}
+
+// Pressed reports whether the store is close to stopping writes (a pebble
+// write stall): its memtables hold more than the last one's worth before
+// writes stop (pebble stops them at memTableStopWrites memtables' bytes:
+// flushes lag), or level 0 is half way to its stop threshold. (Their count
+// says nothing: pebble lets small memtables pile up until they are worth a
+// flush.) A caller with writes that can wait (a replica's
+// snapshots) defers them then, so that those that cannot (fire intents,
+// ownership states) do not wait behind a stall. One short lock inside
+// pebble, no I/O; false after Close.
+func (s *Store) Pressed() bool {
+	if !s.enter() {
+		return false
+	}
+	defer s.leave()
+	m := s.db.Metrics()
+	return m.MemTable.Size > (memTableStopWrites-1)*s.memTableSize || int(m.Levels[0].Sublevels) >= l0Pressed
 }
 
 // Compact flushes the memtables and compacts every per-slot key, so that

@@ -51,14 +51,17 @@ type Ownership interface {
 // apply of what a slot's owner sent.
 type Copies interface {
 	// Snapshots returns a Reset message of each slot of slots at its
-	// current position, read on the writer goroutine so that it matches
-	// the slot's seq, in one round trip to it: in order, until the data
+	// current position (the data pinned where it matches the slot's seq,
+	// in one round trip to the writer): in order, until the data
 	// read reaches maxBytes (so possibly fewer than asked: the rest wait),
 	// at least one. A slot that could not be read has its error instead.
 	Snapshots(slots []uint16, maxBytes int) []SnapResult
 	// Apply applies the messages of from as a replica, durably; done
 	// abandons the wait.
 	Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error)
+	// Pressed reports whether the store is close to stopping writes:
+	// snapshots wait (Busy) then, live writes do not (Receive).
+	Pressed() bool
 }
 
 // SnapResult is one slot's snapshot (Copies.Snapshots), or why it could not

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,6 +137,8 @@ func TestShipperSettles(t *testing.T) {
 // fakeCopies applies everything.
 type fakeCopies struct{}
 
+func (fakeCopies) Pressed() bool { return false }
+
 func (fakeCopies) Snapshots(ss []uint16, _ int) []SnapResult {
 	out := make([]SnapResult, len(ss))
 	for i, slot := range ss {
@@ -175,6 +178,62 @@ func TestReceive(t *testing.T) {
 	}
 	if len(own.applied) != 1 || own.applied[0].Epoch != 6 || own.applied[0].Seq != 7 || own.applied[0].From != "n2" {
 		t.Errorf("snapshots reported: %+v", own.applied)
+	}
+}
+
+// pressedCopies is fakeCopies whose store is pressed; it records what
+// it applied.
+type pressedCopies struct {
+	fakeCopies
+	applied []Msg
+}
+
+func (*pressedCopies) Pressed() bool { return true }
+func (c *pressedCopies) Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error) {
+	c.applied = append(c.applied, msgs...)
+	a, err := c.fakeCopies.Apply(done, from, msgs)
+	for i := range msgs {
+		a.Epochs[i] = uint64(msgs[i].Slot) * 10
+	}
+	return a, err
+}
+
+// TestReceiveDefersSnapshotsWhenPressed: while the store is close to a
+// write stall, the snapshots of a request are answered Busy, unapplied and
+// not reported to the machine, and its live writes apply, each answer in
+// its message's place; a request of snapshots only applies nothing.
+func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
+	own := &fakeOwnership{}
+	c := &pressedCopies{}
+	body, _ := msgpack.Marshal(Request{From: "n2", Msgs: []Msg{
+		{Slot: 1, Epoch: 5, Seq: 7},
+		{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5},
+		{Slot: 3, Epoch: 5, Seq: 9},
+	}})
+	out, err := Receive(context.Background(), c, own, "n2", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans Answer
+	if err := msgpack.Unmarshal(out, &ans); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ans.Results, []uint8{OK, Busy, OK}) || !slices.Equal(ans.Epochs, []uint64{10, 0, 30}) {
+		t.Errorf("answer %+v, want OK, Busy, OK with epochs 10, 0, 30", ans)
+	}
+	if len(c.applied) != 2 || c.applied[0].Slot != 1 || c.applied[1].Slot != 3 {
+		t.Errorf("applied %+v, want the live writes of slots 1 and 3", c.applied)
+	}
+	if len(own.applied) != 0 {
+		t.Errorf("snapshots reported to the machine: %+v", own.applied)
+	}
+	c.applied = nil
+	body, _ = msgpack.Marshal(Request{From: "n2", Msgs: []Msg{{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5}}})
+	if out, err = Receive(context.Background(), c, own, "n2", body); err != nil {
+		t.Fatal(err)
+	}
+	if err := msgpack.Unmarshal(out, &ans); err != nil || !slices.Equal(ans.Results, []uint8{Busy}) || len(c.applied) != 0 {
+		t.Errorf("snapshots only: answer %+v (%v), applied %d", ans, err, len(c.applied))
 	}
 }
 

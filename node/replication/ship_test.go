@@ -3,9 +3,12 @@ package replication
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TestShipOrder: live writes go first, then snapshots of slots this node
@@ -180,5 +183,95 @@ func TestShipperWaitsForThePendingFollower(t *testing.T) {
 				t.Errorf("%d messages pending, want the write kept until the follower is ready", s.Pending())
 			}
 		})
+	})
+}
+
+// snapTransport answers a replica's snapshots Busy while busy is set (its
+// store is pressed: applyAdmitted) and everything else OK, and records
+// each call's messages.
+type snapTransport struct {
+	mu    sync.Mutex
+	busy  bool
+	calls [][]Msg
+}
+
+func (f *snapTransport) Call(_ context.Context, _, _, _ string, body []byte) ([]byte, error) {
+	var req Request
+	if err := msgpack.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, req.Msgs)
+	ans := Answer{Results: make([]uint8, len(req.Msgs)), Epochs: make([]uint64, len(req.Msgs))}
+	for i, m := range req.Msgs {
+		if m.Reset && f.busy {
+			ans.Results[i] = Busy
+		}
+	}
+	return msgpack.Marshal(ans)
+}
+
+func (f *snapTransport) last() (live, snaps int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.calls[len(f.calls)-1] {
+		if m.Reset {
+			snaps++
+		} else {
+			live++
+		}
+	}
+	return live, snaps
+}
+
+// readCounter is fakeCopies counting the snapshots it read.
+type readCounter struct {
+	fakeCopies
+	reads int
+}
+
+func (c *readCounter) Snapshots(ss []uint16, max int) []SnapResult {
+	c.reads += len(ss)
+	return c.fakeCopies.Snapshots(ss, max)
+}
+
+// TestShipperWaitsOutAPressedReplica: a snapshot the replica answered Busy
+// (its store close to a write stall) stays queued, unread, and is not sent
+// to that replica again for snapBusyWait, while live writes to it go on;
+// then it is read again (at the slot's position then) and delivered.
+func TestShipperWaitsOutAPressedReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &snapTransport{busy: true}
+		cp := &readCounter{}
+		s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: cp, Log: quiet})
+		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
+		s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, nil)
+		if !s.round() {
+			t.Fatal("the first round left nothing")
+		}
+		if live, snaps := tr.last(); live != 1 || snaps != 1 {
+			t.Fatalf("first call: %d live, %d snapshots; want 1, 1", live, snaps)
+		}
+		if len(s.queue) != 1 || !unreadSnapshot(s.queue[0]) {
+			t.Fatalf("after Busy the queue holds %d, want the snapshot unread", len(s.queue))
+		}
+		s.Enqueue([]Msg{{Slot: 2, Epoch: 5, Seq: 1}}, nil)
+		if !s.round() {
+			t.Fatal("the snapshot was not kept")
+		}
+		if live, snaps := tr.last(); live != 1 || snaps != 0 || cp.reads != 1 {
+			t.Errorf("within snapBusyWait: %d live, %d snapshots sent, %d read; want 1, 0, 1", live, snaps, cp.reads)
+		}
+		time.Sleep(snapBusyWait)
+		tr.mu.Lock()
+		tr.busy = false
+		tr.mu.Unlock()
+		if s.round() {
+			t.Errorf("%d messages left after the replica took the snapshot", len(s.queue))
+		}
+		if live, snaps := tr.last(); live != 0 || snaps != 1 || cp.reads != 2 {
+			t.Errorf("after snapBusyWait: %d live, %d snapshots sent, %d read; want 0, 1, 2", live, snaps, cp.reads)
+		}
 	})
 }

@@ -65,9 +65,13 @@ type Shipper struct {
 	// time (run goroutine only); failDelay is the current delay.
 	backoff   map[string]time.Time
 	failDelay map[string]time.Duration
-	deferred  bool // the last round left snapshots over its byte budget (run goroutine only)
-	stop      chan struct{}
-	done      chan struct{}
+	// snapBusy: a replica that answered a snapshot Busy (its store was
+	// close to a write stall) gets no snapshot before this time (run
+	// goroutine only); its live writes go on.
+	snapBusy map[string]time.Time
+	deferred bool // the last round left snapshots over its byte budget (run goroutine only)
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // NewShipper returns the shipper of node self; Run runs it. Its times
@@ -76,7 +80,7 @@ func NewShipper(self string, deps ShipperDeps) *Shipper {
 	deps.Clock = clock.Or(deps.Clock)
 	return &Shipper{d: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		idle:    make(chan struct{}),
-		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, unread: map[slotNode]*queued{}}
+		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, snapBusy: map[string]time.Time{}, unread: map[slotNode]*queued{}}
 }
 
 // Enqueue adds a group's messages, which wait settles (nil: nobody
@@ -180,6 +184,10 @@ func (s *Shipper) Flush(ctx context.Context, max time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// snapBusyWait is how long a replica that answered a snapshot Busy gets
+// no snapshot: about a memtable flush on a loaded box.
+const snapBusyWait = 50 * time.Millisecond
 
 // How soon Run retries the messages a round left: flushRetry while a
 // Flush waits (a drain), else retryEvery.
@@ -318,14 +326,18 @@ func (s *Shipper) round() bool {
 			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxBatch {
 				continue // retried later: it stays queued
 			}
+			if until, ok := s.snapBusy[t]; ok && unreadSnapshot(q) && now.Before(until) {
+				continue // the replica's store is pressed: it stays queued
+			}
 			byNode[t] = append(byNode[t], i)
 		}
 	}
 	// Snapshots are read now, at the slot's current position, up to
 	// maxSnapBytes per request: the rest wait for the next round, so that
 	// the live writes behind them are not held up by one huge request.
-	// One request to the writer reads them all (a bootstrap or a failover
-	// streams thousands, one per slot).
+	// One request to the writer pins them all (a bootstrap or a failover
+	// streams thousands, one per slot); their data is read here, off the
+	// writer goroutine.
 	for t, idx := range byNode {
 		var want []uint16
 		for _, i := range idx {
@@ -424,6 +436,11 @@ func (s *Shipper) round() bool {
 			default:
 				if o.err != nil {
 					s.d.Log.Debug("replicate", "to", o.name, "err", o.err)
+				} else if q.to != "" && q.msg.Reset {
+					// Busy: read it again once the replica's store has
+					// room (applyAdmitted), at the slot's position then.
+					q.msg = Msg{Slot: q.msg.Slot}
+					s.snapBusy[o.name] = s.d.Clock.Now().Add(snapBusyWait)
 				}
 			}
 		}
@@ -463,6 +480,49 @@ func (s *Shipper) round() bool {
 		s.mu.Unlock()
 	}
 	return len(keep) > 0
+}
+
+// applyAdmitted applies msgs, except that while the store is close to
+// stopping writes (Copies.Pressed) the snapshots among them are answered
+// Busy unapplied: the sender reads them again later (round). A joiner
+// importing hundreds of thousands of tasks from three owners at once
+// filled its memtables faster than pebble flushed them, and each write
+// stall held up its ownership states and so its acks: the owners' leases
+// of every slot it followed ran out, and their tasks waited seconds.
+// Live writes always apply: an owner waits for them.
+func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Applied, error) {
+	snaps := 0
+	for _, m := range msgs {
+		if m.Reset {
+			snaps++
+		}
+	}
+	if snaps == 0 || !c.Pressed() {
+		return c.Apply(ctx.Done(), from, msgs)
+	}
+	n := len(msgs)
+	a := Applied{Results: make([]uint8, n), Epochs: make([]uint64, n), Gens: make([]uint64, n), Held: make([]uint64, n)}
+	admitted := make([]Msg, 0, n-snaps)
+	at := make([]int, 0, n-snaps)
+	for i, m := range msgs {
+		if m.Reset {
+			a.Results[i] = Busy
+			continue
+		}
+		admitted = append(admitted, m)
+		at = append(at, i)
+	}
+	if len(admitted) == 0 {
+		return a, nil
+	}
+	b, err := c.Apply(ctx.Done(), from, admitted)
+	if err != nil {
+		return Applied{}, err
+	}
+	for k, i := range at {
+		a.Results[i], a.Epochs[i], a.Gens[i], a.Held[i] = b.Results[k], b.Epochs[k], b.Gens[k], b.Held[k]
+	}
+	return a, nil
 }
 
 // slotNode names a slot's copy at a node.
@@ -537,7 +597,7 @@ func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byt
 	if from != "" && req.From != from {
 		return nil, &BadRequest{"from", fmt.Errorf("replicate: the body names sender %q, the signature %q", req.From, from)}
 	}
-	a, err := c.Apply(ctx.Done(), req.From, req.Msgs)
+	a, err := applyAdmitted(ctx, c, req.From, req.Msgs)
 	if err != nil {
 		return nil, err
 	}
