@@ -50,7 +50,45 @@ func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Ms
 	return op.applied, nil
 }
 
-func (d replData) Pressed() bool { return d.w.store.Pressed() }
+// Snapshot admission: how long a replication request's snapshots wait
+// for room in the store, and how often they look.
+const (
+	snapAdmitWait = 500 * time.Millisecond
+	snapAdmitPoll = 10 * time.Millisecond
+)
+
+// AdmitSnapshots is replication.Copies': it waits, in arrival order (the
+// writer's snapTurn), until the store is not close to stopping writes
+// (storage.Store.Pressed), for at most snapAdmitWait in all. The turn is
+// given up once admitted: the applies themselves run side by side.
+func (d replData) AdmitSnapshots(done <-chan struct{}) bool {
+	w := d.w
+	clk := w.cfg.Clock
+	deadline := clk.Now().Add(snapAdmitWait)
+	t := clk.NewTimer(snapAdmitWait)
+	defer t.Stop()
+	select {
+	case w.snapTurn <- struct{}{}:
+	case <-t.C:
+		return false
+	case <-done:
+		return false
+	}
+	defer func() { <-w.snapTurn }()
+	for w.store.Pressed() {
+		wait := min(snapAdmitPoll, deadline.Sub(clk.Now()))
+		if wait <= 0 {
+			return false
+		}
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-done:
+			return false
+		}
+	}
+	return true
+}
 
 func (d replData) Position(slot uint16) (epoch, seq uint64) {
 	m := d.w.repl.position(slot)

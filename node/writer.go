@@ -92,6 +92,10 @@ type writer struct {
 	stop     chan struct{}
 	done     chan struct{} // closed when the syncer has answered everything
 	runDone  chan struct{} // closed when the writer goroutine no longer takes ops
+	// snapTurn (cap 1) is held by the replication request whose snapshots
+	// wait for room in the store (replData.AdmitSnapshots): in arrival
+	// order.
+	snapTurn chan struct{}
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
@@ -140,6 +144,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		runDone:     make(chan struct{}),
+		snapTurn:    make(chan struct{}, 1),
 		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		pending:     make(map[string]*storage.Task),
 		running:     make(map[string]runningFire),

@@ -59,9 +59,10 @@ type Copies interface {
 	// Apply applies the messages of from as a replica, durably; done
 	// abandons the wait.
 	Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error)
-	// Pressed reports whether the store is close to stopping writes:
-	// snapshots wait (Busy) then, live writes do not (Receive).
-	Pressed() bool
+	// AdmitSnapshots waits (a bounded time, or until done) until the
+	// store has room for a request's snapshots (is not close to stopping
+	// writes), in arrival order; false when it had none in time.
+	AdmitSnapshots(done <-chan struct{}) bool
 }
 
 // SnapResult is one slot's snapshot (Copies.Snapshots), or why it could not

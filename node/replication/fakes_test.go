@@ -137,7 +137,7 @@ func TestShipperSettles(t *testing.T) {
 // fakeCopies applies everything.
 type fakeCopies struct{}
 
-func (fakeCopies) Pressed() bool { return false }
+func (fakeCopies) AdmitSnapshots(<-chan struct{}) bool { return true }
 
 func (fakeCopies) Snapshots(ss []uint16, _ int) []SnapResult {
 	out := make([]SnapResult, len(ss))
@@ -181,14 +181,14 @@ func TestReceive(t *testing.T) {
 	}
 }
 
-// pressedCopies is fakeCopies whose store is pressed; it records what
-// it applied.
+// pressedCopies is fakeCopies whose store never has room for snapshots;
+// it records what it applied.
 type pressedCopies struct {
 	fakeCopies
 	applied []Msg
 }
 
-func (*pressedCopies) Pressed() bool { return true }
+func (*pressedCopies) AdmitSnapshots(<-chan struct{}) bool { return false }
 func (c *pressedCopies) Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error) {
 	c.applied = append(c.applied, msgs...)
 	a, err := c.fakeCopies.Apply(done, from, msgs)
@@ -198,8 +198,8 @@ func (c *pressedCopies) Apply(done <-chan struct{}, from string, msgs []Msg) (Ap
 	return a, err
 }
 
-// TestReceiveDefersSnapshotsWhenPressed: while the store is close to a
-// write stall, the snapshots of a request are answered Busy, unapplied and
+// TestReceiveDefersSnapshotsWhenPressed: when the store had no room for
+// them in time, the snapshots of a request are answered Busy, unapplied and
 // not reported to the machine, and its live writes apply, each answer in
 // its message's place; a request of snapshots only applies nothing.
 func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {

@@ -482,14 +482,14 @@ func (s *Shipper) round() bool {
 	return len(keep) > 0
 }
 
-// applyAdmitted applies msgs, except that while the store is close to
-// stopping writes (Copies.Pressed) the snapshots among them are answered
-// Busy unapplied: the sender reads them again later (round). A joiner
-// importing hundreds of thousands of tasks from three owners at once
-// filled its memtables faster than pebble flushed them, and each write
-// stall held up its ownership states and so its acks: the owners' leases
-// of every slot it followed ran out, and their tasks waited seconds.
-// Live writes always apply: an owner waits for them.
+// applyAdmitted applies msgs; those with snapshots wait for room in the
+// store first (Copies.AdmitSnapshots), and when it had none in time the
+// snapshots are answered Busy unapplied (the sender reads them again
+// later: round) while the live writes apply. A joiner importing hundreds
+// of thousands of tasks from three owners at once filled its memtables
+// faster than pebble flushed them, and each write stall held up its
+// ownership states and so its acks: the owners' leases of every slot it
+// followed ran out, and their tasks waited seconds.
 func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Applied, error) {
 	snaps := 0
 	for _, m := range msgs {
@@ -497,7 +497,7 @@ func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Appl
 			snaps++
 		}
 	}
-	if snaps == 0 || !c.Pressed() {
+	if snaps == 0 || c.AdmitSnapshots(ctx.Done()) {
 		return c.Apply(ctx.Done(), from, msgs)
 	}
 	n := len(msgs)
