@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/forward"
 	"github.com/chime-scheduler/chime/node/internalauth"
 	"github.com/chime-scheduler/chime/node/metrics"
@@ -50,6 +51,9 @@ func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Ms
 	return op.applied, nil
 }
 
+// AdmitSnapshots is replication.Copies' (snapAdmission).
+func (d replData) AdmitSnapshots(done <-chan struct{}) bool { return d.w.snaps.admit(done) }
+
 // Snapshot admission: how long a replication request's snapshots wait
 // for room in the store, and how often they look.
 const (
@@ -57,26 +61,36 @@ const (
 	snapAdmitPoll = 10 * time.Millisecond
 )
 
-// AdmitSnapshots is replication.Copies': it waits, in arrival order (the
-// writer's snapTurn), until the store is not close to stopping writes
-// (storage.Store.Pressed), for at most snapAdmitWait in all. The turn is
-// given up once admitted: the applies themselves run side by side.
-func (d replData) AdmitSnapshots(done <-chan struct{}) bool {
-	w := d.w
-	clk := w.cfg.Clock
-	deadline := clk.Now().Add(snapAdmitWait)
-	t := clk.NewTimer(snapAdmitWait)
+// snapAdmission is a replica's wait for room for the snapshots of a
+// replication request: in arrival order (turn, cap 1), until pressed
+// (storage.Store.Pressed) is false, for at most snapAdmitWait in all. The
+// turn is given up once admitted: the applies themselves run side by side.
+type snapAdmission struct {
+	turn    chan struct{}
+	pressed func() bool
+	clock   clock.Clock
+}
+
+func newSnapAdmission(pressed func() bool, c clock.Clock) *snapAdmission {
+	return &snapAdmission{turn: make(chan struct{}, 1), pressed: pressed, clock: c}
+}
+
+// admit reports whether the snapshots may apply now; false when no room
+// came within snapAdmitWait or done ended first.
+func (a *snapAdmission) admit(done <-chan struct{}) bool {
+	deadline := a.clock.Now().Add(snapAdmitWait)
+	t := a.clock.NewTimer(snapAdmitWait)
 	defer t.Stop()
 	select {
-	case w.snapTurn <- struct{}{}:
+	case a.turn <- struct{}{}:
 	case <-t.C:
 		return false
 	case <-done:
 		return false
 	}
-	defer func() { <-w.snapTurn }()
-	for w.store.Pressed() {
-		wait := min(snapAdmitPoll, deadline.Sub(clk.Now()))
+	defer func() { <-a.turn }()
+	for a.pressed() {
+		wait := min(snapAdmitPoll, deadline.Sub(a.clock.Now()))
 		if wait <= 0 {
 			return false
 		}

@@ -92,10 +92,9 @@ type writer struct {
 	stop     chan struct{}
 	done     chan struct{} // closed when the syncer has answered everything
 	runDone  chan struct{} // closed when the writer goroutine no longer takes ops
-	// snapTurn (cap 1) is held by the replication request whose snapshots
-	// wait for room in the store (replData.AdmitSnapshots): in arrival
-	// order.
-	snapTurn chan struct{}
+	// snaps admits replicated snapshots while the store has room
+	// (replData.AdmitSnapshots).
+	snaps *snapAdmission
 
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
@@ -144,7 +143,6 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
 		runDone:     make(chan struct{}),
-		snapTurn:    make(chan struct{}, 1),
 		rnd:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		pending:     make(map[string]*storage.Task),
 		running:     make(map[string]runningFire),
@@ -154,6 +152,7 @@ func newWriterOnly(cfg *Config, deps writerDeps, seed uint64) *writer {
 		chainAfter:  make(map[string]int64),
 		linger:      stoppedTimer(cfg.Clock.NewTimer),
 	}
+	w.snaps = newSnapAdmission(w.store.Pressed, cfg.Clock)
 	w.flows = flow.New(flow.Config{
 		Holds:   func(slot uint16) uint64 { e, _ := w.holds(slot); return e },
 		Load:    w.store.GetFlow,
