@@ -255,7 +255,13 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 	case !si.synced && ev.Owner:
 		// The announcer holds the epoch: ask it when importing.
 		si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = ev.From, false, false, false
-	case si.role == RoleFollower && !m.inPosition(s) && ev.Owner && ev.Replicated:
+	case si.role == RoleFollower && !m.inPosition(s) && ev.Owner && ev.Replicated && si.offerFirst.IsZero():
+		// (A copy we offered at this epoch stays: a release holder may hand
+		// the epoch to us on the strength of it, without a copy of its own
+		// (handOverRelease), and that handover may still be on its way. Were
+		// it dropped, the handed epoch would exist with no data behind it,
+		// and the owner's copy too would go once it learnt of that epoch:
+		// sim seed 29446. The copy goes when the epoch moves on.)
 		// The owner has a caught-up follower: ours is not needed. A release
 		// we hold outlives the copy (see lease.go): the importer's copy
 		// holds every acknowledged write. So does a grant, as a release to
