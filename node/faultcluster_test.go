@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -179,6 +180,13 @@ func (c *faultCluster) lossy() {
 // newFaultHarness sets up the networks, the receiver and the client.
 func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 	t.Helper()
+	if re := os.Getenv("CHIME_RACE_CLUSTERS"); raceOn && re != "" && !regexp.MustCompile(re).MatchString(t.Name()) {
+		// make check runs the in-process clusters without the race
+		// detector, which costs them ~10x (docs/BENCHMARKS.md), and only
+		// those CHIME_RACE_CLUSTERS names with it; every other node test
+		// runs under it. make test-race-full runs them all under it.
+		t.Skip("in-process cluster: make check runs it without -race (CHIME_RACE_CLUSTERS)")
+	}
 	if v := os.Getenv("CHIME_FAULT_SEED"); v != "" {
 		// Another run of the same scenarios: other losses, other choices.
 		off, err := strconv.ParseUint(v, 10, 64)

@@ -1,8 +1,6 @@
-//go:build !race && !invariants
+//go:build !race
 
 package node
 
-// raceOn reports whether the race detector or the invariant checks
-// (-tags invariants: the wheel checks itself whole at every change) are
-// on: heavy tests go lighter.
+// raceOn reports whether the race detector is on (see newFaultHarness).
 const raceOn = false
