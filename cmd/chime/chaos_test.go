@@ -89,8 +89,27 @@ func TestChaos(t *testing.T) {
 		}
 		periodic = append(periodic, task)
 	}
-	if acked := r.create(rnd, periodic); acked != chaosPeriodic {
-		t.Fatalf("%d of %d periodic tasks acknowledged before any fault", acked, chaosPeriodic)
+	// Every periodic task must be in before any fault. A node may refuse
+	// some with a 503 (a slot it owns not firing yet: its ticks paused
+	// while 5 processes and other tests share 2 cores; CI saw 8 of 50):
+	// they are sent again, as the answer's Retry-After tells any client
+	// to, until 3 s before T0. The refusals are counted in the report.
+	for pending := periodic; len(pending) > 0; {
+		r.create(rnd, pending)
+		r.mu.Lock()
+		pending = slices.DeleteFunc(slices.Clone(pending), func(task map[string]any) bool {
+			_, ok := r.via[task["id"].(string)]
+			return ok
+		})
+		r.mu.Unlock()
+		if len(pending) == 0 {
+			break
+		}
+		if time.Until(r.t0) < 3*time.Second {
+			t.Fatalf("%d of %d periodic tasks acknowledged before any fault", chaosPeriodic-len(pending), chaosPeriodic)
+		}
+		t.Logf("%d periodic tasks refused before any fault; sending them again in 1 s", len(pending))
+		time.Sleep(time.Second)
 	}
 	var upfront []map[string]any
 	for i := range chaosUpfront {
