@@ -199,16 +199,19 @@ func (c *pressedCopies) Apply(done <-chan struct{}, from string, msgs []Msg) (Ap
 }
 
 // TestReceiveDefersSnapshotsWhenPressed: when the store had no room for
-// them in time, the snapshots of a request are answered Busy, unapplied and
-// not reported to the machine, and its live writes apply, each answer in
-// its message's place; a request of snapshots only applies nothing.
+// them in time, the owners' snapshots of a request are answered Busy,
+// unapplied and not reported to the machine, and its live writes and
+// followers' copies apply, each answer in its message's place; a request
+// of owner snapshots only applies nothing.
 func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
 	own := &fakeOwnership{}
 	c := &pressedCopies{}
 	body, _ := msgpack.Marshal(Request{From: "n2", Msgs: []Msg{
 		{Slot: 1, Epoch: 5, Seq: 7},
-		{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5},
+		{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5, Owner: true},
 		{Slot: 3, Epoch: 5, Seq: 9},
+		// A follower's copy (a handover's final copy) does not wait.
+		{Slot: 4, Epoch: 6, Seq: 2, Reset: true, Snap: true, SnapEpoch: 6},
 	}})
 	out, err := Receive(context.Background(), c, own, "n2", body)
 	if err != nil {
@@ -218,17 +221,17 @@ func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
 	if err := msgpack.Unmarshal(out, &ans); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ans.Results, []uint8{OK, Busy, OK}) || !slices.Equal(ans.Epochs, []uint64{10, 0, 30}) {
-		t.Errorf("answer %+v, want OK, Busy, OK with epochs 10, 0, 30", ans)
+	if !slices.Equal(ans.Results, []uint8{OK, Busy, OK, OK}) || !slices.Equal(ans.Epochs, []uint64{10, 0, 30, 40}) {
+		t.Errorf("answer %+v, want OK, Busy, OK, OK with epochs 10, 0, 30, 40", ans)
 	}
-	if len(c.applied) != 2 || c.applied[0].Slot != 1 || c.applied[1].Slot != 3 {
-		t.Errorf("applied %+v, want the live writes of slots 1 and 3", c.applied)
+	if len(c.applied) != 3 || c.applied[0].Slot != 1 || c.applied[1].Slot != 3 || c.applied[2].Slot != 4 {
+		t.Errorf("applied %+v, want the live writes of slots 1 and 3 and the follower's copy of 4", c.applied)
 	}
-	if len(own.applied) != 0 {
-		t.Errorf("snapshots reported to the machine: %+v", own.applied)
+	if len(own.applied) != 1 || own.applied[0].Slot != 4 {
+		t.Errorf("snapshots reported to the machine: %+v, want slot 4's", own.applied)
 	}
 	c.applied = nil
-	body, _ = msgpack.Marshal(Request{From: "n2", Msgs: []Msg{{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5}}})
+	body, _ = msgpack.Marshal(Request{From: "n2", Msgs: []Msg{{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5, Owner: true}}})
 	if out, err = Receive(context.Background(), c, own, "n2", body); err != nil {
 		t.Fatal(err)
 	}

@@ -186,8 +186,8 @@ func TestShipperWaitsForThePendingFollower(t *testing.T) {
 	})
 }
 
-// snapTransport answers a replica's snapshots Busy while busy is set (its
-// store is pressed: applyAdmitted) and everything else OK, and records
+// snapTransport answers a replica's owner snapshots Busy while busy is set
+// (its store is pressed: applyAdmitted) and everything else OK, and records
 // each call's messages.
 type snapTransport struct {
 	mu    sync.Mutex
@@ -205,7 +205,7 @@ func (f *snapTransport) Call(_ context.Context, _, _, _ string, body []byte) ([]
 	f.calls = append(f.calls, req.Msgs)
 	ans := Answer{Results: make([]uint8, len(req.Msgs)), Epochs: make([]uint64, len(req.Msgs))}
 	for i, m := range req.Msgs {
-		if m.Reset && f.busy {
+		if m.Reset && m.Owner && f.busy {
 			ans.Results[i] = Busy
 		}
 	}
@@ -238,8 +238,9 @@ func (c *readCounter) Snapshots(ss []uint16, max int) []SnapResult {
 
 // TestShipperWaitsOutAPressedReplica: a snapshot the replica answered Busy
 // (its store close to a write stall) stays queued, unread, and is not sent
-// to that replica again for snapBusyWait, while live writes to it go on;
-// then it is read again (at the slot's position then) and delivered.
+// to that replica again for snapBusyWait, while live writes and a
+// follower's copy to it go on; then it is read again (at the slot's
+// position then) and delivered.
 func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &snapTransport{busy: true}
@@ -257,11 +258,13 @@ func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 			t.Fatalf("after Busy the queue holds %d, want the snapshot unread", len(s.queue))
 		}
 		s.Enqueue([]Msg{{Slot: 2, Epoch: 5, Seq: 1}}, nil)
+		// A follower's copy (a handover's final copy) does not wait.
+		s.SendSnapshot(6, 5, "b", time.Now(), false, false, 1, 1)
 		if !s.round() {
 			t.Fatal("the snapshot was not kept")
 		}
-		if live, snaps := tr.last(); live != 1 || snaps != 0 || cp.reads != 1 {
-			t.Errorf("within snapBusyWait: %d live, %d snapshots sent, %d read; want 1, 0, 1", live, snaps, cp.reads)
+		if live, snaps := tr.last(); live != 1 || snaps != 1 || cp.reads != 2 {
+			t.Errorf("within snapBusyWait: %d live, %d snapshots sent, %d read; want 1, 1 (the follower's), 2", live, snaps, cp.reads)
 		}
 		time.Sleep(snapBusyWait)
 		tr.mu.Lock()
@@ -270,8 +273,8 @@ func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 		if s.round() {
 			t.Errorf("%d messages left after the replica took the snapshot", len(s.queue))
 		}
-		if live, snaps := tr.last(); live != 0 || snaps != 1 || cp.reads != 2 {
-			t.Errorf("after snapBusyWait: %d live, %d snapshots sent, %d read; want 0, 1, 2", live, snaps, cp.reads)
+		if live, snaps := tr.last(); live != 0 || snaps != 1 || cp.reads != 3 {
+			t.Errorf("after snapBusyWait: %d live, %d snapshots sent, %d read; want 0, 1, 3", live, snaps, cp.reads)
 		}
 	})
 }

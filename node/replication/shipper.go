@@ -326,8 +326,8 @@ func (s *Shipper) round() bool {
 			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxBatch {
 				continue // retried later: it stays queued
 			}
-			if until, ok := s.snapBusy[t]; ok && unreadSnapshot(q) && now.Before(until) {
-				continue // the replica's store is pressed: it stays queued
+			if until, ok := s.snapBusy[t]; ok && unreadSnapshot(q) && q.owner && now.Before(until) {
+				continue // the replica's store is pressed: it stays queued (a final copy goes: applyAdmitted)
 			}
 			byNode[t] = append(byNode[t], i)
 		}
@@ -490,10 +490,16 @@ func (s *Shipper) round() bool {
 // faster than pebble flushed them, and each write stall held up its
 // ownership states and so its acks: the owners' leases of every slot it
 // followed ran out, and their tasks waited seconds.
+//
+// Only an owner's copy waits (deferrable): a follower's is the final copy
+// a handover or takeover waits for (the machine sends one only to the node
+// taking the slot), one slot each; deferred with the bulk of a joiner's
+// import, a joiner's handovers waited seconds for theirs, and it was not
+// ready for as long.
 func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Applied, error) {
 	snaps := 0
 	for _, m := range msgs {
-		if m.Reset {
+		if deferrable(m) {
 			snaps++
 		}
 	}
@@ -505,7 +511,7 @@ func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Appl
 	admitted := make([]Msg, 0, n-snaps)
 	at := make([]int, 0, n-snaps)
 	for i, m := range msgs {
-		if m.Reset {
+		if deferrable(m) {
 			a.Results[i] = Busy
 			continue
 		}
@@ -524,6 +530,10 @@ func applyAdmitted(ctx context.Context, c Copies, from string, msgs []Msg) (Appl
 	}
 	return a, nil
 }
+
+// deferrable reports whether m is a snapshot that may wait for room in
+// a pressed store (applyAdmitted): an owner's copy.
+func deferrable(m Msg) bool { return m.Reset && m.Owner }
 
 // slotNode names a slot's copy at a node.
 type slotNode struct {
