@@ -39,10 +39,10 @@ test: ## tests without the race detector
 # The tests run in groups side by side. The real-time group holds the
 # tests whose checks rest on real time: real `chime` processes and their
 # failover bounds (cmd/chime), the bench harness's smoke runs (a join must
-# land within 3 s of fires), real sockets with deadlines; the packages with
-# process clusters one at a time (-p 1: the cluster tests of two packages
-# beside each other starve each other's timers on 2 cores; REALTIME), the
-# small ones before them two at a time. The rest is CPU-bound and runs on fake
+# land within 3 s of fires), real sockets with deadlines; the process
+# clusters of one package at a time (-p 1: the cluster tests of two
+# packages beside each other starve each other's timers on 2 cores), the
+# in-process tests before them two packages at a time. The rest is CPU-bound and runs on fake
 # time (testing/synctest) or on no time at all, under SCHED_IDLE (chrt
 # --idle 0: below any nice level; at nice 10 it still took enough of the
 # CPU to stall a restarted TestChaos node for 6.5 s), so it takes only the
@@ -83,12 +83,13 @@ test: ## tests without the race detector
 # node test runs under the race detector too; make test-race-full runs
 # every cluster under it.
 RACE_CLUSTERS := ^TestFault(CrashOwner|Join|Leave)$$
-# The real-time group's race run: the packages with clusters of real
-# processes one at a time (REALTIME, -p 1), after the small ones (unit
-# tests in one process) two at a time (-p 2): one at a time, their race
+# The real-time group's race run: bench's process clusters (REALTIME,
+# -p 1) after the rest (tests in one process; cmd/chime's process tests
+# skip themselves there) two at a time (-p 2): one at a time, their race
 # builds, links and runs took ~80 s of the group's ~200 s on 2 cores for
-# ~50 CPU-s; two at a time 37 s.
-REALTIME := ./bench ./cmd/chime
+# ~50 CPU-s; two at a time 37 s. cmd/chime's process tests run after,
+# without -race, alone.
+REALTIME := ./bench
 FAKETIME := ./node/membership ./storage ./node/schedule
 PURE     := ./slots ./ring ./wheel
 MODULE   := $(shell $(GO) list -m)
