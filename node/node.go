@@ -395,8 +395,16 @@ func (n *Node) Ready() bool {
 		return false
 	}
 	if c := n.cluster; c != nil {
+		// The counts must be those of the node's current table: until the
+		// ownership machine has taken a new table in (a joiner's first
+		// table with slots, while the machine works through the last
+		// step), they count the old one's slots, and a joiner owning
+		// nothing yet read as ready (bench join: 1.7 s after the start,
+		// 4,006 slots still to import).
+		sum := n.ctl.TableSum()
 		k := n.ctl.Counts()
-		return c.Ready() && n.ctl.Tabled() && k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
+		return c.Ready() && n.ctl.Tabled() && sum == n.view.Load().version &&
+			k.Importing == 0 && k.Unavailable == 0 && k.Firing == k.Owned
 	}
 	return true
 }
@@ -415,10 +423,13 @@ func (n *Node) notReadyReason() string {
 		return "loading due tasks"
 	}
 	if c := n.cluster; c != nil {
+		sum := n.ctl.TableSum()
 		k := n.ctl.Counts()
 		switch {
 		case !c.Ready() || !n.ctl.Tabled():
 			return "joining: the cluster view has not settled"
+		case sum != n.view.Load().version:
+			return "taking the new slot table in"
 		case k.Importing > 0 || k.Unavailable > 0:
 			return fmt.Sprintf("taking slots over: %d importing, %d unavailable", k.Importing, k.Unavailable)
 		case k.Firing != k.Owned:

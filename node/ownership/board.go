@@ -40,6 +40,9 @@ type Board struct {
 
 	counts atomic.Pointer[slots.Counts]
 	tabled atomic.Bool // the machine has had a table
+	// tableSum is the checksum of the table counts are for: the last one
+	// the machine was given (0: none yet). Stored after counts.
+	tableSum atomic.Uint64
 
 	// The firing slots' bounds (slots.Machine.Horizon and Near), in Unix
 	// ns: horizon 0 until the first Tick (nothing fires); near 0 for none.
@@ -336,6 +339,11 @@ func (b *Board) Counts() slots.Counts { return *b.counts.Load() }
 
 // Tabled reports whether the machine has had a slot table.
 func (b *Board) Tabled() bool { return b.tabled.Load() }
+
+// TableSum returns the checksum of the slot table the machine was last
+// given, whose slots Counts counts (0: none yet). Load it before Counts:
+// the counts are then at least as new as that table.
+func (b *Board) TableSum() uint64 { return b.tableSum.Load() }
 
 // String describes the machine's counts (logs).
 func (b *Board) String() string {

@@ -144,6 +144,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 	}
 	if e.hadTable {
 		e.b.tabled.Store(true)
+		e.b.tableSum.Store(e.tableSum)
 	}
 	return true
 }

@@ -144,6 +144,7 @@ type Executor struct {
 	dropGen      map[uint16]uint64          // data generation the machine last saw per slot
 	tablePending bool                       // re-deliver the table (after a pause)
 	hadTable     bool                       // the machine has had a table (published as tabled)
+	tableSum     uint64                     // the checksum of the last table it was given (published)
 	lastStuckLog time.Time
 	ticks        uint64
 	lastPersist  time.Duration
@@ -513,7 +514,7 @@ func (e *Executor) tableEvent(v *View) (_ []slots.Effect, stepped bool) {
 	if boot == nil || boot.Checksum() != v.Table.Checksum() {
 		effs = append(effs, e.m.Step(slots.TableChanged{Table: v.Table, StableSize: stable, Sees: sees, Voters: voters})...)
 	}
-	e.hadTable = true
+	e.hadTable, e.tableSum = true, v.Table.Checksum()
 	if e.fresh && (boot != nil || len(effs) > 0) {
 		e.fresh = false
 		var g uint64

@@ -342,3 +342,40 @@ func TestGenesisStraggler(t *testing.T) {
 		})
 	})
 }
+
+// TestTableSumFollowsTheMachine: the board says which table its counts
+// are for (TableSum) only once the machine has been given it, so a node
+// whose view already holds a new table does not read the old table's
+// counts as the new one's (Node.Ready: a joiner owning nothing yet read as
+// ready while its machine worked through its first step).
+func TestTableSumFollowsTheMachine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		active := gossip.StateActive
+		g := newGenesisExec(t, "n2")
+		if g.b.TableSum() != 0 {
+			t.Fatalf("TableSum %x before any table", g.b.TableSum())
+		}
+		v1 := view(time.Now(), member("n1", active, false, 0), member("n2", active, false, 0))
+		g.b.ViewChanged(View{}, v1)
+		if g.b.TableSum() != 0 {
+			t.Errorf("TableSum %x before the machine took the view in", g.b.TableSum())
+		}
+		time.Sleep(2 * time.Second) // settled
+		g.tick()
+		g.step()
+		if got, want := g.b.TableSum(), v1.Table.Checksum(); got != want {
+			t.Fatalf("TableSum %x after the step, want the view's table %x", got, want)
+		}
+		v2 := view(time.Now(), member("n1", active, false, 0), member("n2", active, false, 0), member("n3", active, false, 0))
+		g.b.ViewChanged(v1, v2)
+		if got, want := g.b.TableSum(), v1.Table.Checksum(); got != want {
+			t.Errorf("TableSum %x before the machine took the new view in, want the old table's %x", got, want)
+		}
+		time.Sleep(2 * time.Second)
+		g.tick()
+		g.step()
+		if got, want := g.b.TableSum(), v2.Table.Checksum(); got != want {
+			t.Errorf("TableSum %x after the step, want the new table's %x", got, want)
+		}
+	})
+}
