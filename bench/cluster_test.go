@@ -283,6 +283,9 @@ func TestFreePortRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if lo := ephemeralLow(); lo > portRunLow+4 && (base < portRunLow || base+4 > lo) {
+		t.Errorf("freePortRun = %d, want a run within [%d, %d): below the ephemeral ports", base, portRunLow, lo)
+	}
 	for p := base; p < base+4; p++ {
 		addr := "127.0.0.1:" + strconv.Itoa(p)
 		ln, err := net.Listen("tcp", addr)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -165,15 +166,25 @@ func newLauncher(cfg TargetConfig, bin, tmp string, clustered bool, capacity int
 
 // freePortRun returns p such that 127.0.0.1 ports p..p+k-1 were free a
 // moment ago for TCP (and UDP too when udp is set: memberlist binds both),
-// outside [avoid, avoid+avoidN).
+// outside [avoid, avoid+avoidN). The run lies below the kernel's ephemeral
+// ports (ip_local_port_range) where it can: a node started long after the
+// pick (a join's, after a million creates) found its port taken by one of
+// the bench's own outgoing connections, whose source ports come from that
+// range (`bind: address already in use`, two joins of ~15 in a sitting).
 func freePortRun(k int, udp bool, avoid, avoidN int) (int, error) {
+	lo, hi := portRunLow, ephemeralLow()
 	for range 200 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, fmt.Errorf("bench: find free ports: %w", err)
+		var base int
+		if hi-lo > k {
+			base = lo + mrand.IntN(hi-lo-k)
+		} else {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return 0, fmt.Errorf("bench: find free ports: %w", err)
+			}
+			base = ln.Addr().(*net.TCPAddr).Port
+			_ = ln.Close()
 		}
-		base := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
 		if base+k-1 > 65535 || (base < avoid+avoidN && avoid < base+k) {
 			continue
 		}
@@ -201,6 +212,28 @@ func freePortRun(k int, udp bool, avoid, avoidN int) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("bench: no run of %d free ports found", k)
+}
+
+// portRunLow is the lowest port freePortRun picks: above the well-known
+// and most registered services' ports.
+const portRunLow = 20000
+
+// ephemeralLow returns the first of the kernel's ephemeral ports (Linux:
+// /proc/sys/net/ipv4/ip_local_port_range), 32768 when it cannot tell.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo < 1024 {
+		return 32768
+	}
+	return lo
 }
 
 // execLauncher starts the nodes as children of this process.
