@@ -185,6 +185,8 @@ func newFaultHarness(t *testing.T, seed uint64) *faultCluster {
 		// detector, which costs them ~10x (docs/BENCHMARKS.md), and only
 		// those CHIME_RACE_CLUSTERS names with it; every other node test
 		// runs under it. make test-race-full runs them all under it.
+		// (raceOn is true under -tags invariants too; only make check
+		// sets the variable.)
 		t.Skip("in-process cluster: make check runs it without -race (CHIME_RACE_CLUSTERS)")
 	}
 	if v := os.Getenv("CHIME_FAULT_SEED"); v != "" {
