@@ -278,3 +278,91 @@ func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 		}
 	})
 }
+
+// hookTransport is snapTransport that runs during, a hook, inside each
+// call before it answers.
+type hookTransport struct {
+	snapTransport
+	during func()
+}
+
+func (f *hookTransport) Call(ctx context.Context, to, path, ct string, body []byte) ([]byte, error) {
+	if f.during != nil {
+		f.during()
+	}
+	return f.snapTransport.Call(ctx, to, path, ct, body)
+}
+
+// TestShipperSendsASlotsWritesAfterItsSnapshot: a replica with a snapshot
+// of a slot queued gets the slot's live writes only in a round after the
+// snapshot was applied (the snapshot holds them; sent before it they would
+// gap and ask for another); other slots' writes go at once.
+func TestShipperSendsASlotsWritesAfterItsSnapshot(t *testing.T) {
+	tr := &snapTransport{}
+	s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: fakeCopies{}, Log: quiet})
+	s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
+	s.Enqueue([]Msg{{Slot: 4, Epoch: 5, Seq: 3}, {Slot: 1, Epoch: 5, Seq: 3}}, nil)
+	if !s.round() {
+		t.Fatal("the first round left nothing: slot 4's write went with its snapshot")
+	}
+	if live, snaps := tr.last(); live != 1 || snaps != 1 || tr.calls[0][0].Slot == 4 && !tr.calls[0][0].Reset {
+		t.Fatalf("first call: %d live, %d snapshots (%v); want slot 1's write and slot 4's snapshot", live, snaps, tr.calls[0])
+	}
+	if s.round() {
+		t.Errorf("%d messages left after the second round", len(s.queue))
+	}
+	if live, snaps := tr.last(); live != 1 || snaps != 0 || tr.calls[1][0].Slot != 4 {
+		t.Errorf("second call: %d live, %d snapshots (%v); want slot 4's write", live, snaps, tr.calls[1])
+	}
+}
+
+// TestShipperSkipsSnapshotsACopyAnswered: a snapshot asked for while a
+// copy of the slot was on its way to the same node, at the same epoch, is
+// not read nor sent once that copy is applied (the machines ask again
+// every Lease until their copy arrives); one asked for after it was
+// applied, or at another epoch, is.
+func TestShipperSkipsSnapshotsACopyAnswered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &hookTransport{}
+		cp := &readCounter{}
+		s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: cp, Log: quiet})
+		ask := func(slot uint16, epoch uint64) func() {
+			return func() {
+				time.Sleep(time.Millisecond)
+				s.SendSnapshot(slot, epoch, "b", time.Now(), true, true, 1, 1)
+				time.Sleep(time.Millisecond)
+			}
+		}
+		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
+		s.SendSnapshot(6, 5, "b", time.Now(), true, true, 1, 1)
+		first := true
+		tr.during = func() { // asked again while the first copies travel
+			if first {
+				first = false
+				ask(4, 5)()
+				ask(6, 7)()
+			}
+		}
+		s.round()
+		if len(s.queue) != 2 {
+			t.Fatalf("%d queued after the first round, want the 2 requests made during it", len(s.queue))
+		}
+		if cp.reads != 2 {
+			t.Fatalf("first round read %d snapshots, want 2", cp.reads)
+		}
+		if s.round() {
+			t.Errorf("%d messages left after the second round", len(s.queue))
+		}
+		if cp.reads != 3 || len(tr.calls) != 2 || len(tr.calls[1]) != 1 || tr.calls[1][0].Slot != 6 {
+			t.Errorf("second round: %d read in all, calls %v; want only slot 6's copy at its new epoch", cp.reads, tr.calls)
+		}
+		time.Sleep(time.Millisecond)
+		ask(4, 5)() // after slot 4's copy was applied: sent
+		if s.round() {
+			t.Errorf("%d messages left after the third round", len(s.queue))
+		}
+		if cp.reads != 4 || len(tr.calls) != 3 || tr.calls[2][0].Slot != 4 {
+			t.Errorf("third round: %d read in all, calls %v; want slot 4's copy again", cp.reads, tr.calls)
+		}
+	})
+}

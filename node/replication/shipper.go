@@ -26,6 +26,14 @@ type queued struct {
 	inc   uint64 // and the sender's incarnation and vote term
 	term  uint64
 	acked map[string]bool // replicas that applied it
+	asked time.Time       // a snapshot: when it was last asked for (SendSnapshot)
+}
+
+// delivery is when a copy of a slot at an epoch was last applied by a
+// node (Shipper.delivered).
+type delivery struct {
+	epoch uint64
+	at    time.Time
 }
 
 // ShipperDeps is what the shipper needs of the node.
@@ -69,9 +77,14 @@ type Shipper struct {
 	// close to a write stall) gets no snapshot before this time (run
 	// goroutine only); its live writes go on.
 	snapBusy map[string]time.Time
-	deferred bool // the last round left snapshots over its byte budget (run goroutine only)
-	stop     chan struct{}
-	done     chan struct{}
+	// delivered: the last copy of a slot each node applied (run goroutine
+	// only). A snapshot asked for before that copy's answer came is not
+	// sent: the copy holds all it would (see round).
+	delivered map[slotNode]delivery
+	pruned    time.Time
+	deferred  bool // the last round left snapshots over its byte budget (run goroutine only)
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 // NewShipper returns the shipper of node self; Run runs it. Its times
@@ -80,7 +93,8 @@ func NewShipper(self string, deps ShipperDeps) *Shipper {
 	deps.Clock = clock.Or(deps.Clock)
 	return &Shipper{d: deps, self: self, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		idle:    make(chan struct{}),
-		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, snapBusy: map[string]time.Time{}, unread: map[slotNode]*queued{}}
+		backoff: map[string]time.Time{}, failDelay: map[string]time.Duration{}, snapBusy: map[string]time.Time{}, unread: map[slotNode]*queued{},
+		delivered: map[slotNode]delivery{}}
 }
 
 // Enqueue adds a group's messages, which wait settles (nil: nobody
@@ -97,14 +111,16 @@ func (s *Shipper) Enqueue(msgs []Msg, wait *Wait) {
 // SendSnapshot effect). It never blocks.
 func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool, inc, term uint64) {
 	k := slotNode{slot, to}
+	now := s.d.Clock.Now()
 	s.mu.Lock()
 	if q, ok := s.unread[k]; ok && !s.closed {
 		q.sent, q.grant, q.owner, q.epoch, q.inc, q.term = sent, grant, owner, epoch, inc, term // the older request is as good as lost
+		q.asked = now
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
-	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch, inc: inc, term: term}
+	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch, inc: inc, term: term, asked: now}
 	s.add([]*queued{q})
 }
 
@@ -281,7 +297,41 @@ func (s *Shipper) round() bool {
 			q.wait.settle(q.msg.Slot, why)
 		}
 	}
+	// A replica with a snapshot of the slot queued gets the slot's live
+	// writes only once that snapshot is applied: the snapshot, read at
+	// the slot's position when it goes, holds them, and a write sent
+	// before it answers Gap (no copy to apply it to), which asks for
+	// another snapshot of the slot. A joiner importing thousands of
+	// slots from owners that kept writing got nearly every slot twice.
+	//
+	// A snapshot not read yet whose node applied a copy of the slot at
+	// the same epoch since it was asked for is done: that copy was read
+	// after the node asked (a round's copies are read at its start, and
+	// answered in it) or was on its way then, and nothing written since
+	// gapped into it (the writes waited for it, above). The machines ask
+	// again every Lease until their copy arrives, and a copy takes longer
+	// than that behind a joiner's thousands: each request read a copy
+	// anew, and a joiner got most slots two to four times over.
+	s.pruneDelivered(now)
+	var snapTo map[slotNode]bool
+	for i, q := range batch {
+		if unreadSnapshot(q) {
+			if d, ok := s.delivered[slotNode{q.msg.Slot, q.to}]; ok && d.epoch == q.epoch && d.at.After(q.asked) {
+				finished[i] = true
+				continue
+			}
+		}
+		if q.to != "" {
+			if snapTo == nil {
+				snapTo = map[slotNode]bool{}
+			}
+			snapTo[slotNode{q.msg.Slot, q.to}] = true
+		}
+	}
 	for _, i := range shipOrder(batch, c.Holds, s.d.TableOwner) {
+		if finished[i] {
+			continue
+		}
 		q := batch[i]
 		slot := q.msg.Slot
 		ep := c.Holds(slot)
@@ -325,6 +375,9 @@ func (s *Shipper) round() bool {
 		for _, t := range targets {
 			if until, ok := s.backoff[t]; (ok && now.Before(until)) || len(byNode[t]) >= maxBatch {
 				continue // retried later: it stays queued
+			}
+			if q.to == "" && snapTo[slotNode{slot, t}] {
+				continue // after the slot's snapshot to t: it stays queued
 			}
 			if until, ok := s.snapBusy[t]; ok && unreadSnapshot(q) && q.owner && now.Before(until) {
 				continue // the replica's store is pressed: it stays queued (a final copy goes: applyAdmitted)
@@ -423,6 +476,7 @@ func (s *Shipper) round() bool {
 				q.acked[o.name] = true
 				if q.to != "" {
 					finished[i] = true
+					s.delivered[slotNode{q.msg.Slot, q.to}] = delivery{q.epoch, s.d.Clock.Now()}
 				}
 			case Stale:
 				c.Post(slots.EpochSeen{Slot: slots.Slot(q.msg.Slot), Epoch: slots.Epoch(o.epochs[k]), From: o.name})
@@ -480,6 +534,20 @@ func (s *Shipper) round() bool {
 		s.mu.Unlock()
 	}
 	return len(keep) > 0
+}
+
+// pruneDelivered forgets, once a minute, the copies applied more than a
+// minute ago: a snapshot asked for since then is sent.
+func (s *Shipper) pruneDelivered(now time.Time) {
+	if now.Sub(s.pruned) < time.Minute {
+		return
+	}
+	s.pruned = now
+	for k, d := range s.delivered {
+		if now.Sub(d.at) > time.Minute {
+			delete(s.delivered, k)
+		}
+	}
 }
 
 // applyAdmitted applies msgs; those with snapshots wait for room in the
