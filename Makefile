@@ -84,7 +84,7 @@ test: ## tests without the race detector
 # every cluster under it.
 RACE_CLUSTERS := ^TestFault(CrashOwner|Join|Leave)$$
 # The real-time group's race run: bench's process clusters (REALTIME,
-# -p 1) after the rest (tests in one process; cmd/chime's process tests
+# -p 1; its smoke test runs its cluster subtests two at a time) after the rest (tests in one process; cmd/chime's process tests
 # skip themselves there) two at a time (-p 2): one at a time, their race
 # builds, links and runs took ~80 s of the group's ~200 s on 2 cores for
 # ~50 CPU-s; two at a time 37 s. cmd/chime's process tests run after,

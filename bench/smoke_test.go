@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,8 +35,20 @@ func TestWorkloadsSmoke(t *testing.T) {
 	target := TargetConfig{Spawn: true, ChimeBin: bin, ReadyTimeout: 15 * time.Second, StopTimeout: 15 * time.Second}
 	// Spawned clusters live under this TMPDIR, so a run that fails to stop
 	// its nodes is caught by the sweep below.
+	// Not t.Setenv: the cluster subtests run two at a time (t.Parallel,
+	// below), which t.Setenv forbids; none changes it.
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
+	old, had := os.LookupEnv("TMPDIR")
+	if err := os.Setenv("TMPDIR", tmp); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if had {
+			_ = os.Setenv("TMPDIR", old)
+		} else {
+			_ = os.Unsetenv("TMPDIR")
+		}
+	})
 	t.Cleanup(func() { killLeftovers(t, tmp) })
 	// Clusters are started through scripts/cluster.sh when the repository
 	// has it, as `chime bench` does; cluster/fire starts its nodes from Go
@@ -147,6 +160,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/create-compare", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultCreateConfig()
 		cfg.Target, cfg.Mode, cfg.Route, cfg.N, cfg.Concurrency, cfg.SkipBaseline = cluster, ModeSingle, RouteCompare, 200, 8, true
 		res, err := RunCreate(gate.context(t), cfg)
@@ -166,6 +180,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/create-sdk-compare", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		const n = 300
 		cfg := DefaultCreateConfig()
 		cfg.Target, cfg.Mode, cfg.Route, cfg.N, cfg.Concurrency, cfg.SkipBaseline = cluster, ModeSingle, RouteSDKCompare, n, 8, true
@@ -194,6 +209,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/fire", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultFireConfig()
 		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 300, 300, 50
 		cfg.Target.ClusterScript = "" // the Go launcher
@@ -210,6 +226,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/failover", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultFailoverConfig()
 		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 400, 400, 100
 		// Timeout covers failure detection (~3 s) and the takeover: the
@@ -245,6 +262,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/join", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultJoinConfig()
 		// 7 s of fires: the join lands inside them even when the joiner
 		// reaches every table only after 3-4 s (a busy 2-core machine:
@@ -280,6 +298,7 @@ func TestWorkloadsSmoke(t *testing.T) {
 		logWarnings(t, res)
 	})
 	t.Run("cluster/idle", func(t *testing.T) {
+		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultIdleConfig()
 		cfg.Target, cfg.Settle, cfg.Duration = cluster, time.Second, 2*time.Second
 		cfg.Target.Nodes, cfg.Target.ClusterScript = 2, "" // the Go launcher: faster to start
@@ -307,24 +326,33 @@ func TestWorkloadsSmoke(t *testing.T) {
 // 4-10 s on a healthy cluster.
 const clusterDeadline = 60 * time.Second
 
-// clusterGate runs the cluster subtests one after the other and skips the
-// rest once one has failed: a cluster that stops answering would otherwise
-// cost a deadline and a forced stop per subtest, and the suite's timeout
-// could strike while script-started nodes (detached) still run.
-type clusterGate struct{ failed string }
+// clusterGate skips the cluster subtests not yet started once one has
+// failed (they run two at a time: t.Parallel, -parallel): a cluster that
+// stops answering would otherwise cost a deadline and a forced stop per
+// subtest, and the suite's timeout could strike while script-started
+// nodes (detached) still run.
+type clusterGate struct {
+	mu     sync.Mutex
+	failed string
+}
 
 // context returns t's context with clusterDeadline, or skips t when an
 // earlier cluster subtest failed.
 func (g *clusterGate) context(t *testing.T) context.Context {
 	t.Helper()
-	if g.failed != "" {
-		t.Skipf("skipped: %s failed before it", g.failed)
+	g.mu.Lock()
+	failed := g.failed
+	g.mu.Unlock()
+	if failed != "" {
+		t.Skipf("skipped: %s failed before it", failed)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), clusterDeadline)
 	t.Cleanup(func() {
 		cancel()
 		if t.Failed() {
-			g.failed = t.Name()
+			g.mu.Lock()
+			g.failed = cmp.Or(g.failed, t.Name())
+			g.mu.Unlock()
 		}
 	})
 	return ctx
