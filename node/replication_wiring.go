@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
@@ -54,6 +55,23 @@ func (d replData) Apply(done <-chan struct{}, from string, msgs []replication.Ms
 // AdmitSnapshots is replication.Copies' (snapAdmission).
 func (d replData) AdmitSnapshots(done <-chan struct{}) bool { return d.w.snaps.admit(done) }
 
+// Pressed is replication.Copies'.
+func (d replData) Pressed() bool { return d.w.snaps.pressedLately() }
+
+// pressedLately is pressed, asked at most every snapAdmitPoll: every
+// replication request's answer carries it, and the store's answer takes
+// pebble's metrics lock.
+func (a *snapAdmission) pressedLately() bool {
+	now := a.clock.Now().UnixNano()
+	if now-a.latelyAt.Load() < int64(snapAdmitPoll) {
+		return a.lately.Load()
+	}
+	p := a.pressed()
+	a.lately.Store(p)
+	a.latelyAt.Store(now)
+	return p
+}
+
 // Snapshot admission: how long a replication request's snapshots wait
 // for room in the store, and how often they look.
 const (
@@ -69,6 +87,10 @@ type snapAdmission struct {
 	turn    chan struct{}
 	pressed func() bool
 	clock   clock.Clock
+	// lately: pressed's last answer, and when (unix ns), for the answers
+	// to every replication request (pressedLately).
+	lately   atomic.Bool
+	latelyAt atomic.Int64
 }
 
 func newSnapAdmission(pressed func() bool, c clock.Clock) *snapAdmission {

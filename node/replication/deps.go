@@ -63,6 +63,9 @@ type Copies interface {
 	// store has room for a request's snapshots (is not close to stopping
 	// writes), in arrival order; false when it had none in time.
 	AdmitSnapshots(done <-chan struct{}) bool
+	// Pressed reports whether the store is close to a write stall now
+	// (storage.Store.Pressed): the answer says so (Answer.Pressed).
+	Pressed() bool
 }
 
 // SnapResult is one slot's snapshot (Copies.Snapshots), or why it could not

@@ -138,6 +138,7 @@ func TestShipperSettles(t *testing.T) {
 type fakeCopies struct{}
 
 func (fakeCopies) AdmitSnapshots(<-chan struct{}) bool { return true }
+func (fakeCopies) Pressed() bool                       { return false }
 
 func (fakeCopies) Snapshots(ss []uint16, _ int) []SnapResult {
 	out := make([]SnapResult, len(ss))
@@ -189,6 +190,7 @@ type pressedCopies struct {
 }
 
 func (*pressedCopies) AdmitSnapshots(<-chan struct{}) bool { return false }
+func (*pressedCopies) Pressed() bool                       { return true }
 func (c *pressedCopies) Apply(done <-chan struct{}, from string, msgs []Msg) (Applied, error) {
 	c.applied = append(c.applied, msgs...)
 	a, err := c.fakeCopies.Apply(done, from, msgs)
@@ -221,8 +223,8 @@ func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
 	if err := msgpack.Unmarshal(out, &ans); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ans.Results, []uint8{OK, Busy, OK, OK}) || !slices.Equal(ans.Epochs, []uint64{10, 0, 30, 40}) {
-		t.Errorf("answer %+v, want OK, Busy, OK, OK with epochs 10, 0, 30, 40", ans)
+	if !slices.Equal(ans.Results, []uint8{OK, Busy, OK, OK}) || !slices.Equal(ans.Epochs, []uint64{10, 0, 30, 40}) || !ans.Pressed {
+		t.Errorf("answer %+v, want OK, Busy, OK, OK with epochs 10, 0, 30, 40, pressed", ans)
 	}
 	if len(c.applied) != 3 || c.applied[0].Slot != 1 || c.applied[1].Slot != 3 || c.applied[2].Slot != 4 {
 		t.Errorf("applied %+v, want the live writes of slots 1 and 3 and the follower's copy of 4", c.applied)

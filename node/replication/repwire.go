@@ -88,17 +88,26 @@ func appendMsg(out []byte, m *Msg) []byte {
 }
 
 func encodeAnswer(a *Answer) []byte {
-	out := make([]byte, 0, 16+len(a.Results)*10)
-	out = mpMap(out, 2)
+	out := make([]byte, 0, 20+len(a.Results)*10)
+	n := 2
+	if a.Pressed {
+		n++
+	}
+	out = mpMap(out, n)
 	out = mpStr(out, "r")
 	out = mpBin(out, a.Results)
 	out = mpStr(out, "e")
 	if a.Epochs == nil {
-		return append(out, 0xc0)
+		out = append(out, 0xc0)
+	} else {
+		out = mpArray(out, len(a.Epochs))
+		for _, e := range a.Epochs {
+			out = mpUint(out, e)
+		}
 	}
-	out = mpArray(out, len(a.Epochs))
-	for _, e := range a.Epochs {
-		out = mpUint(out, e)
+	if a.Pressed {
+		out = mpStr(out, "p")
+		out = append(out, 0xc3)
 	}
 	return out
 }
@@ -206,6 +215,8 @@ func decodeAnswer(b []byte) (Answer, error) {
 			for i := range a.Epochs {
 				a.Epochs[i] = d.uint()
 			}
+		case "p":
+			a.Pressed = d.bool()
 		default:
 			d.skip()
 		}

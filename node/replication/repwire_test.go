@@ -48,7 +48,7 @@ func repWireCases() ([]Request, []Answer) {
 		}
 		reqs = append(reqs, req)
 	}
-	ans := []Answer{{}, {Results: []uint8{}, Epochs: []uint64{}}, {Results: []uint8{OK, Stale, Gap, Busy}, Epochs: edge[:4]}}
+	ans := []Answer{{}, {Results: []uint8{}, Epochs: []uint64{}}, {Results: []uint8{OK, Stale, Gap, Busy}, Epochs: edge[:4]}, {Results: []uint8{OK}, Epochs: edge[:1], Pressed: true}}
 	big := Answer{Results: make([]uint8, 300), Epochs: make([]uint64, 300)}
 	for i := range big.Epochs {
 		big.Results[i], big.Epochs[i] = uint8(i%4), edge[i%len(edge)]

@@ -190,9 +190,10 @@ func TestShipperWaitsForThePendingFollower(t *testing.T) {
 // (its store is pressed: applyAdmitted) and everything else OK, and records
 // each call's messages.
 type snapTransport struct {
-	mu    sync.Mutex
-	busy  bool
-	calls [][]Msg
+	mu      sync.Mutex
+	busy    bool
+	pressed bool // every answer says the store is pressed
+	calls   [][]Msg
 }
 
 func (f *snapTransport) Call(_ context.Context, _, _, _ string, body []byte) ([]byte, error) {
@@ -203,7 +204,7 @@ func (f *snapTransport) Call(_ context.Context, _, _, _ string, body []byte) ([]
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, req.Msgs)
-	ans := Answer{Results: make([]uint8, len(req.Msgs)), Epochs: make([]uint64, len(req.Msgs))}
+	ans := Answer{Results: make([]uint8, len(req.Msgs)), Epochs: make([]uint64, len(req.Msgs)), Pressed: f.pressed}
 	for i, m := range req.Msgs {
 		if m.Reset && m.Owner && f.busy {
 			ans.Results[i] = Busy
@@ -363,6 +364,42 @@ func TestShipperSkipsSnapshotsACopyAnswered(t *testing.T) {
 		}
 		if cp.reads != 4 || len(tr.calls) != 3 || tr.calls[2][0].Slot != 4 {
 			t.Errorf("third round: %d read in all, calls %v; want slot 4's copy again", cp.reads, tr.calls)
+		}
+	})
+}
+
+// TestShipperHoldsSnapshotsForAPressedReplica: after an answer that says
+// the replica's store is pressed, an owner's snapshot to it is neither read
+// nor sent for snapBusyWait (it would wait there and come back Busy), while
+// live writes and a follower's copy (a final copy) go; once an answer says
+// there is room, and snapBusyWait passed, it goes.
+func TestShipperHoldsSnapshotsForAPressedReplica(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &snapTransport{pressed: true}
+		cp := &readCounter{}
+		s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: cp, Log: quiet})
+		s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, nil)
+		if s.round() {
+			t.Fatal("the live write was kept")
+		}
+		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)   // an owner's copy: held
+		s.SendSnapshot(6, 5, "b", time.Now(), false, false, 1, 1) // a follower's: goes
+		s.Enqueue([]Msg{{Slot: 2, Epoch: 5, Seq: 1}}, nil)
+		if !s.round() {
+			t.Fatal("the owner's snapshot was not kept")
+		}
+		if live, snaps := tr.last(); live != 1 || snaps != 1 || cp.reads != 1 || tr.calls[1][1].Slot != 6 {
+			t.Fatalf("while pressed: %d live, %d snapshots sent (%v), %d read; want slot 2's write, slot 6's copy, 1 read", live, snaps, tr.calls[1], cp.reads)
+		}
+		tr.mu.Lock()
+		tr.pressed = false
+		tr.mu.Unlock()
+		time.Sleep(snapBusyWait)
+		if s.round() {
+			t.Errorf("%d messages left once the replica had room", len(s.queue))
+		}
+		if live, snaps := tr.last(); live != 0 || snaps != 1 || cp.reads != 2 {
+			t.Errorf("after snapBusyWait: %d live, %d snapshots sent, %d read; want 0, 1, 2", live, snaps, cp.reads)
 		}
 	})
 }

@@ -430,6 +430,7 @@ func (s *Shipper) round() bool {
 		idx     []int
 		results []uint8
 		epochs  []uint64
+		pressed bool
 		err     error
 	}
 	outs := make(chan outcome, len(byNode))
@@ -443,8 +444,8 @@ func (s *Shipper) round() bool {
 			req.Msgs[k] = batch[i].msg
 		}
 		wg.Go(func() {
-			res, eps, err := s.call(name, &req)
-			outs <- outcome{name, idx, res, eps, err}
+			res, eps, pressed, err := s.call(name, &req)
+			outs <- outcome{name, idx, res, eps, pressed, err}
 		})
 	}
 	wg.Wait()
@@ -461,6 +462,14 @@ func (s *Shipper) round() bool {
 		} else {
 			delete(s.failDelay, o.name)
 			delete(s.backoff, o.name)
+			if o.pressed {
+				// Its store is close to a stall: an owner's snapshot sent
+				// now would wait there and likely come back Busy, read
+				// and sent for nothing (a joiner pressed for seconds had
+				// the same 200 slots read and sent five times). Its
+				// answers to the live writes say when room came.
+				s.snapBusy[o.name] = s.d.Clock.Now().Add(snapBusyWait)
+			}
 		}
 		for k, i := range o.idx {
 			q := batch[i]
@@ -640,24 +649,25 @@ func shipOrder(batch []*queued, holds func(slot uint16) uint64, owner func(slot 
 	return order
 }
 
-// call sends one replication request to node to.
-func (s *Shipper) call(to string, req *Request) ([]uint8, []uint64, error) {
+// call sends one replication request to node to; pressed is the
+// answer's Pressed.
+func (s *Shipper) call(to string, req *Request) (_ []uint8, _ []uint64, pressed bool, _ error) {
 	body := encodeRequest(req)
 	out, err := s.d.Transport.Call(context.Background(), to, PathReplicate, "application/msgpack", body)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replicate to %s: %w", to, err)
+		return nil, nil, false, fmt.Errorf("replicate to %s: %w", to, err)
 	}
 	if err := checkMsgpack(out); err != nil {
-		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", to, err)
+		return nil, nil, false, fmt.Errorf("replicate to %s: the answer: %w", to, err)
 	}
 	ans, err := decodeAnswer(out)
 	if err != nil {
-		return nil, nil, fmt.Errorf("replicate to %s: the answer: %w", to, err)
+		return nil, nil, false, fmt.Errorf("replicate to %s: the answer: %w", to, err)
 	}
 	if len(ans.Results) != len(req.Msgs) || len(ans.Epochs) != len(req.Msgs) {
-		return nil, nil, errors.New("replicate: answer has the wrong number of results")
+		return nil, nil, false, errors.New("replicate: answer has the wrong number of results")
 	}
-	return ans.Results, ans.Epochs, nil
+	return ans.Results, ans.Epochs, ans.Pressed, nil
 }
 
 // Receive is the replica's side of POST PathReplicate, for a body signed
@@ -686,5 +696,5 @@ func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byt
 				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner, Inc: m.SnapInc, Term: m.SnapTerm}, a.Gens[i])
 		}
 	}
-	return encodeAnswer(&Answer{Results: a.Results, Epochs: a.Epochs}), nil
+	return encodeAnswer(&Answer{Results: a.Results, Epochs: a.Epochs, Pressed: c.Pressed()}), nil
 }

@@ -102,6 +102,10 @@ type Answer struct {
 	Results []uint8 `msgpack:"r"`
 	// Epochs is the replica's epoch of each message's slot (for Stale).
 	Epochs []uint64 `msgpack:"e"`
+	// Pressed says the replica's store was close to a write stall when
+	// it answered (Copies.Pressed): the sender sends it no owner's
+	// snapshot for snapBusyWait (Shipper.round). Absent: false.
+	Pressed bool `msgpack:"p,omitempty"`
 }
 
 // Wait is what one write group waits for: every message of it applied by
