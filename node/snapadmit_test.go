@@ -83,3 +83,30 @@ func TestSnapAdmission(t *testing.T) {
 		}
 	})
 }
+
+// TestSnapAdmissionPressedLately: the pressure every replication answer
+// carries asks the store at most once per snapAdmitPoll, and follows it
+// after that.
+func TestSnapAdmissionPressedLately(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pressed atomic.Bool
+		var asked atomic.Int64
+		a := newSnapAdmission(func() bool { asked.Add(1); return pressed.Load() }, clock.Real)
+		if a.pressedLately() {
+			t.Fatal("pressed with room")
+		}
+		pressed.Store(true)
+		for range 100 {
+			if a.pressedLately() {
+				t.Fatal("asked the store again within snapAdmitPoll")
+			}
+		}
+		time.Sleep(snapAdmitPoll)
+		if !a.pressedLately() {
+			t.Error("missed the pressure after snapAdmitPoll")
+		}
+		if n := asked.Load(); n != 2 {
+			t.Errorf("asked the store %d times, want 2", n)
+		}
+	})
+}

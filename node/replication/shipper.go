@@ -73,9 +73,10 @@ type Shipper struct {
 	// time (run goroutine only); failDelay is the current delay.
 	backoff   map[string]time.Time
 	failDelay map[string]time.Duration
-	// snapBusy: a replica that answered a snapshot Busy (its store was
-	// close to a write stall) gets no snapshot before this time (run
-	// goroutine only); its live writes go on.
+	// snapBusy: a replica that answered a snapshot Busy, or any request
+	// Pressed (its store was close to a write stall), gets no owner's
+	// snapshot before this time (run goroutine only); its live writes and
+	// final copies go on.
 	snapBusy map[string]time.Time
 	// delivered: the last copy of a slot each node applied (run goroutine
 	// only). A snapshot asked for before that copy's answer came is not
