@@ -472,7 +472,7 @@ func (c *cluster) route(from string, e Effect) {
 	case AskConsent:
 		send(e.To, ConsentAsked{From: from, Owner: e.Owner, Inc: e.Inc, Term: e.Term})
 	case GiveConsent:
-		send(e.To, ConsentGiven{From: from, Owner: e.Owner, Inc: e.Inc, Term: e.Term})
+		send(e.To, ConsentGiven{From: from, Owner: e.Owner, Inc: e.Inc, Term: e.Term, Quiet: e.Quiet})
 	case Heartbeat:
 		send(e.To, Replicated{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Release: e.Release, Inc: e.Inc, Term: e.Term})
 	case Ack:

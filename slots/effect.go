@@ -223,6 +223,7 @@ type AskConsent struct {
 type GiveConsent struct {
 	To, Owner string
 	Inc, Term uint64
+	Quiet     time.Duration // see ConsentGiven
 }
 
 // PersistConsents: store Consents durably (replacing what was stored)

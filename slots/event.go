@@ -248,6 +248,10 @@ type ConsentAsked struct {
 type ConsentGiven struct {
 	From, Owner string
 	Inc, Term   uint64
+	// Quiet is how long From had heard nothing from Owner (any
+	// incarnation, any message) when it answered, at most its uptime
+	// (restoreGrant).
+	Quiet time.Duration
 }
 
 // Restarted says this node lost its volatile state while keeping its data

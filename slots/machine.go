@@ -101,10 +101,17 @@ type Machine struct {
 	// the consents given (persisted) and received, and when each was last
 	// asked for; the voters (TableChanged.Voters, nil: anyone); the end
 	// of the promises held (promisedUntil), recomputed when promDirty.
-	started      time.Time
-	term         uint64                        // our vote term: Heartbeat.Term
-	consents     map[consentKey]uint64         // consented up to this term
-	votes        map[pairKey]map[string]uint64 // consents received, by term
+	started  time.Time
+	term     uint64                        // our vote term: Heartbeat.Term
+	consents map[consentKey]uint64         // consented up to this term
+	votes    map[pairKey]map[string]uint64 // consents received, by term
+	// quietFrom: each consent's answer of how long its giver had heard
+	// nothing from the owner (restoreGrant), by owner incarnation.
+	quietFrom map[pairKey]map[string]quietAnswer
+	// sure is the last Tick at which this node ran (no pause), showed a
+	// majority and held the evidence of one: the start of any lapse that
+	// voids grants (grantVoid).
+	sure         time.Time
 	askedConsent map[pairKey]time.Time
 	firstAsked   map[slotWait]time.Time // each slot's first ask of a wait not over yet
 	voterSet     map[string]bool
@@ -170,10 +177,13 @@ type slotInfo struct {
 	// grantVoters: our voters when we accepted it (vote.go: the consents
 	// to acting on it need a majority of them too).
 	grantVoters []string
-	held        bool
-	heldLeader  string
-	heldEpoch   Epoch
-	heldInc     uint64
+	// void: the grant we held was voided by a lapse (lostMajority), and
+	// what restoreGrant needs to restore it; nil otherwise.
+	void       *grantVoid
+	held       bool
+	heldLeader string
+	heldEpoch  Epoch
+	heldInc    uint64
 
 	// Owner side of pair leases: the follower's last ack was synced at
 	// ackSeq (noSeq otherwise); refreshAt is when a quiet slot next sends a
@@ -233,7 +243,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		moved: make([]uint64, (cfg.NumSlots+63)/64),
 		near:  make([]time.Time, cfg.NumSlots), nearBits: make([]uint64, (cfg.NumSlots+63)/64),
 		fireBits: make([]uint64, (cfg.NumSlots+63)/64), nearDirty: make([]uint64, (cfg.NumSlots+63)/64),
-		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), askedConsent: make(map[pairKey]time.Time), firstAsked: make(map[slotWait]time.Time),
+		consents: make(map[consentKey]uint64), votes: make(map[pairKey]map[string]uint64), quietFrom: make(map[pairKey]map[string]quietAnswer), askedConsent: make(map[pairKey]time.Time), firstAsked: make(map[slotWait]time.Time),
 		promCache: make(map[promKey]time.Time), term: 1,
 	}
 	m.loadConsents(cfg.Consents)
@@ -359,6 +369,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		} else {
 			m.evPending = false
 			m.updateEvidence()
+		}
+		if !paused && m.majority && m.evMajority {
+			m.sure = m.now
 		}
 		m.ticking = true
 		m.pruneMoves()
@@ -745,6 +758,7 @@ func (m *Machine) lostMajority() {
 	m.lastGlobal = globalKey{dead: -1} // the next Tick advances every slot
 	for s := range m.slots {
 		si := &m.slots[s]
+		m.voidGrant(Slot(s))
 		si.grantor, si.releasedTo = false, ""
 		si.sealVoid = si.role == RoleSealing
 		m.noteGrant(Slot(s))

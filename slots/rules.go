@@ -84,6 +84,7 @@ func (m *Machine) advanceSlot(s Slot) {
 			// it offers once per round of every member.
 			m.consented(s)
 		}
+		m.restoreGrant(s)
 		if m.answerHeldOffer(s, owner) {
 			break // handed over: we follow the importer at epoch+1
 		}
@@ -92,6 +93,7 @@ func (m *Machine) advanceSlot(s Slot) {
 			// owner, if it still sees a majority, continues without it
 			// (DESIGN §4 Lease). A lapse shorter than DeadAfter does not
 			// count (see checkViewLapse).
+			m.voidGrant(s)
 			si.grantor, si.releasedTo = false, ""
 		}
 		if si.handedTo != "" && si.leader == si.handedTo && !si.leaderOwns && si.epoch == si.handedEpoch+1 &&

@@ -307,6 +307,13 @@ func (m *Machine) consented(s Slot) bool {
 	if _, ok := m.firstAsked[slotWait{k, s}]; !ok {
 		m.firstAsked[slotWait{k, s}] = m.now
 	}
+	m.askConsents(k, t)
+	return false
+}
+
+// askConsents asks every live member taking part in the vote to consent
+// to our takeover of k's grants up to term t, at most every Lease/4.
+func (m *Machine) askConsents(k pairKey, t uint64) {
 	if at, ok := m.askedConsent[k]; !ok || !m.now.Before(at.Add(m.cfg.Lease/4)) {
 		m.askedConsent[k] = m.now
 		for _, to := range m.voteNames() {
@@ -315,7 +322,6 @@ func (m *Machine) consented(s Slot) bool {
 			}
 		}
 	}
-	return false
 }
 
 // voteWait reports whether we hold a grant or release for s from a leader
@@ -365,7 +371,7 @@ func (m *Machine) onConsentAsked(ev ConsentAsked) {
 		}
 		m.giveConsent(k, ev.Term)
 	}
-	m.emit(GiveConsent{To: ev.From, Owner: ev.Owner, Inc: ev.Inc, Term: ev.Term})
+	m.emit(GiveConsent{To: ev.From, Owner: ev.Owner, Inc: ev.Inc, Term: ev.Term, Quiet: m.quietFor(ev.Owner)})
 }
 
 // onConsentGiven records a consent to our takeover of (Owner, Inc) up to
@@ -384,6 +390,10 @@ func (m *Machine) onConsentGiven(ev ConsentGiven) {
 	if ev.Term > m.votes[k][ev.From] {
 		m.votes[k][ev.From] = ev.Term
 	}
+	if m.quietFrom[k] == nil {
+		m.quietFrom[k] = map[string]quietAnswer{}
+	}
+	m.quietFrom[k][ev.From] = quietAnswer{at: m.now, last: m.now.Add(-max(ev.Quiet, 0))}
 }
 
 // onFloor moves our vote term up to a promiser's floor: it consented to

@@ -74,7 +74,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 		case slots.AskConsent:
 			e.send(ef.To, &Consent{Owner: ef.Owner, Inc: ef.Inc, Term: ef.Term, Ask: true})
 		case slots.GiveConsent:
-			e.send(ef.To, &Consent{Owner: ef.Owner, Inc: ef.Inc, Term: ef.Term})
+			e.send(ef.To, &Consent{Owner: ef.Owner, Inc: ef.Inc, Term: ef.Term, Quiet: ef.Quiet})
 		case slots.SendHandover:
 			touched[uint16(ef.Slot)] = true
 			e.send(ef.To, &Handover{Slot: ef.Slot, Epoch: ef.Epoch, Seq: ef.Seq, Grant: ef.Grant, Dropped: ef.Dropped})

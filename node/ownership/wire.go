@@ -31,12 +31,13 @@ import (
 // the incarnation and pair generation to acks, and the pair messages
 // (PairBeat, PairAck). Version 4 added the dropped nodes a handover
 // carries (Handover.Dropped). Version 5 added AskOffer, version 6
-// GenesisAsk and GenesisTable, version 7 (this one) the exclusive vote
+// GenesisAsk and GenesisTable, version 7 the exclusive vote
 // (slots, vote.go): the vote term in Beat and Ack, the promise and its
-// floors in PairAck, and Consent. No two versions interoperate.
+// floors in PairAck, and Consent; version 8 (this one) a given consent's
+// quiet time (slots, restore.go). No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 7
+const wireVersion = 8
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).

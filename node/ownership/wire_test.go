@@ -29,6 +29,7 @@ func everyKind() []Msg {
 		&AskOffer{Slot: 9, Epoch: 11},
 		&Consent{Ask: true, Owner: "n1", Inc: 1<<64 - 1, Term: 5},
 		&Consent{Owner: "n3", Inc: 1, Term: 1},
+		&Consent{Owner: "n3", Inc: 1, Term: 1, Quiet: 4 * time.Second},
 		&GenesisAsk{Sum: 1<<64 - 1},
 		&GenesisTable{Sum: 0x0102030405060708, Names: []string{"n1", "n2", "node-3"}},
 	}
@@ -105,11 +106,14 @@ func TestCtlEncoding(t *testing.T) {
 		"pair ack floors count":    {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 1, 2, 1, 'x', 1},
 		"pair ack floor no taker":  {wireVersion, 1, 'a', 1, kindPairAck, 0, 0, 0, 1, 1, 0, 1},
 		// kind flags owner inc term
-		"consent unknown flag": {wireVersion, 1, 'a', 1, kindConsent, 2, 1, 'x', 1, 1},
-		"consent no owner":     {wireVersion, 1, 'a', 1, kindConsent, 1, 0, 1, 1},
-		"consent inc 0":        {wireVersion, 1, 'a', 1, kindConsent, 1, 1, 'x', 0, 1},
-		"consent term 0":       {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 0},
-		"consent owner tab":    {wireVersion, 1, 'a', 1, kindConsent, 0, 2, 'x', '\t', 1, 1},
+		"consent unknown flag": {wireVersion, 1, 'a', 1, kindConsent, 2, 1, 'x', 1, 1, 0},
+		"consent no owner":     {wireVersion, 1, 'a', 1, kindConsent, 1, 0, 1, 1, 0},
+		"consent inc 0":        {wireVersion, 1, 'a', 1, kindConsent, 1, 1, 'x', 0, 1, 0},
+		"consent term 0":       {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 0, 0},
+		"consent owner tab":    {wireVersion, 1, 'a', 1, kindConsent, 0, 2, 'x', '\t', 1, 1, 0},
+		"consent no quiet":     {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 1},
+		"consent ask quiet":    {wireVersion, 1, 'a', 1, kindConsent, 1, 1, 'x', 1, 1, 5},
+		"consent quiet range":  {wireVersion, 1, 'a', 1, kindConsent, 0, 1, 'x', 1, 1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
 	}
 	for name, p := range bad {
 		if _, err := DecodeBatch(p); err == nil {
@@ -135,6 +139,7 @@ func TestCtlEvents(t *testing.T) {
 		slots.OfferAsked{Slot: 9, Epoch: 11, From: "x"},
 		slots.ConsentAsked{From: "x", Owner: "n1", Inc: 1<<64 - 1, Term: 5},
 		slots.ConsentGiven{From: "x", Owner: "n3", Inc: 1, Term: 1},
+		slots.ConsentGiven{From: "x", Owner: "n3", Inc: 1, Term: 1, Quiet: 4 * time.Second},
 		genesisAsked{from: "x", sum: 1<<64 - 1},
 		genesisTold{from: "x", sum: 0x0102030405060708, names: []string{"n1", "n2", "node-3"}},
 	}
