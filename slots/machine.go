@@ -101,23 +101,24 @@ type Machine struct {
 	// the consents given (persisted) and received, and when each was last
 	// asked for; the voters (TableChanged.Voters, nil: anyone); the end
 	// of the promises held (promisedUntil), recomputed when promDirty.
-	started  time.Time
-	term     uint64                        // our vote term: Heartbeat.Term
-	consents map[consentKey]uint64         // consented up to this term
-	votes    map[pairKey]map[string]uint64 // consents received, by term
-	// quietFrom: each consent's answer of how long its giver had heard
-	// nothing from the owner (restoreGrant), by owner incarnation.
-	quietFrom map[pairKey]map[string]quietAnswer
-	// sure is the last Tick at which this node ran (no pause), showed a
-	// majority and held the evidence of one: the start of any lapse that
-	// voids grants (grantVoid).
-	sure         time.Time
+	started      time.Time
+	term         uint64                        // our vote term: Heartbeat.Term
+	consents     map[consentKey]uint64         // consented up to this term
+	votes        map[pairKey]map[string]uint64 // consents received, by term
 	askedConsent map[pairKey]time.Time
 	firstAsked   map[slotWait]time.Time // each slot's first ask of a wait not over yet
 	voterSet     map[string]bool
 	voterList    []string              // voterSet, sorted
 	promCache    map[promKey]time.Time // promisedUntil
 	promDirty    bool
+
+	// quietFrom: each consent's answer of how long its giver had heard
+	// nothing from the owner (restore.go), by owner incarnation.
+	quietFrom map[pairKey]map[string]quietAnswer
+	// sure is the last Tick at which this node ran (no pause), showed a
+	// majority and held the evidence of one: where a lapse that voids
+	// grants began (grantVoid).
+	sure time.Time
 }
 
 // slotInfo is the machine's state for one slot.
