@@ -299,6 +299,12 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 			return
 		}
 		si.heldOffer = ev.From
+	case si.void != nil && si.synced && !m.alive(si.leader):
+		// A lapse voided our dead owner's grant, which we may restore
+		// (restore.go): hold the offer too, answered once restored and
+		// due (sim seeds 18134, 20907: answered at the importer's next
+		// round, 4 s later, it landed on the check after the faults).
+		si.heldOffer = ev.From
 	}
 }
 
@@ -319,9 +325,9 @@ func (m *Machine) answerHeldOffer(s Slot, tableOwner string) bool {
 	x := si.heldOffer
 	switch {
 	case x == "":
-	case !si.grantor || !si.synced || si.role == RoleOwner || si.role == RoleSealing || x != tableOwner || !m.alive(x):
+	case !si.grantor && si.void == nil || !si.synced || si.role == RoleOwner || si.role == RoleSealing || x != tableOwner || !m.alive(x):
 		si.heldOffer = ""
-	case (!m.alive(si.leader) || si.leaderGone) && m.grantDue(s):
+	case si.grantor && (!m.alive(si.leader) || si.leaderGone) && m.grantDue(s):
 		si.heldOffer = ""
 		m.handOver(s, x, si.seq, true)
 		return true
