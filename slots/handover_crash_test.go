@@ -237,19 +237,7 @@ func TestHandoverHolderRestartsBeforeFinalCopy(t *testing.T) {
 func joinAfterFollowerCrash(t *testing.T) (*cluster, []Slot) {
 	t.Helper()
 	const numSlots = 64
-	c := newCluster(t, numSlots)
-	c.deadAfter = 2 * time.Second
-	c.voters = map[string]*Voters{}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.run(3 * time.Second)
-	c.crash("n2")
-	c.run(c.deadAfter + 500*time.Millisecond) // detected by then
-	c.deaths()
-	c.tables(false)
+	c := crashedN2(t, numSlots, 2*time.Second)
 	c.run(10 * time.Second)
 	degraded := map[Slot]bool{}
 	for s := range Slot(numSlots) {

@@ -89,19 +89,7 @@ func TestPauseBeforeTakeover(t *testing.T) {
 // vote), kills n2, lets the survivors declare it dead, waits after, runs
 // event, and then checks 30 s later that every slot fires on one node.
 func beforeTakeover(t *testing.T, after time.Duration, event func(c *cluster)) {
-	c := newCluster(t, 64)
-	c.deadAfter = 1500 * time.Millisecond
-	c.voters = map[string]*Voters{}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
-	c.run(3 * time.Second)
-	c.crash("n2")
-	c.run(c.deadAfter + 500*time.Millisecond)
-	c.deaths()
-	c.tables(false)
+	c := crashedN2(t, 64, 1500*time.Millisecond)
 	c.run(after)
 	event(c)
 	c.run(30 * time.Second)
@@ -162,4 +150,25 @@ func TestVoidedGrantNeedsQuietWitnesses(t *testing.T) {
 	if len(stalled) == 0 {
 		t.Fatal("n3 held no grant of n2: nothing checked")
 	}
+}
+
+// crashedN2 runs a 3-node cluster with voters, the vote and deadAfter for
+// 3 s, crashes n2, and tells the survivors once they detected it
+// (deadAfter+0.5 s later).
+func crashedN2(t *testing.T, numSlots int, deadAfter time.Duration) *cluster {
+	t.Helper()
+	c := newCluster(t, numSlots)
+	c.deadAfter = deadAfter
+	c.voters = map[string]*Voters{}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		c.add(n, nil)
+	}
+	c.stable = 3
+	c.tables(true)
+	c.run(3 * time.Second)
+	c.crash("n2")
+	c.run(c.deadAfter + 500*time.Millisecond) // detected by then
+	c.deaths()
+	c.tables(false)
+	return c
 }
