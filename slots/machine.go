@@ -967,12 +967,12 @@ func (m *Machine) Debug(s Slot) string {
 	owner, follower := m.position(s)
 	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v follows=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
 		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s "+
-		"quiet=%v ackSeq=%d grantInc=%d pairGen=%d peers=%s",
+		"quiet=%v ackSeq=%d grantInc=%d grantTerm=%d pairGen=%d peers=%s void=%s",
 		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderFollows, si.leaderGone, si.grantor, si.releasedTo, m.grantedUntil(s).Format("15:04:05.000"),
 		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried, m.moveState(s),
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
 		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"),
-		m.quiet(s), si.ackSeq, si.grantInc, m.pairGen, m.peersString())
+		m.quiet(s), si.ackSeq, si.grantInc, si.grantTerm, m.pairGen, m.peersString(), m.voidString(s))
 }
 
 // peersString describes the PairAcks received (Debug).

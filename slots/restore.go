@@ -1,7 +1,9 @@
 package slots
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -137,4 +139,28 @@ func (m *Machine) restoreGrant(s Slot) bool {
 	si.grantor, si.void = true, nil
 	m.noteGrant(s)
 	return true
+}
+
+// voidString describes slot s's voided grant and the quiet answers it
+// has, for Debug.
+func (m *Machine) voidString(s Slot) string {
+	v := m.slots[s].void
+	if v == nil {
+		return "-"
+	}
+	x := v.from.Add(m.cfg.deadAfter() - m.cfg.Lease - m.cfg.Margin)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s@%d#%d,t%d from=%s at=%s x=%s quiet=[", v.leader, v.epoch, v.inc, v.term,
+		v.from.Format("15:04:05.000"), v.at.Format("15:04:05.000"), x.Format("15:04:05.000"))
+	answers := m.quietFrom[pairKey{v.leader, v.inc}]
+	names := make([]string, 0, len(answers))
+	for n := range answers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, " %s:%s/%s", n, answers[n].at.Format("15:04:05.000"), answers[n].last.Format("15:04:05.000"))
+	}
+	b.WriteString("]")
+	return b.String()
 }
