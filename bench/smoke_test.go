@@ -264,10 +264,12 @@ func TestWorkloadsSmoke(t *testing.T) {
 	t.Run("cluster/join", func(t *testing.T) {
 		t.Parallel() // with the other cluster subtests, -parallel at a time (GOMAXPROCS)
 		cfg := DefaultJoinConfig()
-		// 7 s of fires: the join lands inside them even when the joiner
+		// 10 s of fires: the join lands inside them even when the joiner
 		// reaches every table only after 3-4 s (a busy 2-core machine:
-		// make check runs node's tests beside this one).
-		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 2800, 400, 100
+		// make check runs node's tests beside this one), or after 8.2 s,
+		// as in one make check (7 s of fires then: no moved task was due
+		// after every table changed, nothing to check).
+		cfg.Target, cfg.N, cfg.Rate, cfg.Batch = cluster, 4000, 400, 100
 		cfg.Target.Nodes = 2
 		cfg.Lead, cfg.At, cfg.Timeout, cfg.Settle, cfg.SkipBaseline = time.Second, 300*time.Millisecond, 15*time.Second, 200*time.Millisecond, true
 		res, err := RunJoin(gate.context(t), cfg)
