@@ -60,10 +60,11 @@ func TestBusyBeforeTakeover(t *testing.T) {
 // loaded machine a starved process), with or without a join after. The
 // stall voids its grant (Tick: the others may have declared it dead, and
 // a live owner, its view of the owner a flap, forgotten the grant), and
-// nobody else holds one. Before restore.go the dead owner's slots that n3
-// followed stayed unavailable until the owner came back (chime cluster
-// forget did not release them either): 8 of 64 slots, in each subtest up
-// to 500 ms (later ones promoted before the stall). Now a majority's word
+// nobody else holds one (n1, hearing from nobody that long, voids its
+// grants too). Before restore.go the dead owner's slots stayed unavailable
+// until the owner came back (chime cluster forget did not release them
+// either): 20 of 64, all n2 owned, in each subtest up to 500 ms (later
+// ones promoted before the stall). Now a majority's word
 // that it heard nothing from the owner since the lapse could let it act
 // restores the grant.
 func TestPauseBeforeTakeover(t *testing.T) {
