@@ -84,6 +84,12 @@ func (m *Machine) voidGrant(s Slot) {
 	si.void = &grantVoid{from: from, at: m.now, epoch: si.epoch, leader: si.leader, inc: si.grantInc, term: si.grantTerm}
 }
 
+// quietSince is X of the file comment for v: the owner's last word must
+// precede it, for us and for the majority that answers.
+func (m *Machine) quietSince(v *grantVoid) time.Time {
+	return v.from.Add(m.cfg.deadAfter() - m.cfg.Lease - m.cfg.Margin)
+}
+
 // quietFor is ConsentGiven.Quiet for owner: how long we have heard
 // nothing from it, at most our uptime.
 func (m *Machine) quietFor(owner string) time.Duration {
@@ -115,7 +121,7 @@ func (m *Machine) restoreGrant(s Slot) bool {
 	if m.alive(v.leader) || !m.takeQuorate() || !m.backed() {
 		return false
 	}
-	x := v.from.Add(m.cfg.deadAfter() - m.cfg.Lease - m.cfg.Margin)
+	x := m.quietSince(v)
 	if h, ok := m.heard[v.leader]; v.from.IsZero() || ok && !h.Before(x) {
 		return false // we heard from it since: it may have acted on the lapse
 	}
@@ -148,7 +154,7 @@ func (m *Machine) voidString(s Slot) string {
 	if v == nil {
 		return "-"
 	}
-	x := v.from.Add(m.cfg.deadAfter() - m.cfg.Lease - m.cfg.Margin)
+	x := m.quietSince(v)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s@%d#%d,t%d from=%s at=%s x=%s quiet=[", v.leader, v.epoch, v.inc, v.term,
 		v.from.Format("15:04:05.000"), v.at.Format("15:04:05.000"), x.Format("15:04:05.000"))
