@@ -201,6 +201,12 @@ func (n *Node) Start() error {
 			}
 			return float64(n.ctl.Counts().UnderReplicated)
 		},
+		ReplUngranted: func() float64 {
+			if n.ctl == nil {
+				return 0
+			}
+			return float64(n.ctl.Counts().FollowerPending)
+		},
 	})
 	var lp *loop
 	// The writer hands its groups to the shipper, which reads snapshots

@@ -583,6 +583,9 @@ type Counts struct {
 	Following       int // role follower holding a valid replica
 	Importing       int // role importing: taking the slot over
 	UnderReplicated int
+	// FollowerPending: owned slots whose follower could not take them over
+	// yet (FollowerPending): their writes wait.
+	FollowerPending int
 	Unavailable     int
 }
 
@@ -604,6 +607,9 @@ func (m *Machine) Counts() Counts {
 		}
 		if si.underRep {
 			c.UnderReplicated++
+		}
+		if m.FollowerPending(Slot(s)) {
+			c.FollowerPending++
 		}
 		if si.unavail {
 			c.Unavailable++

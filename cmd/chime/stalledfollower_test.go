@@ -102,16 +102,18 @@ func TestStalledFollowerAfterOwnerKill(t *testing.T) {
 	t.Logf("all %d fired (%d repeated deliveries of one fire id) and the survivors agree, %v after the kill", got, dups, time.Since(killed).Round(time.Millisecond))
 }
 
-// awaitReplicated waits until no node has an owned slot without a
-// caught-up follower (chime_slots_under_replicated 0 on each), failing
-// after 30 s.
+// awaitReplicated waits until every node's owned slots have a follower
+// that could take them over (chime_slots_under_replicated and
+// chime_slots_follower_pending 0 on each: its copy and a grant
+// acknowledged), failing after 30 s.
 func awaitReplicated(t *testing.T, procs []*chimeProc) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		behind := ""
 		for _, p := range procs {
-			if !slices.Contains(strings.Split(metricsText(t, p.url), "\n"), "chime_slots_under_replicated 0") {
+			lines := strings.Split(metricsText(t, p.url), "\n")
+			if !slices.Contains(lines, "chime_slots_under_replicated 0") || !slices.Contains(lines, "chime_slots_follower_pending 0") {
 				behind = p.url
 			}
 		}
@@ -119,7 +121,7 @@ func awaitReplicated(t *testing.T, procs []*chimeProc) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s still has under-replicated slots 30 s after the cluster formed", behind)
+			t.Fatalf("%s still has slots without a follower that could take them over 30 s after the cluster formed", behind)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

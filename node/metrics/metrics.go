@@ -86,6 +86,7 @@ type Gauges struct {
 	WriteQueue    func() float64
 	ReplPending   func() float64
 	ReplBehind    func() float64
+	ReplUngranted func() float64
 	Importing     func() float64
 	Unavailable   func() float64
 	TasksStored   func() float64
@@ -212,6 +213,8 @@ func New(g Gauges) *Metrics {
 			Name: "chime_replication_pending", Help: "Replicated slot groups not yet acknowledged by their follower (a follower behind or unreachable)."}, g.ReplPending),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_slots_under_replicated", Help: "Owned slots without a caught-up follower (a new follower is being fed a snapshot, or none is alive)."}, g.ReplBehind),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "chime_slots_follower_pending", Help: "Owned slots whose follower could not take them over yet if this node died (it has not acknowledged its copy, or no replica a grant): writes to them wait."}, g.ReplUngranted),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_slots_stalled", Help: "Slots the table gives this node that have not been firing for --overdue-after or longer (the safety net: a healthy cluster has none)."}, g.Stalled),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

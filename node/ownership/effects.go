@@ -161,6 +161,7 @@ func (e *Executor) publish(s uint16) bool {
 	changed := e.b.setPub(s, v)
 	owner := role == slots.RoleOwner || role == slots.RoleSealing
 	if !owner && e.reps[s].nodes == nil {
+		e.sets.pending.put(s, false)
 		return changed // the common case: nothing to replicate to, before or now
 	}
 	// Compared with the executor's own copy of what it published: no lock
@@ -168,6 +169,7 @@ func (e *Executor) publish(s uint16) bool {
 	// every slot now and then).
 	e.repScratch = e.m.AppendReplicas(e.repScratch[:0], slots.Slot(s))
 	pending := e.m.FollowerPending(slots.Slot(s))
+	e.sets.pending.put(s, pending)
 	if !slices.Equal(e.repScratch, e.reps[s].nodes) || pending != e.reps[s].pending {
 		var reps []string
 		if len(e.repScratch) > 0 {

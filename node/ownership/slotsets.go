@@ -53,6 +53,7 @@ type slotSets struct {
 	importing slotSet
 	stuck     slotSet // role importing or unavailable
 	tabled    slotSet // the current view's table gives the slot to this node
+	pending   slotSet // owned, follower pending (slots.Machine.FollowerPending)
 }
 
 // note records slot s's role, firing and replica.
@@ -69,5 +70,5 @@ func (t *slotSets) note(s uint16, role slots.Role, firing, synced bool) {
 // given (the board's maps of them).
 func (t *slotSets) counts(underRep, unavail int) slots.Counts {
 	return slots.Counts{Owned: t.owner.count(), Firing: t.firing.count(), Following: t.following.count(),
-		Importing: t.importing.count(), UnderReplicated: underRep, Unavailable: unavail}
+		Importing: t.importing.count(), UnderReplicated: underRep, FollowerPending: t.pending.count(), Unavailable: unavail}
 }
