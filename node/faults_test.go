@@ -273,7 +273,12 @@ func TestFaultPartition(t *testing.T) {
 			if at, ok := w.lostAt(name); ok {
 				t.Logf("%s lost its majority at %s: it must fire nothing from then to the heal, and nothing of the %d slots it leased across the cut from %s",
 					name, sinceEpoch(at), len(leased[name]), sinceEpoch(cut.Add(lease+leaseSlack)))
-				quiet = append(quiet, quietRange{name, at, healed, nil, "it has lost the majority"})
+				// From leaseSlack after the watcher saw the view lose it: the
+				// ownership machine stops the slots on its next step, and a
+				// fire its gate let through at that very instant still
+				// arrives (a CI run: n4 fired mmin-310 at the fake instant
+				// the watcher saw the loss).
+				quiet = append(quiet, quietRange{name, at.Add(leaseSlack), healed, nil, "it has lost the majority"})
 			}
 		}
 		report(t, c.check(checkOpts{quiet: quiet}))
