@@ -186,8 +186,8 @@ type slotInfo struct {
 	heldEpoch  Epoch
 	heldInc    uint64
 
-	// Owner side of pair leases: the follower's last ack was synced at
-	// ackSeq (noSeq otherwise); refreshAt is when a quiet slot next sends a
+	// Owner side of pair leases: the follower's last ack was synced, at
+	// ackSeq (noSeq otherwise: its copy is not valid); refreshAt is when a quiet slot next sends a
 	// heartbeat of its own anyway.
 	ackSeq    uint64
 	refreshAt time.Time
