@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -17,10 +18,29 @@ func FuzzBatchEnvelope(f *testing.F) {
 	f.Add([]byte(`{"tasks":[{"delay_ms":1}]}`))
 	f.Add([]byte(`{"tasks":[]}`))
 	f.Add([]byte(`{"tasks":[` + strings.Repeat(`{},`, 10) + `{}],"x":1}`))
+	f.Add([]byte(` {"tasks" : [ {"a":"]}"} , [1,{"b":[]}] ,"x\\"", null,-1.5e3 ] } `))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		tasks, e := decodeBatchEnvelope(body, 5)
-		if e == nil && (len(tasks) == 0 || len(tasks) > 5) {
+		if e != nil {
+			return
+		}
+		if len(tasks) == 0 || len(tasks) > 5 {
 			t.Fatalf("accepted %d tasks", len(tasks))
+		}
+		// What it accepts, encoding/json decodes to the same raw tasks.
+		var ref batchEnvelope
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ref); err != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", body, err)
+		}
+		if len(ref.Tasks) != len(tasks) {
+			t.Fatalf("%q: %d tasks, encoding/json %d", body, len(tasks), len(ref.Tasks))
+		}
+		for i := range tasks {
+			if !bytes.Equal(tasks[i], ref.Tasks[i]) {
+				t.Fatalf("%q: task %d is %q, encoding/json %q", body, i, tasks[i], ref.Tasks[i])
+			}
 		}
 	})
 }

@@ -322,7 +322,22 @@ func handleNoRoute(w http.ResponseWriter, r *http.Request) {
 
 // ReadBody reads a request body of at most limit bytes.
 func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	var (
+		body []byte
+		err  error
+	)
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// Its length is known and within the limit: one allocation, where
+		// io.ReadAll grows from 512 bytes by copying (a batch of 1,000
+		// tasks, ~200 KB, ten times).
+		body = make([]byte, n)
+		if _, err = io.ReadFull(rd, body); err == io.ErrUnexpectedEOF {
+			err = errors.New("the body ended before its Content-Length")
+		}
+	} else {
+		body, err = io.ReadAll(rd)
+	}
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
