@@ -362,6 +362,13 @@ func (c *cluster) stepMsg(msg message) {
 		}
 		c.checkMoved(name, m, ev, effs)
 	}
+	if hb, ok := ev.(Replicated); ok && hb.Epoch == 1 && hb.Seq == 0 && c.owners[hb.Slot][1] == hb.From {
+		// The owner of epoch 1 at seq 0 holds the empty slot the bootstrap
+		// made: so does a node that takes its heartbeat as that copy.
+		if si := m.slots[hb.Slot]; si.synced && si.epoch == 1 && si.leader == hb.From {
+			c.has[name][hb.Slot] = true
+		}
+	}
 	if snap, ok := ev.(SnapshotComplete); ok && msg.has {
 		if si := m.slots[snap.Slot]; si.synced && si.epoch == snap.Epoch && (si.leader == snap.From || si.role == RoleOwner) {
 			c.has[name][snap.Slot] = true // installed the copy (and maybe took the epoch with it)

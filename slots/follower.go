@@ -30,6 +30,20 @@ func (m *Machine) onReplicated(ev Replicated) {
 		// counts as applied): it must not revive a revoked grant.
 		return
 	}
+	if !si.synced && ev.Epoch == 1 && ev.Seq == 0 && si.epoch == 1 && si.seq == 0 && !si.restored && !si.wasOwner && !si.handedCopy && m.inPosition(s) {
+		// The owner of epoch 1 is at seq 0: the slot as the bootstrap
+		// made it, empty (epoch 1 comes only from a bootstrap, and only
+		// its owner writes at it), which a node that never held the slot
+		// holds too (one that read the epoch back from disk at a restart
+		// resyncs as before: its store is not known to be empty). Take the heartbeat as that copy's snapshot, grant
+		// included: otherwise the follower waits for the owner's snapshot
+		// (another round trip, and another after a heartbeat that overtook
+		// it), and an owner killed meanwhile leaves a slot nobody holds a
+		// grant of (TestOwnerCrashAtFormation; DESIGN §4).
+		m.signOfLife(ev.From)
+		m.onSnapshot(SnapshotComplete{Slot: s, Epoch: 1, From: ev.From, Sent: ev.Sent, Grant: ev.Grant, Owner: true, Inc: ev.Inc, Term: ev.Term})
+		return
+	}
 	si.beatFrom, si.beatSeen = ev.From, ev.Sent
 	m.signOfLife(ev.From) // it evidently lives
 	if !si.synced || si.leader != ev.From {

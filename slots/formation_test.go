@@ -16,12 +16,16 @@ import (
 //
 // What must hold (the harness checks safety after every step): a slot
 // that a survivor owned at the kill, or whose grant or release from n2 a
-// survivor held then, is fired by exactly one node afterwards. A slot of
-// n2's whose grant nobody held is not taken over: its owner may have
+// survivor held then, is fired by one node afterwards. A slot of n2's
+// whose grant nobody held is not taken over: its owner may have
 // acknowledged writes to a replica only it knew of, or may still fire
 // (nothing bounds it without the grant's lease), so it waits until n2
 // returns (the open class; -crashstalls asserts those too, DESIGN §4 "A
-// dead owner's slot nobody holds a grant of").
+// dead owner's slot nobody holds a grant of"). A follower now takes the
+// first heartbeat of an epoch-1 owner at seq 0 as its (empty) copy with
+// the grant, without waiting for the snapshot: of these 156 runs 13 leave
+// such slots (12 of them killed at once, before any heartbeat), against
+// 36 before.
 func TestOwnerCrashAtFormation(t *testing.T) {
 	for seed := uint64(1); seed <= 12; seed++ {
 		for d := time.Duration(0); d <= 3*time.Second; d += 250 * time.Millisecond {
@@ -68,11 +72,24 @@ func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
 	c.tables(false)
 	c.run(5 * time.Second)
 	joinN4(c, 0)
-	c.run(30 * time.Second)
+	c.run(25 * time.Second)
+	// Fired by one node at some tick of the last 5 s: on a lossy link a
+	// degraded owner (its follower n2 dead) fires only on a majority's
+	// promises, here both other voters', and one's may lapse a moment
+	// (seed 11: n1's pair acks lost for 2.3 s).
+	fired := make([]bool, c.numSlots)
+	for range 50 {
+		c.run(100 * time.Millisecond)
+		for s := range Slot(c.numSlots) {
+			if len(c.firing(s)) == 1 {
+				fired[s] = true
+			}
+		}
+	}
 	open := 0
 	for s := range Slot(c.numSlots) {
 		firing := c.firing(s)
-		if len(firing) == 1 {
+		if fired[s] {
 			continue
 		}
 		if !held[s] && !*crashStalls {

@@ -211,6 +211,7 @@ func (m *Machine) offer(s Slot, to string) {
 	if si.offerFirst.IsZero() {
 		si.offerFirst = m.now
 	}
+	si.offerTo, si.offerAt = to, m.now
 	m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, WasOwner: si.wasOwner, Grantee: si.grantee})
 	m.setPending(s)
 }

@@ -199,8 +199,13 @@ type slotInfo struct {
 	pending    bool // request or offer outstanding until retryAt
 	retryAt    time.Time
 	offerFirst time.Time // first OfferHandover sent at epoch
-	askedAt    time.Time // last AskOffer sent (release holder)
-	tried      []string  // nodes asked this round that could not help
+	offerTo    string    // the last one's target, and when (onEpochSeen)
+	offerAt    time.Time
+	// restored: the epoch was read back from disk at start (a restart),
+	// not learnt since; what the node's store holds of it is unknown.
+	restored bool
+	askedAt  time.Time // last AskOffer sent (release holder)
+	tried    []string  // nodes asked this round that could not help
 	// A handover to us (HandoverDone) not taken yet: take takeEpoch+1 once
 	// we see a majority and hold the final copy (fetched at takeEpoch+1 from
 	// takeFrom if ours lacks takeSeq).
@@ -258,7 +263,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 			return nil, fmt.Errorf("slots: persisted slot %d outside [0, %d)", s, cfg.NumSlots)
 		}
 		si := &m.slots[s]
-		si.epoch, si.seq = st.Epoch, st.Seq
+		si.epoch, si.seq, si.restored = st.Epoch, st.Seq, st.Epoch > 0
 		if st.Role != RoleNone || st.WasOwner {
 			si.role = RoleFollower
 		}
@@ -932,8 +937,9 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing
 		si.leaderOwns, si.leaderGone, si.leaderFollows, si.leaderPast = old.leaderOwns, old.leaderGone, old.leaderFollows, old.leaderPast
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
+		si.offerTo, si.offerAt = old.offerTo, old.offerAt
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
-		si.handedDropped = old.handedDropped
+		si.handedDropped, si.restored = old.handedDropped, old.restored
 	}
 	return si
 }

@@ -235,6 +235,21 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 	if ev.From == m.cfg.Self || m.reject(s, ev.Epoch, ev.From) {
 		return
 	}
+	if ev.Epoch == si.epoch+1 && !ev.Owner && si.synced && si.offerTo != "" && si.offerTo != ev.From &&
+		m.now.Before(si.offerAt.Add(m.cfg.Lease)) && (si.role == RoleImporting || si.role == RoleUnavailable) {
+		// We import the slot and offered it to another node within the
+		// last Lease: that node may have handed the epoch to us, its
+		// handover still on the way, and this news of the next epoch from
+		// a third node that does not own it may be that very handover's
+		// (the holder rejects the old owner's heartbeats once it handed
+		// over, and the old owner tells whoever writes to it). Stepping
+		// down dropped the copy the handover rests on (a release holder
+		// hands over without one of its own), and the epoch stayed with
+		// nobody (sim seed 35387). Only for a Lease after the offer, and
+		// never against the word of the node we offered to: news that
+		// kept us at a stale epoch for good stalled sim seed 224.
+		return
+	}
 	if ev.Epoch > si.epoch {
 		m.stepDown(s, ev.Epoch, ev.From)
 		return
