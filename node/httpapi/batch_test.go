@@ -3,10 +3,12 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func TestDecodeBatchEnvelope(t *testing.T) {
@@ -110,10 +112,14 @@ func TestReadBody(t *testing.T) {
 		{"known, over the limit", strings.Repeat("x", limit+1), limit + 1, CodeTooLarge},
 		{"unknown, over the limit", strings.Repeat("x", limit+1), -1, CodeTooLarge},
 		{"a huge length announced", strings.Repeat("x", limit+1), 1 << 40, CodeTooLarge},
-		{"shorter than announced", "0123", 10, CodeInvalidArgument},
+		{"shorter than announced", "0123", 10, CodeInvalidArgument}, // the server's reader: io.ErrUnexpectedEOF
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest("POST", "/v1/tasks", strings.NewReader(c.body))
+			var body io.Reader = strings.NewReader(c.body)
+			if c.length > int64(len(c.body)) && c.length <= limit {
+				body = io.MultiReader(body, iotest.ErrReader(io.ErrUnexpectedEOF))
+			}
+			r := httptest.NewRequest("POST", "/v1/tasks", body)
 			r.ContentLength = c.length
 			got, e := ReadBody(httptest.NewRecorder(), r, limit)
 			switch {

@@ -12,6 +12,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -328,13 +329,13 @@ func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Err
 		err  error
 	)
 	if n := r.ContentLength; n > 0 && n <= limit {
-		// Its length is known and within the limit: one allocation, where
-		// io.ReadAll grows from 512 bytes by copying (a batch of 1,000
-		// tasks, ~200 KB, ten times).
-		body = make([]byte, n)
-		if _, err = io.ReadFull(rd, body); err == io.ErrUnexpectedEOF {
-			err = errors.New("the body ended before its Content-Length")
-		}
+		// Its length is announced and within the limit: room for it at
+		// once, where io.ReadAll grows from 512 bytes by copying (a batch
+		// of 1,000 tasks, ~200 KB, ten times). At most 1 MiB before the
+		// bytes arrive: an announced length is only a claim.
+		buf := bytes.NewBuffer(make([]byte, 0, min(n, 1<<20)+bytes.MinRead))
+		_, err = buf.ReadFrom(rd)
+		body = buf.Bytes()
 	} else {
 		body, err = io.ReadAll(rd)
 	}
