@@ -35,10 +35,11 @@ func (m *Machine) onReplicated(ev Replicated) {
 		// made it, empty (epoch 1 comes only from a bootstrap, and only
 		// its owner writes at it), which a node that never held the slot
 		// holds too (one that read the epoch back from disk at a restart
-		// resyncs as before: its store is not known to be empty). Take the heartbeat as that copy's snapshot, grant
-		// included: otherwise the follower waits for the owner's snapshot
-		// (another round trip, and another after a heartbeat that overtook
-		// it), and an owner killed meanwhile leaves a slot nobody holds a
+		// resyncs as before: its store is not known to be empty). Take
+		// the heartbeat as that copy's snapshot, grant included:
+		// otherwise the follower waits for the owner's snapshot (another
+		// round trip, and another after a heartbeat that overtook it),
+		// and an owner killed meanwhile leaves a slot nobody holds a
 		// grant of (TestOwnerCrashAtFormation; DESIGN §4).
 		m.signOfLife(ev.From)
 		m.onSnapshot(SnapshotComplete{Slot: s, Epoch: 1, From: ev.From, Sent: ev.Sent, Grant: ev.Grant, Owner: true, Inc: ev.Inc, Term: ev.Term})
