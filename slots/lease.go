@@ -109,9 +109,6 @@ import (
 // 16,384 slots every 8 s with a 2 s lease), at 32 one round a minute.
 const pairRefresh = 32
 
-// noSeq marks slotInfo.ackSeq unknown.
-const noSeq = ^uint64(0)
-
 // pairKey names one incarnation of an owner.
 type pairKey struct {
 	node string
@@ -224,7 +221,7 @@ func (m *Machine) noteGrant(s Slot) {
 // cluster's CPU during creates, against ~3 % now (docs/BENCHMARKS.md).
 func (m *Machine) quiet(s Slot) bool {
 	si := &m.slots[s]
-	if si.role != RoleOwner || !m.majority || si.follower == "" || !si.followerAcked || si.ackSeq == noSeq ||
+	if si.role != RoleOwner || !m.majority || si.follower == "" || !si.followerAcked || si.ackLost ||
 		si.offerFrom != "" || len(si.dropped) > 0 || len(si.suspects) != 1 {
 		return false
 	}
@@ -711,10 +708,7 @@ func (m *Machine) onAck(ev ReplAck) {
 		return
 	}
 	if ev.From == si.follower {
-		si.ackSeq = noSeq
-		if ev.Synced {
-			si.ackSeq = ev.Seq
-		}
+		si.ackLost = !ev.Synced
 	}
 	if ev.From == si.follower && ev.Synced && !si.followerAcked {
 		si.followerAcked = true

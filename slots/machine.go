@@ -186,10 +186,10 @@ type slotInfo struct {
 	heldEpoch  Epoch
 	heldInc    uint64
 
-	// Owner side of pair leases: the follower's last ack was synced, at
-	// ackSeq (noSeq otherwise: its copy is not valid); refreshAt is when a quiet slot next sends a
+	// Owner side of pair leases: ackLost, the follower's last ack said
+	// its copy is not valid; refreshAt is when a quiet slot next sends a
 	// heartbeat of its own anyway.
-	ackSeq    uint64
+	ackLost   bool
 	refreshAt time.Time
 	queuedAt  time.Time // refreshAt as queued in Machine.refreshQ; zero: not queued
 	// idle: the last advance found nothing a Tick could move (tickIdle).
@@ -979,12 +979,12 @@ func (m *Machine) Debug(s Slot) string {
 	owner, follower := m.position(s)
 	return fmt.Sprintf("%s table=%s/%s leader=%s owns=%v follows=%v gone=%v grantor=%v released=%s grantedUntil=%s follower=%s acked=%v suspects=%v dropped=%v "+
 		"pending=%v retryAt=%s tried=%v move=%s take=%s@%d#%d handed=%s@%d#%d offerFrom=%s seal=%s majority=%v quorate=%v ev=%v stale=%v viewAt=%s heard=%v sees=%d stable=%d dead=%v now=%s "+
-		"quiet=%v ackSeq=%d grantInc=%d grantTerm=%d pairGen=%d peers=%s void=%s",
+		"quiet=%v ackLost=%v grantInc=%d grantTerm=%d pairGen=%d peers=%s void=%s",
 		m.display(s), owner, follower, si.leader, si.leaderOwns, si.leaderFollows, si.leaderGone, si.grantor, si.releasedTo, m.grantedUntil(s).Format("15:04:05.000"),
 		si.follower, si.followerAcked, si.suspects, si.dropped, si.pending, si.retryAt.Format("15:04:05.000"), si.tried, m.moveState(s),
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.handedTo, si.handedEpoch, si.handedSeq, si.offerFrom, si.sealFor,
 		m.majority, m.quorate(), m.evMajority, m.staleView, m.viewAt.Format("15:04:05.000"), m.heard, m.sees, m.stable, m.dead, m.now.Format("15:04:05.000"),
-		m.quiet(s), si.ackSeq, si.grantInc, si.grantTerm, m.pairGen, m.peersString(), m.voidString(s))
+		m.quiet(s), si.ackLost, si.grantInc, si.grantTerm, m.pairGen, m.peersString(), m.voidString(s))
 }
 
 // peersString describes the PairAcks received (Debug).
