@@ -115,7 +115,10 @@ type cluster struct {
 	leanEvery int
 	// left: nodes that drained and left the cluster for good: others
 	// learn MemberDead{Left} and they are no voters any more.
-	left       map[string]bool
+	left map[string]bool
+	// forgot: of left, nodes an operator declared gone for good (chime
+	// cluster forget): others learn MemberDead{Left, Forgot}.
+	forgot     map[string]bool
 	tableCache map[string]ring.Table // lean: tables by member names
 	// pub is what a node has published of each machine's slots, as node's
 	// executor keeps it (checkMoved).
@@ -390,6 +393,9 @@ func (c *cluster) stepMsg(msg message) {
 			if tc, ok := ev.(TableChanged); ok && tc.Bootstrap && e.State == (SlotState{Role: RoleOwner, Epoch: 1}) && c.disk[name][e.Slot].Epoch == 0 {
 				c.has[name][e.Slot] = true // a new cluster starts every slot empty
 			}
+			if m.slots[e.Slot].role == RoleOwner && m.slots[e.Slot].censusEmpty {
+				c.has[name][e.Slot] = true // every live member said it holds nothing (census.go)
+			}
 			if m.slots[e.Slot].synced && !c.has[name][e.Slot] {
 				c.t.Fatalf("after %T%+v: %s claims a replica of slot %d it never received", ev, ev, name, e.Slot)
 			}
@@ -606,8 +612,8 @@ func (c *cluster) deathsOf(n string) {
 			}
 		case !c.reaches(n, o) || c.flapped(n, o):
 			// Lean: only news (the machine ignores a repeat anyway).
-			if !c.lean || !c.m[n].dead[o] || c.left[o] && !c.m[n].left[o] {
-				c.step(n, MemberDead{Name: o, Left: c.left[o]})
+			if !c.lean || !c.m[n].dead[o] || c.left[o] && !c.m[n].left[o] || c.forgot[o] && !c.m[n].forgot[o] {
+				c.step(n, MemberDead{Name: o, Left: c.left[o], Forgot: c.forgot[o]})
 			}
 		case c.draining[o]:
 			c.step(n, MemberAlive{Name: o}) // not in any table

@@ -157,6 +157,8 @@ type OfferHandover struct {
 	To       string
 	WasOwner bool
 	Grantee  string
+	// Census, Copy: see HandoverOffer.
+	Census, Copy bool
 }
 
 // AskOffer: ask To, the node a release this node holds names, to offer

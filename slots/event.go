@@ -43,9 +43,15 @@ type TableChanged struct {
 // comes back only by restarting (MemberAlive.Restarted) or in a table.
 // An owner forgets a node that left as a suspect at once: node stops a
 // node's ownership machine before it leaves, so it acts on no grant after.
+//
+// Forgot says an operator declared Name gone for good (node: chime
+// cluster forget): its data is lost with it. Then the table owner of a
+// slot whose epoch Name owned and whose grant nobody holds may take it
+// with the best copy the live members hold, or empty (census.go).
 type MemberDead struct {
-	Name string
-	Left bool
+	Name   string
+	Left   bool
+	Forgot bool
 }
 
 // MemberAlive reports a sign of life from Name: node sends it when
@@ -183,6 +189,10 @@ type HandoverOffer struct {
 	From     string
 	WasOwner bool
 	Grantee  string
+	// Census: From asks for our position instead (census.go): the owner
+	// of Epoch was forgotten and nobody handed the slot over. Copy: From
+	// holds a valid copy at (Epoch, Seq).
+	Census, Copy bool
 }
 
 // OfferAsked comes from a node (From) that holds a release to this node

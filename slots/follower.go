@@ -274,6 +274,12 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 
 func (m *Machine) onNoReplica(ev NoReplica) {
 	si := &m.slots[ev.Slot]
+	if si.censusAsked && ev.Epoch == si.epoch {
+		// A census answer (census.go): the round stays pending.
+		m.onCensusNoReplica(ev)
+		m.advance(ev.Slot)
+		return
+	}
 	if ev.From == si.takeFrom && ev.Epoch > si.takeEpoch && si.synced && si.epoch == si.takeEpoch &&
 		si.leader == ev.From && si.leaderOwns {
 		// The holder that handed us the epoch lost its copy before we got

@@ -17,6 +17,13 @@ func (m *Machine) importStep(s Slot) {
 	if si.role != RoleUnavailable {
 		si.role = RoleImporting
 	}
+	if o := m.censusFor(s); o != "" {
+		// Its owner was forgotten and nobody holds its grant (census.go).
+		m.censusStep(s, o)
+		return
+	} else if si.censusAsked {
+		si.censusAsked, si.censusDone = false, nil // the usual way again
+	}
 	if si.pending && m.now.Before(si.retryAt) {
 		return
 	}
@@ -228,6 +235,12 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 	}
 	if ev.Epoch > si.epoch {
 		m.stepDown(s, ev.Epoch, "")
+		if ev.Census && m.slots[s].epoch == ev.Epoch && !m.slots[s].synced {
+			m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})
+		}
+		return
+	}
+	if ev.Census && m.censusAnswer(ev) {
 		return
 	}
 	owner, _ := m.position(s)

@@ -25,9 +25,14 @@ type Machine struct {
 	names    []string        // names in table, sorted
 	dead     map[string]bool // declared dead and not seen since
 	left     map[string]bool // of dead: left the cluster (see MemberDead)
-	sees     int             // TableChanged.Sees minus members declared dead since
-	stable   int
-	majority bool
+	forgot   map[string]bool // of left: forgotten by an operator (MemberDead.Forgot)
+	// genesis is the bootstrap table, if this node bootstrapped in this
+	// run: its owner of a slot took epoch 1 (census.go).
+	genesis    ring.Table
+	hasGenesis bool
+	sees       int // TableChanged.Sees minus members declared dead since
+	stable     int
+	majority   bool
 	// viewLost is when the view last lost its majority (zero while it
 	// shows one, or never had one); cutOff that a lost majority
 	// (lostMajority) came since (see backed).
@@ -227,6 +232,14 @@ type slotInfo struct {
 	handedSeq     uint64
 	handedCopy    bool
 
+	// The census (census.go): the forgotten owner of epoch, whether a
+	// round was asked and who answered NoReplica since; censusEmpty: we
+	// took the slot empty after one (for the test harness).
+	censusOwner string
+	censusAsked bool
+	censusDone  []string
+	censusEmpty bool
+
 	underRep, unavail bool // last flags emitted
 }
 
@@ -242,7 +255,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{
-		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
+		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), forgot: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
 		busy: make([]uint64, (cfg.NumSlots+63)/64), idleOwned: make([]uint64, (cfg.NumSlots+63)/64),
@@ -302,6 +315,9 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.viewAt = m.now
 		if ev.Left && ev.Name != m.cfg.Self {
 			m.left[ev.Name] = true
+		}
+		if ev.Forgot && ev.Name != m.cfg.Self {
+			m.left[ev.Name], m.forgot[ev.Name] = true, true
 		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true
@@ -896,6 +912,7 @@ func SlotOf(ev Event) (Slot, bool) {
 func (m *Machine) revive(name string) {
 	delete(m.dead, name)
 	delete(m.left, name)
+	delete(m.forgot, name)
 }
 
 // signOfLife forgets that name was declared dead, unless it left (see
@@ -940,6 +957,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		si.offerTo, si.offerAt = old.offerTo, old.offerAt
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
 		si.handedDropped, si.restored = old.handedDropped, old.restored
+		si.censusOwner = old.censusOwner
 	}
 	return si
 }

@@ -48,6 +48,9 @@ func (m *Machine) onTable(ev TableChanged) {
 		m.slots[s].pending, m.slots[s].tried = false, nil
 	}
 	m.bootstrap = ev.Bootstrap
+	if ev.Bootstrap {
+		m.genesis, m.hasGenesis = ev.Table, true // its owners took epoch 1 (census.go)
+	}
 	m.advanceAll()
 	m.bootstrap = false
 }

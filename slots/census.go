@@ -1,0 +1,178 @@
+package slots
+
+import "slices"
+
+// This file holds the census: how the table owner takes a slot whose
+// owner an operator declared gone for good (MemberDead.Forgot) when
+// nobody holds its grant. Reference: DESIGN §4 "A dead owner's slot
+// nobody holds a grant of".
+//
+// Without a grant nobody may take a dead owner's slot over: the owner may
+// have acknowledged writes on a replica only it knew of, and nothing
+// bounds its firing (lease.go). The slot waits for the owner to return.
+// An operator who knows it will not (its machine is lost) forgets it
+// (node: chime cluster forget): its data is gone with it, and so is its
+// firing. What the live members hold is then all there is: the table
+// owner asks every live member for its position (a census: an offer with
+// Census set), fetches any copy longer than its own, and once every live
+// member said it holds nothing longer (NoReplica at the same epoch), it
+// takes the slot with that copy, or empty if nobody holds one. Every write
+// the owner acknowledged is on a replica that acknowledged its grant or
+// release (a write waits for that), so unless that replica also died
+// (then it is dead too, and must be forgotten as well, or the census
+// waits for it) its copy is among those asked; only writes the owner
+// acknowledged alone (degraded, its follower dead) are lost, with it.
+//
+// The census runs only where its answer is complete: the slot's epoch was
+// owned by a forgotten node (we heard it own the epoch, or it is epoch 1,
+// which only the bootstrap table's owner takes); every node this node
+// counts dead or left was forgotten too (a merely dead one may hold the
+// longest copy, or a grant); its view is quorate; and it holds no grant,
+// release or handover of the slot (those take the usual way, and a
+// member that holds one answers the census the usual way, never with
+// NoReplica). A member whose copy was read back from disk (a restart) and
+// not resynced since cannot vouch for it: it does not answer, and the
+// slot waits as before.
+//
+// The epoch taken is censusJump above the highest one the census saw: a
+// forgotten node that comes back with its data takes its own epoch+1 back
+// if it gave no grant (reclaim) and meets the higher epoch at its first
+// message (DESIGN: a restarted forgotten node).
+
+// censusJump is how far above the highest epoch it saw the census takes a
+// slot: above what a forgotten owner that returns with its data reclaims
+// (its epoch+1), and above a few epochs forgotten nodes may have taken
+// unseen by every live member (handed from one to another).
+const censusJump = 8
+
+// epochOwner returns the node that owned slot s's epoch as far as this
+// node knows, or "".
+func (m *Machine) epochOwner(s Slot) string {
+	si := &m.slots[s]
+	switch {
+	case si.censusOwner != "":
+		return si.censusOwner
+	case si.synced && si.leaderOwns:
+		return si.leader
+	case si.epoch <= 1 && m.hasGenesis:
+		if o, ok := m.genesis.Owner(s); ok {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// censusOwner returns the forgotten owner of slot s's epoch if the census
+// may run for s now (see the file comment), else "".
+func (m *Machine) censusFor(s Slot) string {
+	si := &m.slots[s]
+	if len(m.forgot) == 0 || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
+		si.void != nil || si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.restored && !si.synced && si.seq > 0 {
+		return ""
+	}
+	o := m.epochOwner(s)
+	if o == "" || !m.forgot[o] || !m.quorate() || !m.backed() {
+		return ""
+	}
+	for n := range m.dead {
+		if !m.forgot[n] {
+			return ""
+		}
+	}
+	return o
+}
+
+// censusPeers returns the live members the census asks, sorted: the
+// table's and any other node heard from (a draining one may hold a copy).
+func (m *Machine) censusPeers() []string {
+	peers := make([]string, 0, len(m.names))
+	for _, n := range m.names {
+		if m.alive(n) {
+			peers = append(peers, n)
+		}
+	}
+	for n := range m.heard {
+		if m.alive(n) && !m.members[n] {
+			peers = append(peers, n)
+		}
+	}
+	slices.Sort(peers)
+	return peers
+}
+
+// censusStep runs the census for slot s, whose epoch forgotten node o
+// owned: it takes the slot once every live member answered, else asks
+// them all (again once per retry). The slot is unavailable meanwhile.
+func (m *Machine) censusStep(s Slot, o string) {
+	si := &m.slots[s]
+	si.censusOwner = o
+	if si.censusAsked {
+		done := true
+		for _, n := range m.censusPeers() {
+			if !slices.Contains(si.censusDone, n) {
+				done = false
+				break
+			}
+		}
+		if done {
+			m.censusTake(s)
+			return
+		}
+	}
+	si.role = RoleUnavailable
+	m.setUnavailable(s, true)
+	if si.pending && m.now.Before(si.retryAt) {
+		return
+	}
+	si.censusAsked, si.censusDone = true, si.censusDone[:0]
+	for _, n := range m.censusPeers() {
+		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: si.synced})
+	}
+	m.setPending(s)
+}
+
+// censusTake takes slot s after a complete census: with our copy, which
+// no live member's is longer than, or empty.
+func (m *Machine) censusTake(s Slot) {
+	si := &m.slots[s]
+	e := max(si.epoch, 1) + censusJump
+	empty := !si.synced
+	if empty {
+		m.drop(s) // whatever we hold of it is not a copy
+	}
+	m.becomeOwner(s, e, nil, "")
+	m.slots[s].censusEmpty = empty
+}
+
+// censusAnswer answers a census offer (HandoverOffer.Census) at our epoch
+// if we hold nothing that takes the usual way (see the file comment): a
+// copy longer than the asker's is sent to it, else NoReplica says we hold
+// nothing longer. It reports whether it answered; if not, the offer is
+// handled as any other.
+func (m *Machine) censusAnswer(ev HandoverOffer) bool {
+	s, si := ev.Slot, &m.slots[ev.Slot]
+	if si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" || si.void != nil ||
+		si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.heldOffer != "" {
+		return false
+	}
+	switch {
+	case si.synced && (si.seq > ev.Seq || !ev.Copy):
+		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	case si.synced || !si.restored || si.seq == 0:
+		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
+	default:
+		// A copy read back from disk and not resynced: it may hold writes
+		// nobody else does, and we cannot say how far it is valid. No
+		// answer: the census waits, as the slot did before.
+	}
+	return true
+}
+
+// onCensusNoReplica counts a census answer that From holds nothing longer
+// than our copy of s at our epoch.
+func (m *Machine) onCensusNoReplica(ev NoReplica) {
+	si := &m.slots[ev.Slot]
+	if si.censusAsked && ev.Epoch == si.epoch && !slices.Contains(si.censusDone, ev.From) {
+		si.censusDone = append(si.censusDone, ev.From)
+	}
+}
