@@ -363,11 +363,13 @@ func rangesJSON(rs []ring.Range) [][2]uint16 {
 	return out
 }
 
-// Forget declares the dead member name gone for good
-// (gossip.Membership.Forget). Every member then counts it as left: its
+// Forget declares the dead member name gone for good, its data lost with
+// it (gossip.Membership.Forget). Every member then counts it as left: its
 // slots' grants and its vote no longer count, so a cluster that lost a
-// majority of its voters for good can go on (slots.Voters). Only a member
-// this node sees dead may be forgotten.
+// majority of its voters for good can go on (slots.Voters), and the slots
+// it owned that nobody holds a grant of are taken by their table owners
+// with the best copy the live members hold, or empty (slots, census.go).
+// Only a member this node sees dead, or left, may be forgotten.
 func (a api) Forget(name string) error {
 	n := a.n
 	if n.cluster == nil {
@@ -378,7 +380,7 @@ func (a api) Forget(name string) error {
 	}
 	if err := n.cluster.Gossip().Forget(name); err != nil {
 		if errors.Is(err, gossip.ErrNotDead) {
-			return &Error{Code: CodeConflict, Field: "name", Message: err.Error() + ": only a dead member can be forgotten"}
+			return &Error{Code: CodeConflict, Field: "name", Message: err.Error()}
 		}
 		return &Error{Code: CodeNotFound, Field: "name", Message: err.Error()}
 	}

@@ -25,7 +25,9 @@
 //   - Never own from nothing: a node owns a slot only by bootstrap of a new
 //     cluster, promotion as the grantor holding the replica, handover from
 //     the previous holder, or as the restarted owner whose grantee handed
-//     the epoch back. Otherwise the slot is reported unavailable.
+//     the epoch back, or after a census of the live members' copies
+//     once an operator forgot the epoch's owner (census.go). Otherwise the
+//     slot is reported unavailable.
 //   - Nothing acknowledged lost: node acknowledges a write only once every
 //     node in Replicas holds it, and each node that can become the next
 //     owner is such a replica, or receives the final (epoch, seq) from the

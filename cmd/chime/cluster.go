@@ -22,9 +22,11 @@ const clusterUsage = `usage: chime cluster <verb> [flags]
 
 verbs:
   status             members, their state, addresses and slots, as seen by one node
-  forget NAME        declare a dead member gone for good: every member counts it as left,
-                     so the others can be a majority without it (only for a node that will
-                     never come back: one alive behind a partition would then own slots twice)
+  forget NAME        declare a dead (or left) member gone for good, with its data: every member
+                     counts it as left, so the others can be a majority without it, and its slots
+                     nobody holds a grant of are taken from the live copies (only for a node that
+                     will never come back with its data: one alive behind a partition would then
+                     own slots twice)
   keys list          the gossip keys of the live members, by fingerprint (keys are never shown)
   keys install KEY   add a gossip key (base64 of 32 bytes) on every live member: they accept it
   keys use KEY       make an installed key the one every member sends with

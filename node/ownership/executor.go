@@ -403,8 +403,8 @@ func (e *Executor) onView(old, v View) []slots.Effect {
 	var effs []slots.Effect
 	for _, ch := range memberChanges(old.Members, v.Members) {
 		switch ch.kind {
-		case "dead", "left":
-			effs = append(effs, e.m.Step(slots.MemberDead{Name: ch.name, Left: ch.kind == "left"})...)
+		case "dead", "left", "forgot":
+			effs = append(effs, e.m.Step(slots.MemberDead{Name: ch.name, Left: ch.kind != "dead", Forgot: ch.kind == "forgot"})...)
 		case "restart":
 			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name, Restarted: true})...)
 		case "join":

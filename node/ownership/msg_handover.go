@@ -13,7 +13,7 @@ import (
 // Offer asks the holder of a slot to hand it over (slots.OfferHandover; at
 // the receiver slots.HandoverOffer).
 //
-//	kind slot flags(offerWasOwner) epoch seq grantee
+//	kind slot flags(offerWasOwner|offerCensus|offerCopy) epoch seq grantee
 type Offer struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch // of the importer's caught-up replica
@@ -23,13 +23,21 @@ type Offer struct {
 	// Grantee is then its persisted grantee, the one node that may hold
 	// its grant.
 	Grantee string
+	// Census: a census of a forgotten owner's slot asks for the
+	// receiver's position; Copy: the sender holds a valid copy at (Epoch,
+	// Seq) (slots.HandoverOffer.Census).
+	Census, Copy bool
 }
 
 // Flags of an Offer.
-const offerWasOwner uint8 = 1
+const (
+	offerWasOwner uint8 = 1
+	offerCensus   uint8 = 2
+	offerCopy     uint8 = 4
+)
 
 func offerOf(e slots.OfferHandover) *Offer {
-	return &Offer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, WasOwner: e.WasOwner, Grantee: e.Grantee}
+	return &Offer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, WasOwner: e.WasOwner, Grantee: e.Grantee, Census: e.Census, Copy: e.Copy}
 }
 
 func (Offer) kind() uint8 { return kindOffer }
@@ -37,7 +45,7 @@ func (m Offer) size() int { return msgFixed + len(m.Grantee) }
 
 func (m Offer) appendTo(b []byte) []byte {
 	b = appendSlot(b, m.Slot)
-	b = append(b, flag(m.WasOwner, offerWasOwner))
+	b = append(b, flag(m.WasOwner, offerWasOwner)|flag(m.Census, offerCensus)|flag(m.Copy, offerCopy))
 	b = binary.AppendUvarint(b, uint64(m.Epoch))
 	b = binary.AppendUvarint(b, m.Seq)
 	return appendName(b, m.Grantee)
@@ -46,7 +54,8 @@ func (m Offer) appendTo(b []byte) []byte {
 func decodeOffer(r *decoder) Msg {
 	m := r.offers.next(r.left)
 	m.Slot = r.slot()
-	m.WasOwner = r.flags(offerWasOwner)&offerWasOwner != 0
+	f := r.flags(offerWasOwner | offerCensus | offerCopy)
+	m.WasOwner, m.Census, m.Copy = f&offerWasOwner != 0, f&offerCensus != 0, f&offerCopy != 0
 	m.Epoch = r.epoch()
 	m.Seq = r.uvarint()
 	m.Grantee = r.name()
@@ -54,7 +63,7 @@ func decodeOffer(r *decoder) Msg {
 }
 
 func (m Offer) event(from string) any {
-	return slots.HandoverOffer{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, WasOwner: m.WasOwner, Grantee: m.Grantee}
+	return slots.HandoverOffer{Slot: m.Slot, Epoch: m.Epoch, Seq: m.Seq, From: from, WasOwner: m.WasOwner, Grantee: m.Grantee, Census: m.Census, Copy: m.Copy}
 }
 
 // AskOffer asks the node a release names to offer for a slot whose owner

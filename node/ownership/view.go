@@ -42,8 +42,17 @@ func FindMember(members []gossip.Member, name string) (gossip.Member, bool) {
 // memberChange is one change of membership the machine hears of.
 type memberChange struct{ kind, name string }
 
+// leftKind is the change of a member that is now left: "forgot" if an
+// operator declared it gone for good (its data lost with it), else "left".
+func leftKind(m gossip.Member) string {
+	if m.Forgotten {
+		return "forgot"
+	}
+	return "left"
+}
+
 // memberChanges lists how the membership went from old to cur (both by
-// name), in name order: join, dead, left, restart.
+// name), in name order: join, dead, left, forgot, restart.
 func memberChanges(old, cur []gossip.Member) []memberChange {
 	prev := make(map[string]gossip.Member, len(old))
 	for _, m := range old {
@@ -57,7 +66,7 @@ func memberChanges(old, cur []gossip.Member) []memberChange {
 			// Gone for good before we ever saw it (a leave intent for a
 			// node that was dead when we joined, or left while we were
 			// down): the slots we hold may still name it as a suspect.
-			out = append(out, memberChange{"left", m.Name})
+			out = append(out, memberChange{leftKind(m), m.Name})
 		case !seen || (!p.Up() && m.Up() && p.Meta.BootID == m.Meta.BootID):
 			if m.Up() {
 				out = append(out, memberChange{"join", m.Name})
@@ -69,7 +78,10 @@ func memberChanges(old, cur []gossip.Member) []memberChange {
 			// gave up (a cap, a peer it could not reach). Then its slots
 			// fail over as from a dead node, once its leases ran out. Or,
 			// dead already, an operator forgot it (gone for good).
-			out = append(out, memberChange{"left", m.Name})
+			out = append(out, memberChange{leftKind(m), m.Name})
+		case m.Status == gossip.StatusLeft && m.Forgotten && !p.Forgotten:
+			// It left by itself, and an operator forgot it since.
+			out = append(out, memberChange{"forgot", m.Name})
 		case p.Up() && !m.Up():
 			out = append(out, memberChange{"dead", m.Name})
 		}

@@ -33,11 +33,12 @@ import (
 // carries (Handover.Dropped). Version 5 added AskOffer, version 6
 // GenesisAsk and GenesisTable, version 7 the exclusive vote
 // (slots, vote.go): the vote term in Beat and Ack, the promise and its
-// floors in PairAck, and Consent; version 8 (this one) a given consent's
-// quiet time (slots, restore.go). No two versions interoperate.
+// floors in PairAck, and Consent; version 8 a given consent's quiet time
+// (slots, restore.go); version 9 (this one) the census flags of an Offer
+// (slots, census.go). No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 8
+const wireVersion = 9
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).

@@ -21,6 +21,7 @@ func everyKind() []Msg {
 		&SnapshotRequest{Slot: 3, Epoch: 0},
 		&NoReplica{Slot: 4, Epoch: 5},
 		&Offer{Slot: 1, Epoch: 1, Seq: 3, WasOwner: true, Grantee: "n3"},
+		&Offer{Slot: 2, Epoch: 4, Seq: 9, Census: true, Copy: true},
 		&Handover{Slot: 5, Epoch: 6, Seq: 7, Grant: true, Dropped: []string{"n4", "n5"}},
 		&Announce{Slot: 300, Epoch: 2, Replicated: true},
 		&Reject{Slot: 301, Epoch: 3},
@@ -61,17 +62,18 @@ func TestCtlEncoding(t *testing.T) {
 		}
 	}
 	bad := map[string][]byte{
-		"empty":           {},
-		"version 1":       {1, 0, 0},
-		"trailing":        append(Batch{From: "a"}.Encode(), 0),
-		"slot 16384":      Batch{From: "a", Msgs: []Msg{&Reject{Slot: 16384}}}.Encode(),
-		"epoch too large": Batch{From: "a", Msgs: []Msg{&Reject{Epoch: MaxEpoch + 1}}}.Encode(),
-		"unknown kind":    {wireVersion, 1, 'a', 1, 99, 0, 0, 0},
-		"unknown flag":    {wireVersion, 1, 'a', 1, kindAnnounce, 0, 1, 2, 1},
-		"count too large": {wireVersion, 1, 'a', 2, kindReject, 0, 1, 1},
-		"version 2":       {2, 1, 'a', 1, kindReject, 0, 1, 1},
-		"version 4":       {4, 1, 'a', 1, kindReject, 0, 1, 1},
-		"ask offer slot":  {wireVersion, 1, 'a', 1, kindAskOffer, 0x40, 0, 1},
+		"empty":              {},
+		"version 1":          {1, 0, 0},
+		"trailing":           append(Batch{From: "a"}.Encode(), 0),
+		"slot 16384":         Batch{From: "a", Msgs: []Msg{&Reject{Slot: 16384}}}.Encode(),
+		"epoch too large":    Batch{From: "a", Msgs: []Msg{&Reject{Epoch: MaxEpoch + 1}}}.Encode(),
+		"unknown kind":       {wireVersion, 1, 'a', 1, 99, 0, 0, 0},
+		"unknown flag":       {wireVersion, 1, 'a', 1, kindAnnounce, 0, 1, 2, 1},
+		"unknown offer flag": {wireVersion, 1, 'a', 1, kindOffer, 0, 1, 8, 1, 1, 0},
+		"count too large":    {wireVersion, 1, 'a', 2, kindReject, 0, 1, 1},
+		"version 2":          {2, 1, 'a', 1, kindReject, 0, 1, 1},
+		"version 4":          {4, 1, 'a', 1, kindReject, 0, 1, 1},
+		"ask offer slot":     {wireVersion, 1, 'a', 1, kindAskOffer, 0x40, 0, 1},
 		// The smallest message: one more than fits.
 		"pair count too large": {wireVersion, 1, 'a', 2, kindPairBeat, 0, 0},
 		"pair beat truncated":  {wireVersion, 1, 'a', 1, kindPairBeat, 0x80, 0x01},
@@ -131,6 +133,7 @@ func TestCtlEvents(t *testing.T) {
 		slots.SnapshotRequest{Slot: 3, Epoch: 0, From: "x"},
 		slots.NoReplica{Slot: 4, Epoch: 5, From: "x"},
 		slots.HandoverOffer{Slot: 1, Epoch: 1, Seq: 3, From: "x", WasOwner: true, Grantee: "n3"},
+		slots.HandoverOffer{Slot: 2, Epoch: 4, Seq: 9, From: "x", Census: true, Copy: true},
 		slots.HandoverDone{Slot: 5, Epoch: 6, Seq: 7, From: "x", Grant: true, Dropped: []string{"n4", "n5"}},
 		slots.EpochSeen{Slot: 300, Epoch: 2, From: "x", Owner: true, Replicated: true},
 		slots.EpochSeen{Slot: 301, Epoch: 3, From: "x"},
@@ -234,6 +237,9 @@ func TestMemberChanges(t *testing.T) {
 		return gossip.Member{Name: name, Status: st, Meta: gossip.Meta{BootID: boot}}
 	}
 	alive, suspect, dead, left := gossip.StatusAlive, gossip.StatusSuspect, gossip.StatusDead, gossip.StatusLeft
+	forgot := func(name string, boot uint64) gossip.Member {
+		return gossip.Member{Name: name, Status: left, Meta: gossip.Meta{BootID: boot}, Forgotten: true}
+	}
 	cases := []struct {
 		name     string
 		old, cur []gossip.Member
@@ -247,7 +253,11 @@ func TestMemberChanges(t *testing.T) {
 		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
 		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
 		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
-		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
+		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
+		{"known but forgotten", nil, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
+		{"left, then forgotten", []gossip.Member{m("a", left, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
+		{"forgotten again", []gossip.Member{forgot("a", 1)}, []gossip.Member{forgot("a", 1)}, nil},
+		{"dead, then a leave intent", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
 		{"left then dead", []gossip.Member{m("a", left, 1)}, []gossip.Member{m("a", dead, 1)}, nil},
 		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
 		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []memberChange{{"restart", "a"}}},

@@ -91,14 +91,14 @@ func (m *Membership) intentState() []leaveIntent {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var lis []leaveIntent
-	for name, boot := range m.mu.intents {
-		if e := m.mu.view[name]; e == nil || e.m.Meta.BootID != boot || !(e.leaving || e.m.Status == StatusLeft) {
+	for name, li := range m.mu.intents {
+		if e := m.mu.view[name]; e == nil || e.m.Meta.BootID != li.BootID || !(e.leaving || e.m.Status == StatusLeft) {
 			continue
 		}
 		if len(lis) == maxStateIntents {
 			break
 		}
-		lis = append(lis, leaveIntent{Name: name, BootID: boot})
+		lis = append(lis, li)
 	}
 	return lis
 }
@@ -139,11 +139,11 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 	}
 	switch {
 	case kind == EventLeave && e.leaving:
-		mem.Status = StatusLeft
+		mem.Status, mem.Forgotten = StatusLeft, e.forgot
 	case kind == EventLeave:
 		mem.Status = StatusDead
 	case kind == EventJoin || mem.Meta.BootID != e.m.Meta.BootID:
-		e.leaving = false // back, or a new run of the node
+		e.leaving, e.forgot = false, false // back, or a new run of the node
 	}
 	logDropped := m.emitLocked(e, kind, mem, now)
 	m.mu.Unlock()
@@ -166,9 +166,12 @@ func (m *Membership) leaveIntent(li leaveIntent) {
 		m.mu.Unlock()
 		return
 	}
-	boot, seen := m.mu.intents[li.Name]
-	first := !seen || boot != li.BootID
-	m.mu.intents[li.Name] = li.BootID
+	prev, seen := m.mu.intents[li.Name]
+	if seen && prev.BootID == li.BootID {
+		li.Forgot = li.Forgot || prev.Forgot // a forget stays one
+	}
+	first := !seen || prev.BootID != li.BootID || li.Forgot && !prev.Forgot
+	m.mu.intents[li.Name] = li
 	var logDropped uint64
 	switch e := m.mu.view[li.Name]; {
 	case e == nil:
@@ -176,15 +179,15 @@ func (m *Membership) leaveIntent(li leaveIntent) {
 		// members that were dead when it joined): it is gone for good all
 		// the same, and the slots we took over may still name it as a
 		// suspect (slots.MemberDead), which only this can clear.
-		e = &entry{leaving: true}
+		e = &entry{leaving: true, forgot: li.Forgot}
 		m.mu.view[li.Name] = e
-		mem := Member{Name: li.Name, Meta: Meta{BootID: li.BootID}, Status: StatusLeft}
+		mem := Member{Name: li.Name, Meta: Meta{BootID: li.BootID}, Status: StatusLeft, Forgotten: li.Forgot}
 		logDropped = m.emitLocked(e, EventLeave, mem, now)
 	case e.m.Meta.BootID == li.BootID:
-		e.leaving = true
-		if e.m.Status == StatusDead {
+		e.leaving, e.forgot = true, li.Forgot
+		if e.m.Status == StatusDead || e.m.Status == StatusLeft && li.Forgot && !e.m.Forgotten {
 			mem := e.m
-			mem.Status = StatusLeft
+			mem.Status, mem.Forgotten = StatusLeft, li.Forgot
 			logDropped = m.emitLocked(e, EventLeave, mem, now)
 		}
 	}

@@ -33,10 +33,14 @@ var errMessage = errors.New("gossip: bad gossip message")
 // first gossips this intent; receivers report its death as StatusLeft, and
 // an intent that arrives after the death turns a dead member into a left
 // one. BootID scopes the intent to one run of the node, so a stale intent
-// never marks its restarted successor.
+// never marks its restarted successor. Forgot says an operator declared
+// that run gone for good (Forget) rather than the node leaving itself:
+// its data is lost with it (slots: MemberDead.Forgot). Older decoders
+// skip the key.
 type leaveIntent struct {
 	Name   string `msgpack:"n"`
 	BootID uint64 `msgpack:"b"`
+	Forgot bool   `msgpack:"f,omitempty"`
 }
 
 // encodeLeaveIntent encodes li as [msgLeaveIntent][msgpack body].

@@ -299,7 +299,7 @@ func TestIntentState(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.SortFunc(lis, func(a, b leaveIntent) int { return strings.Compare(a.Name, b.Name) })
-	want := []leaveIntent{{"dead", 3}, {"gone", 5}, {"leaving", 2}}
+	want := []leaveIntent{{Name: "dead", BootID: 3}, {Name: "gone", BootID: 5}, {Name: "leaving", BootID: 2}}
 	if !slices.Equal(lis, want) {
 		t.Errorf("LocalState intents = %+v, want %+v", lis, want)
 	}
@@ -335,8 +335,8 @@ func memberNamed(m *Membership, name string) (Member, bool) {
 }
 
 func TestDecodeIntentState(t *testing.T) {
-	good := encodeIntentState([]leaveIntent{{"n1", 42}, {"n2", 7}})
-	if lis, err := decodeIntentState(good); err != nil || !slices.Equal(lis, []leaveIntent{{"n1", 42}, {"n2", 7}}) {
+	good := encodeIntentState([]leaveIntent{{Name: "n1", BootID: 42}, {Name: "n2", BootID: 7}})
+	if lis, err := decodeIntentState(good); err != nil || !slices.Equal(lis, []leaveIntent{{Name: "n1", BootID: 42}, {Name: "n2", BootID: 7}}) {
 		t.Errorf("decodeIntentState(encode) = %+v, %v", lis, err)
 	}
 	huge := []byte{msgIntentState, 0xdd, 0xff, 0xff, 0xff, 0xff} // array32 of 2^32-1
@@ -351,7 +351,7 @@ func TestDecodeIntentState(t *testing.T) {
 		{"count beyond the bound", encodeIntentState(make([]leaveIntent, maxStateIntents+1))},
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(slices.Clone(good), 0)},
-		{"no name", encodeIntentState([]leaveIntent{{"", 1}})},
+		{"no name", encodeIntentState([]leaveIntent{{Name: "", BootID: 1}})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -365,7 +365,7 @@ func TestDecodeIntentState(t *testing.T) {
 // FuzzDecodeIntentState: push/pull state never panics the decoder, fails
 // only with errMessage, and what it accepts round-trips.
 func FuzzDecodeIntentState(f *testing.F) {
-	f.Add(encodeIntentState([]leaveIntent{{"n1", 42}, {"n2", 7}}))
+	f.Add(encodeIntentState([]leaveIntent{{Name: "n1", BootID: 42}, {Name: "n2", BootID: 7}}))
 	f.Add([]byte{msgIntentState, 0xdd, 0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

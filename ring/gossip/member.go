@@ -56,6 +56,9 @@ type Member struct {
 	Meta Meta
 	// Status is the member's liveness.
 	Status Status
+	// Forgotten: StatusLeft because an operator declared this run gone
+	// for good (Membership.Forget), not by leaving itself.
+	Forgotten bool
 }
 
 // Up reports whether the member is alive or suspect.

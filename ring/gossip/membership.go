@@ -84,7 +84,7 @@ type Membership struct {
 		reconnectCursor string
 		// intents maps a member name to the boot id of the last leave
 		// intent seen for it, to gossip each intent on only once.
-		intents map[string]uint64
+		intents map[string]leaveIntent
 	}
 }
 
@@ -106,6 +106,7 @@ type entry struct {
 	m       Member
 	since   time.Time // when m.Status last changed
 	leaving bool      // a leave intent for m's boot id arrived
+	forgot  bool      // and it was a forget (Member.Forgotten)
 }
 
 // New validates a copy of cfg and returns a Membership that has started
@@ -135,7 +136,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	m.keys = keys
 	m.mu.view = make(map[string]*entry)
-	m.mu.intents = make(map[string]uint64)
+	m.mu.intents = make(map[string]leaveIntent)
 	m.bcast = &memberlist.TransmitLimitedQueue{NumNodes: m.numUp, RetransmitMult: c.RetransmitMult}
 	return m, nil
 }
@@ -379,7 +380,7 @@ func (m *Membership) Leave(timeout time.Duration) error {
 }
 
 // ErrNotDead is returned by Forget for a member that is not dead.
-var ErrNotDead = errors.New("gossip: only a dead member can be forgotten")
+var ErrNotDead = errors.New("gossip: only a dead or left member can be forgotten")
 
 // Forget declares that member name, which this node sees dead, is gone
 // for good: it gossips a leave intent on the member's behalf (for the run
@@ -398,16 +399,19 @@ func (m *Membership) Forget(name string) error {
 		m.mu.Unlock()
 		return fmt.Errorf("gossip: forget %q: not a member", name)
 	}
-	switch e.m.Status {
-	case StatusLeft:
+	switch {
+	case e.m.Status == StatusLeft && e.m.Forgotten:
 		m.mu.Unlock()
 		return nil
-	case StatusDead:
+	case e.m.Status == StatusDead, e.m.Status == StatusLeft:
+		// A node that left by itself may be forgotten too: its drain may
+		// have given up, and its slots nobody holds a grant of wait for
+		// it until then (slots, census.go).
 	default:
 		m.mu.Unlock()
 		return fmt.Errorf("%w: %s is %s", ErrNotDead, name, e.m.Status)
 	}
-	li := leaveIntent{Name: name, BootID: e.m.Meta.BootID}
+	li := leaveIntent{Name: name, BootID: e.m.Meta.BootID, Forgot: true}
 	var up []string
 	for n, o := range m.mu.view {
 		if n != m.cfg.Name && n != name && o.m.Status == StatusAlive && o.m.Addr != "" {

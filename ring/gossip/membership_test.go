@@ -186,7 +186,20 @@ func TestLeaveSeenAsLeft(t *testing.T) {
 				mb, _ := member(nd.m, "n3")
 				t.Errorf("%s sees n3 %v a minute later, want left", nd.name, mb.Status)
 			}
+			if mb, _ := member(nd.m, "n3"); mb.Forgotten {
+				t.Errorf("%s sees n3 forgotten, want left by itself", nd.name)
+			}
 		}
+		// An operator may forget it all the same (its drain may have given
+		// up): every member then sees it forgotten.
+		if err := c.nodes[0].m.Forget("n3"); err != nil {
+			t.Fatalf("Forget(n3), left: %v", err)
+		}
+		waitFor(t, "n1 and n2 see n3 forgotten", 10*time.Second, func() bool {
+			a, _ := member(c.nodes[0].m, "n3")
+			b, _ := member(c.nodes[1].m, "n3")
+			return a.Forgotten && b.Forgotten && a.Status == gossip.StatusLeft && b.Status == gossip.StatusLeft
+		})
 		for range n3.m.Events() { // drained, then closed by Leave
 		}
 		if err := n3.m.Close(); err != nil {
@@ -482,10 +495,9 @@ func TestForgetDeadMember(t *testing.T) {
 		}
 		for _, nd := range c.nodes[:3] {
 			deadline := time.Now().Add(10 * time.Second)
-			for !hasStatus(nd.m, "n4", gossip.StatusLeft) {
+			for mb, _ := member(nd.m, "n4"); mb.Status != gossip.StatusLeft || !mb.Forgotten; mb, _ = member(nd.m, "n4") {
 				if time.Now().After(deadline) {
-					mb, _ := member(nd.m, "n4")
-					t.Fatalf("%s sees n4 %v 10 s after it was forgotten, want left", nd.name, mb.Status)
+					t.Fatalf("%s sees n4 %v (forgotten %v) 10 s after it was forgotten, want left and forgotten", nd.name, mb.Status, mb.Forgotten)
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -519,6 +531,9 @@ func TestForgetReachesAMemberThatMissedTheGossip(t *testing.T) {
 		took := waitFor(t, "n3 sees n4 left", 2*gossip.DefaultLocalConfig().PushPullInterval+10*time.Second, func() bool {
 			return hasStatus(n3.m, "n4", gossip.StatusLeft)
 		})
+		if mb, _ := member(n3.m, "n4"); !mb.Forgotten {
+			t.Error("n3 sees n4 left but not forgotten: push/pull lost the forget")
+		}
 		t.Logf("n3 saw n4 left %v after the heal (push/pull every %v)", took, gossip.DefaultLocalConfig().PushPullInterval)
 		c.close()
 	})
