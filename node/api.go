@@ -336,7 +336,7 @@ func (a api) Cluster(ranges bool) httpapi.Cluster {
 	for _, m := range v.Members {
 		c := counts[m.Name]
 		mj := httpapi.Member{Name: m.Name, GossipAddr: m.Addr, HTTPAddr: m.Meta.HTTPAddr,
-			State: m.Meta.State.String(), Status: m.Status.String(),
+			State: m.Meta.State.String(), Status: m.Status.String(), Forgotten: m.Forgotten,
 			SlotsOwned: c.Owned, SlotsFollowing: c.Following}
 		switch {
 		case n.cluster == nil:

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,6 +42,9 @@ func TestFaultForgetOwnerDeadAtFormation(t *testing.T) {
 			t.Fatalf("forget n2: %d", code)
 		}
 		c.waitReady(0, 2)
+		if _, body := c.get(2, "/v1/cluster"); !strings.Contains(string(body), `"name":"n2"`) || !strings.Contains(string(body), `"forgotten":true`) {
+			t.Errorf("n3's /v1/cluster does not show n2 forgotten: %s", body)
+		}
 		if f := n1.n.ctl.Counts().Firing + n3.n.ctl.Counts().Firing; f != 16384 {
 			t.Errorf("n1 and n3 fire %d slots, want all 16384", f)
 		}
@@ -48,7 +52,6 @@ func TestFaultForgetOwnerDeadAtFormation(t *testing.T) {
 		c.create(ids("after", 200, c.table(0), func(string, string) bool { return true }), first, 5*time.Millisecond)
 		c.settle(first.Add(2*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
-		_ = n2
 		c.close()
 	})
 }

@@ -270,8 +270,9 @@ type memberView struct {
 	Name            text            `json:"name"`
 	GossipAddr      text            `json:"gossip_addr"`
 	HTTPAddr        text            `json:"http_addr"`
-	State           text            `json:"state"`  // joining, active, draining, left, dead
-	Status          text            `json:"status"` // alive, dead, left: what gossip says
+	State           text            `json:"state"`     // joining, active, draining, left, dead
+	Status          text            `json:"status"`    // alive, dead, left: what gossip says
+	Forgotten       bool            `json:"forgotten"` // left: an operator forgot it
 	SlotsOwned      text            `json:"slots_owned"`
 	SlotsFollowing  text            `json:"slots_following"`
 	OwnedRanges     json.RawMessage `json:"owned_ranges"` // [[first,last],…]; kept raw so odd shapes still print
@@ -314,9 +315,13 @@ func writeCluster(buf *bytes.Buffer, v clusterView) error {
 
 // memberState is the member's ring state, with the gossip status added when
 // it says something the state does not: "active (dead)" is a member gossip
-// has declared dead whose slots have not moved yet.
+// has declared dead whose slots have not moved yet, "left (forgotten)" one
+// an operator forgot.
 func memberState(m memberView) string {
 	state, status := cell(m.State), cell(m.Status)
+	if m.Forgotten {
+		status = "forgotten"
+	}
 	if status == "-" || status == "alive" || status == state {
 		return state
 	}

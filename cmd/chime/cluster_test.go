@@ -79,6 +79,14 @@ n1    left   -     -       0      0          -
 `,
 		},
 		{
+			name:   "forgotten",
+			answer: `{"self":"n1","table_version":7,"members":[{"name":"n2","state":"left","status":"left","forgotten":true,"slots_owned":0,"slots_following":0}]}`,
+			want: `self: n1  members: 1  table version: 7  checksum: -  settled: -
+NAME  STATE             HTTP  GOSSIP  OWNED  FOLLOWING  RANGES
+n2    left (forgotten)  -     -       0      0          -
+`,
+		},
+		{
 			name:   "no members",
 			answer: `{"self":"n1","table_version":0,"members":[]}`,
 			want: `self: n1  members: 0  table version: 0  checksum: -  settled: -

@@ -12,10 +12,13 @@ type Member struct {
 	HTTPAddr   string `json:"http_addr"`
 	// State is the member's own word (active, joining, draining) while it
 	// is alive; "dead" or "left" once gossip says so (Status).
-	State          string `json:"state"`
-	Status         string `json:"status"`
-	SlotsOwned     int    `json:"slots_owned"`
-	SlotsFollowing int    `json:"slots_following"`
+	State  string `json:"state"`
+	Status string `json:"status"`
+	// Forgotten: left because an operator declared it gone for good
+	// (POST .../forget), not by draining.
+	Forgotten      bool `json:"forgotten,omitempty"`
+	SlotsOwned     int  `json:"slots_owned"`
+	SlotsFollowing int  `json:"slots_following"`
 	// The slot ranges, only with ?ranges=true: thousands per member (the
 	// table spreads the slots by hashing), ~90 KB a member.
 	OwnedRanges     *[][2]uint16 `json:"owned_ranges,omitempty"`
