@@ -16,6 +16,8 @@ import (
 // slot nobody holds a grant of"). An operator forgets it: the survivors
 // take those slots after a census of each other's copies (slots,
 // census.go), here empty, become ready, and fire tasks of every slot.
+// Then n2 returns with its data, is told it was forgotten, and takes its
+// slots back only by handover.
 func TestFaultForgetOwnerDeadAtFormation(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -51,6 +53,17 @@ func TestFaultForgetOwnerDeadAtFormation(t *testing.T) {
 		first := time.Now().Add(2 * time.Second)
 		c.create(ids("after", 200, c.table(0), func(string, string) bool { return true }), first, 5*time.Millisecond)
 		c.settle(first.Add(2*time.Second + faultsSettle))
+		// n2 comes back with its data after all: the others tell it, as
+		// it joins, that its earlier run was forgotten, and it claims none
+		// of the slots it took at the bootstrap (slots.Disowned); its
+		// slots move back to it by handover, and no fire repeats.
+		c.restart(1)
+		if !n2.n.cluster.Gossip().RunForgotten() {
+			t.Errorf("n2 came back and was not told its earlier run was forgotten")
+		}
+		second := time.Now().Add(2 * time.Second)
+		c.create(ids("back", 200, c.table(0), func(string, string) bool { return true }), second, 5*time.Millisecond)
+		c.settle(second.Add(2*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
 	})

@@ -42,8 +42,9 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 			n.metrics.Takeovers.Add(float64(len(ss)))
 			n.loop.gain(ss)
 		},
-		Genesis: c.SetGenesis,
-		Stalled: n.health.NoteStalls,
+		Genesis:      c.SetGenesis,
+		Stalled:      n.health.NoteStalls,
+		RunForgotten: c.Gossip().RunForgotten,
 	})
 }
 

@@ -34,6 +34,15 @@ import "slices"
 // not resynced since cannot vouch for it: it does not answer, and the
 // slot waits as before.
 //
+// An owner runs a census too when the only nodes that may hold its grant
+// were forgotten and their leases ran out, so that it cannot fire: such a
+// node did not leave on purpose, and may have promoted before it died
+// (its new epoch's writes are on its follower, if that is alive). The
+// owner asks every live member the same way; one that knows a higher
+// epoch rejects the offer, and the owner steps down; once every one
+// answered NoReplica at its epoch, it takes a new epoch, censusJump
+// higher, with its copy, past any the forgotten node took.
+//
 // The epoch taken is censusJump above the highest one the census saw: a
 // forgotten node that comes back with its data takes its own epoch+1 back
 // if it gave no grant (reclaim) and meets the higher epoch at its first
@@ -102,33 +111,54 @@ func (m *Machine) censusPeers() []string {
 
 // censusStep runs the census for slot s, whose epoch forgotten node o
 // owned: it takes the slot once every live member answered, else asks
-// them all (again once per retry). The slot is unavailable meanwhile.
+// them all (censusRound). The slot is unavailable meanwhile.
 func (m *Machine) censusStep(s Slot, o string) {
 	si := &m.slots[s]
 	si.censusOwner = o
-	if si.censusAsked {
-		done := true
-		for _, n := range m.censusPeers() {
-			if !slices.Contains(si.censusDone, n) {
-				done = false
-				break
-			}
-		}
-		if done {
-			m.censusTake(s)
-			return
-		}
+	if m.censusComplete(s) {
+		m.censusTake(s)
+		return
 	}
 	si.role = RoleUnavailable
 	m.setUnavailable(s, true)
-	if si.pending && m.now.Before(si.retryAt) {
+	m.censusRound(s, si.synced)
+}
+
+// censusComplete reports whether every live member answered the census
+// of s asked at its current epoch.
+func (m *Machine) censusComplete(s Slot) bool {
+	si := &m.slots[s]
+	if !si.censusAsked {
+		return false
+	}
+	for _, n := range m.censusPeers() {
+		if !slices.Contains(si.censusDone, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// censusRound asks every live member for its position in s (an offer
+// with Census; copy: we hold a valid copy at our position), at most once
+// per Lease: an answer never brings the next round forward (the answers
+// of one round each moved it on, and rounds multiplied: sim seed 401).
+func (m *Machine) censusRound(s Slot, copy bool) {
+	si := &m.slots[s]
+	if si.censusAsked && m.now.Before(si.censusAt.Add(m.cfg.Lease)) {
 		return
 	}
-	si.censusAsked, si.censusDone = true, si.censusDone[:0]
+	si.censusAsked, si.censusDone, si.censusAt = true, si.censusDone[:0], m.now
 	for _, n := range m.censusPeers() {
-		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: si.synced})
+		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: copy})
 	}
-	m.setPending(s)
+}
+
+// censusStop forgets an unfinished census of s (it no longer applies).
+func (m *Machine) censusStop(s Slot) {
+	if si := &m.slots[s]; si.censusAsked {
+		si.censusAsked, si.censusDone = false, nil
+	}
 }
 
 // censusTake takes slot s after a complete census: with our copy, which
@@ -175,4 +205,81 @@ func (m *Machine) onCensusNoReplica(ev NoReplica) {
 	if si.censusAsked && ev.Epoch == si.epoch && !slices.Contains(si.censusDone, ev.From) {
 		si.censusDone = append(si.censusDone, ev.From)
 	}
+}
+
+// ownerCensusFor reports whether owner s must run a census: every node
+// that may hold its grant was forgotten, one's lease ran out (it cannot
+// fire), and the census's answer would be complete (see censusFor).
+func (m *Machine) ownerCensusFor(s Slot) bool {
+	si := &m.slots[s]
+	if len(m.forgot) == 0 || si.role != RoleOwner || len(si.suspects) == 0 || m.covered(s) || !m.quorate() || !m.backed() {
+		return false
+	}
+	for _, x := range si.suspects {
+		if !m.forgot[x.name] {
+			return false
+		}
+	}
+	for n := range m.dead {
+		if !m.forgot[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// ownerCensusStep runs owner s's census (ownerCensusFor): it takes the
+// next epoch once every live member answered, else asks them. It reports
+// whether it took the epoch.
+func (m *Machine) ownerCensusStep(s Slot) bool {
+	si := &m.slots[s]
+	if m.censusComplete(s) {
+		m.becomeOwner(s, si.epoch+censusJump, nil, "")
+		return true
+	}
+	m.censusRound(s, true)
+	return false
+}
+
+// disown drops slot s's claims of an earlier, forgotten run (Disowned):
+// it is a stale replica at its epoch, if it holds anything.
+func (m *Machine) disown(s Slot) {
+	si := &m.slots[s]
+	claims := si.wasOwner || si.grantee != "" || si.handedTo != "" || si.role == RoleOwner || si.role == RoleSealing
+	m.makeStale(s)
+	si = &m.slots[s]
+	si.wasOwner, si.grantee = false, ""
+	si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy, si.handedDropped = "", 0, 0, false, nil
+	if claims {
+		m.persist(s)
+	}
+}
+
+// reclaimCensus takes back the epoch of a restarted owner (reclaim) whose
+// grantee cannot vouch for it: that node's earlier run was forgotten
+// (Disowned) and may have promoted. Our copy holds every write we
+// acknowledged; what the forgotten run did afterwards is on its follower if
+// anywhere, and a live member that knows a higher epoch rejects the census.
+// Once every live member answered at our epoch we take censusJump past it.
+// Only where the answer is complete (every node counted dead forgotten,
+// a quorate view); else the slot waits, unavailable.
+func (m *Machine) reclaimCensus(s Slot) {
+	si := &m.slots[s]
+	complete := m.quorate() && m.backed()
+	for n := range m.dead {
+		if !m.forgot[n] {
+			complete = false
+		}
+	}
+	si.role = RoleUnavailable
+	m.setUnavailable(s, true)
+	if !complete {
+		m.censusStop(s)
+		return
+	}
+	if m.censusComplete(s) {
+		m.becomeOwner(s, si.epoch+censusJump, nil, "")
+		return
+	}
+	m.censusRound(s, true)
 }

@@ -272,6 +272,39 @@ func (c *cluster) restart(name string) {
 	c.add(name, maps(c.disk[name]))
 }
 
+// wipe restarts crashed node name with an empty data dir, as an operator
+// brings back a node the cluster forgot: a new node that reuses the name.
+func (c *cluster) wipe(name string) {
+	clear(c.disk[name])
+	delete(c.consents, name)
+	if c.voters != nil {
+		delete(c.voters, name)
+	}
+	c.epochs[name] = make([]Epoch, c.numSlots)
+	c.has[name] = make([]bool, c.numSlots)
+	// The epochs it took that no other node knows of are gone with its
+	// data: taking one again is not a second owner of it (a restarted
+	// owner whose grantee came back empty takes its epoch+1 anew, sim seed
+	// 18557).
+	for s := range c.numSlots {
+		for e, o := range c.owners[s] {
+			if o != name {
+				continue
+			}
+			known := false // by a node's state, now or on its disk
+			for _, n := range c.names {
+				if n != name && c.epochs[n][s] >= e {
+					known = true
+				}
+			}
+			if !known {
+				delete(c.owners[s], e)
+			}
+		}
+	}
+	c.restart(name)
+}
+
 func maps(m map[Slot]SlotState) map[Slot]SlotState {
 	out := make(map[Slot]SlotState, len(m))
 	for k, v := range m {
@@ -503,7 +536,7 @@ func (c *cluster) route(from string, e Effect) {
 	case SendNoReplica:
 		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case OfferHandover:
-		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee})
+		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee, Census: e.Census, Copy: e.Copy})
 	case AskOffer:
 		send(e.To, OfferAsked{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case Seal:

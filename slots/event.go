@@ -269,6 +269,15 @@ type ConsentGiven struct {
 // it fires or promotes again. New with persisted state implies the same.
 type Restarted struct{}
 
+// Disowned says an operator forgot an earlier run of this node (node:
+// gossip.Membership.RunForgotten): the cluster took that run's slots
+// without it, so what this node's data says it owned, handed over or
+// granted no longer stands. Every slot becomes a stale replica at its
+// epoch, as after a restart, without the claims a restart keeps
+// (WasOwner, the grantee, a handover record). Node sends it before the
+// first table of a run whose earlier run was forgotten (the join tells it).
+type Disowned struct{}
+
 func (TableChanged) isEvent()     {}
 func (MemberDead) isEvent()       {}
 func (MemberAlive) isEvent()      {}
@@ -287,5 +296,6 @@ func (HandoverDone) isEvent()     {}
 func (EpochSeen) isEvent()        {}
 func (Applied) isEvent()          {}
 func (Restarted) isEvent()        {}
+func (Disowned) isEvent()         {}
 func (ConsentAsked) isEvent()     {}
 func (ConsentGiven) isEvent()     {}

@@ -280,6 +280,13 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 		m.advance(ev.Slot)
 		return
 	}
+	if si.wasOwner && ev.From == si.grantee && ev.Epoch == si.epoch && si.role != RoleOwner && si.role != RoleSealing {
+		// Our grantee cannot vouch for our epoch (disowned, census.go).
+		si.granteeVoid = true
+		si.pending = false
+		m.advance(ev.Slot)
+		return
+	}
 	if ev.From == si.takeFrom && ev.Epoch > si.takeEpoch && si.synced && si.epoch == si.takeEpoch &&
 		si.leader == ev.From && si.leaderOwns {
 		// The holder that handed us the epoch lost its copy before we got

@@ -21,8 +21,8 @@ func (m *Machine) importStep(s Slot) {
 		// Its owner was forgotten and nobody holds its grant (census.go).
 		m.censusStep(s, o)
 		return
-	} else if si.censusAsked {
-		si.censusAsked, si.censusDone = false, nil // the usual way again
+	} else if !si.granteeVoid {
+		m.censusStop(s) // the usual way again
 	}
 	if si.pending && m.now.Before(si.retryAt) {
 		return
@@ -127,6 +127,10 @@ func (m *Machine) importStep(s Slot) {
 // (persisted grantee ""), or the one grantee hands the epoch back.
 func (m *Machine) reclaim(s Slot) {
 	si := &m.slots[s]
+	if si.granteeVoid {
+		m.reclaimCensus(s)
+		return
+	}
 	switch {
 	case si.grantee == "":
 		if m.quorate() {
@@ -231,6 +235,16 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		return
 	}
 	if m.reject(s, ev.Epoch, ev.From) {
+		return
+	}
+	if m.disowned && ev.WasOwner && ev.Grantee == m.cfg.Self && si.role != RoleOwner && si.role != RoleSealing {
+		// A restarted owner asks us, its grantee, for its epoch back, but
+		// the run it granted was forgotten and what it did is lost with
+		// it (it may have promoted): say we cannot vouch (census.go).
+		if ev.Epoch > si.epoch {
+			m.stepDown(s, ev.Epoch, "")
+		}
+		m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})
 		return
 	}
 	if ev.Epoch > si.epoch {

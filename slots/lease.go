@@ -672,11 +672,17 @@ func (m *Machine) covered(s Slot) bool {
 //
 // A suspect that left the cluster is forgotten at once: a node stops its
 // ownership machine before it leaves, and comes back only as a new
-// incarnation, which holds no grant.
+// incarnation, which holds no grant. Not one an operator forgot
+// (MemberDead.Forgot): it did not leave, it died, and may have promoted
+// first; it stays a suspect as a dead one does, and if its lease cannot be
+// ruled out the owner bumps its epoch past it after a census (census.go).
+// Dropping it at once let an owner cut off when its grantee promoted fire
+// its old epoch beside the new one, and hand that epoch on a second time
+// (sim seed 224 with the forget phase).
 func (m *Machine) dropDeadSuspects(s Slot) {
 	si := &m.slots[s]
 	if len(m.left) > 0 && (len(si.suspects) > 0 || len(si.dropped) > 0) {
-		gone := func(x suspect) bool { return m.left[x.name] }
+		gone := func(x suspect) bool { return m.left[x.name] && !m.forgot[x.name] }
 		si.suspects = slices.DeleteFunc(si.suspects, gone)
 		si.dropped = slices.DeleteFunc(si.dropped, gone)
 		m.persistGrantee(s)

@@ -30,9 +30,13 @@ type Machine struct {
 	// run: its owner of a slot took epoch 1 (census.go).
 	genesis    ring.Table
 	hasGenesis bool
-	sees       int // TableChanged.Sees minus members declared dead since
-	stable     int
-	majority   bool
+	// disowned: an earlier run of this node was forgotten (Disowned): it
+	// cannot vouch for what that run held, so it never answers a restarted
+	// owner as its grantee (census.go).
+	disowned bool
+	sees     int // TableChanged.Sees minus members declared dead since
+	stable   int
+	majority bool
 	// viewLost is when the view last lost its majority (zero while it
 	// shows one, or never had one); cutOff that a lost majority
 	// (lostMajority) came since (see backed).
@@ -237,6 +241,10 @@ type slotInfo struct {
 	// took the slot empty after one (for the test harness).
 	censusOwner string
 	censusAsked bool
+	// granteeVoid: the grantee this restarted owner must take its epoch
+	// back from answered that it cannot vouch (it was disowned).
+	granteeVoid bool
+	censusAt    time.Time // the last round (censusRound)
 	censusDone  []string
 	censusEmpty bool
 
@@ -410,6 +418,12 @@ func (m *Machine) Step(ev Event) []Effect {
 	case Restarted:
 		for s := range m.slots {
 			m.makeStale(Slot(s))
+		}
+		m.advanceAll()
+	case Disowned:
+		m.disowned = true
+		for s := range m.slots {
+			m.disown(Slot(s))
 		}
 		m.advanceAll()
 	case Applied:

@@ -49,6 +49,15 @@ func (m *Machine) ownerStep(s Slot) {
 		m.sendSnapshot(s) // lost or stuck: try again
 	}
 	m.dropDeadSuspects(s)
+	if m.ownerCensusFor(s) {
+		// Only forgotten nodes may hold our grant and their leases ran
+		// out: bump the epoch past them after a census (census.go).
+		if m.ownerCensusStep(s) {
+			return
+		}
+	} else {
+		m.censusStop(s)
+	}
 	if m.ticking && (!si.beatSent || !m.now.Before(si.beatAt.Add(m.cfg.Lease/4))) {
 		m.beat(s)
 	}

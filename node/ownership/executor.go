@@ -81,6 +81,10 @@ type Deps struct {
 	Genesis func(table uint64)
 	// Stalled is given each stall report (stalls.go).
 	Stalled func(*StallReport)
+	// RunForgotten reports whether an operator forgot an earlier run of
+	// this node (gossip.Membership.RunForgotten): the machine then drops
+	// the claims its data holds (slots.Disowned) before its first table.
+	RunForgotten func() bool
 }
 
 // Config is the executor's configuration.
@@ -119,6 +123,8 @@ type Executor struct {
 	voters slots.Voters // whom the majority is counted among
 	// savedVoters are the voters last persisted: a restart starts from them.
 	savedVoters []string
+	// disowned: the machine was told an earlier run was forgotten.
+	disowned bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -401,6 +407,13 @@ func (e *Executor) onView(old, v View) []slots.Effect {
 		e.sets.tabled.put(uint16(s), v.Owns != nil && v.Owns(uint16(s)))
 	}
 	var effs []slots.Effect
+	if !e.disowned && e.d.RunForgotten != nil && e.d.RunForgotten() {
+		// Before any table: what our data says we owned was taken without
+		// us (chime cluster forget on another member).
+		e.disowned = true
+		e.d.Log.Warn("an operator forgot an earlier run of this node: the slots its data says it owned or handed over are not claimed")
+		effs = append(effs, e.m.Step(slots.Disowned{})...)
+	}
 	for _, ch := range memberChanges(old.Members, v.Members) {
 		switch ch.kind {
 		case "dead", "left", "forgot":

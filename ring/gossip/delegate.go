@@ -161,8 +161,14 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 // gossiped on, so it reaches members the leaver's own gossip missed.
 func (m *Membership) leaveIntent(li leaveIntent) {
 	now := time.Now()
+	if li.Name == m.cfg.Name {
+		if l := m.local.Load(); li.Forgot && l != nil && li.BootID != l.meta.BootID {
+			m.runForgotten.Store(true) // an earlier run of ours (RunForgotten)
+		}
+		return
+	}
 	m.mu.Lock()
-	if m.mu.closed || li.Name == m.cfg.Name {
+	if m.mu.closed {
 		m.mu.Unlock()
 		return
 	}

@@ -52,6 +52,9 @@ type Membership struct {
 	// local is this node's Meta and its encoding, swapped whole by SetState
 	// and read by NodeMeta from memberlist's goroutines.
 	local atomic.Pointer[localMeta]
+	// runForgotten: a forget intent for an earlier run of this node
+	// arrived (RunForgotten).
+	runForgotten atomic.Bool
 	// ml is set once by Start.
 	ml atomic.Pointer[memberlist.Memberlist]
 
@@ -378,6 +381,13 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	}
 	return nil
 }
+
+// RunForgotten reports whether an operator forgot an earlier run of this
+// node (Forget, on another member): a member's push/pull state, as the
+// join exchanges it, carried a forget intent naming this node with
+// another boot id. The cluster took that run's slots without it; its data
+// may hold claims that no longer stand (node: slots.Disowned).
+func (m *Membership) RunForgotten() bool { return m.runForgotten.Load() }
 
 // ErrNotDead is returned by Forget for a member that is not dead.
 var ErrNotDead = errors.New("gossip: only a dead or left member can be forgotten")

@@ -579,3 +579,62 @@ func clusterWithN4Dead(t *testing.T) *cluster {
 	})
 	return c
 }
+
+// TestRunForgottenAfterRestart: a node an operator forgot comes back (a
+// new run, same name and address): the push/pull of its join carries the
+// forget intent of its earlier run, so it learns that run was forgotten
+// (RunForgotten) and must not act on what its data says it held. A node
+// that restarts without having been forgotten learns nothing of the kind.
+func TestRunForgottenAfterRestart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := clusterWithN4Dead(t)
+		if err := c.nodes[0].m.Forget("n4"); err != nil {
+			t.Fatalf("Forget(n4): %v", err)
+		}
+		// rejoin starts node i again as a new run and joins the others.
+		rejoin := func(i int, boot uint64) *gossip.Membership {
+			t.Helper()
+			_ = c.nodes[i].m.Close() // its transport crashed: errors do not matter
+			nd := &node{name: c.nodes[i].name, addr: c.nodes[i].addr, meta: c.nodes[i].meta}
+			nd.meta.BootID = boot
+			cfg := gossip.DefaultLocalConfig()
+			cfg.Name = nd.name
+			cfg.Transport = c.net.Transport(nd.addr)
+			cfg.Logger = testLogger(t, nd.name)
+			m, err := gossip.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Start(nd.meta); err != nil {
+				t.Fatal(err)
+			}
+			nd.m = m
+			c.nodes[i] = nd
+			var others []string
+			for j, o := range c.nodes {
+				if j != i {
+					others = append(others, o.addr)
+				}
+			}
+			if _, err := m.Join(others); err != nil {
+				t.Fatalf("%s rejoins: %v", nd.name, err)
+			}
+			return m
+		}
+		if m := rejoin(3, 777); !m.RunForgotten() {
+			t.Error("n4, forgotten, came back and did not learn it")
+		}
+		waitFor(t, "n1 sees n4 alive again", 10*time.Second, func() bool {
+			return hasStatus(c.nodes[0].m, "n4", gossip.StatusAlive)
+		})
+		if mb, _ := member(c.nodes[0].m, "n4"); mb.Forgotten {
+			t.Error("n1 sees the new run of n4 forgotten")
+		}
+		c.net.Crash(c.nodes[2].addr)
+		waitFor(t, "n1 sees n3 dead", time.Minute, func() bool { return hasStatus(c.nodes[0].m, "n3", gossip.StatusDead) })
+		if m := rejoin(2, 778); m.RunForgotten() {
+			t.Error("n3, never forgotten, came back believing it was")
+		}
+		c.close()
+	})
+}
