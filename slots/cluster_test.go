@@ -406,8 +406,11 @@ func (c *cluster) stepMsg(msg message) {
 		}
 	}
 	if snap, ok := ev.(SnapshotComplete); ok && msg.has {
-		if si := m.slots[snap.Slot]; si.synced && si.epoch == snap.Epoch && (si.leader == snap.From || si.role == RoleOwner) {
-			c.has[name][snap.Slot] = true // installed the copy (and maybe took the epoch with it)
+		if si := m.slots[snap.Slot]; si.synced && (si.epoch == snap.Epoch && si.leader == snap.From || si.role == RoleOwner && si.epoch >= snap.Epoch) {
+			// Installed the copy, and maybe took the epoch with it (or the
+			// next one: a handover pending to us, the copy a census
+			// brought from another member, sim seed 17866).
+			c.has[name][snap.Slot] = true
 		}
 	}
 	for _, e := range effs {

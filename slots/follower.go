@@ -303,6 +303,15 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 	if !slices.Contains(si.tried, ev.From) {
 		si.tried = append(si.tried, ev.From)
 	}
+	if m.disowned && ev.From == si.takeFrom && !si.synced {
+		// A handover to our forgotten run, repeated to us: its holder has
+		// no copy for us, and the copy it rested on was that run's. Ask
+		// again at the retry, not at once: each answer brought the next
+		// request, a loop at message rate (sim seed 12334). The slot stays
+		// with nobody (DESIGN §4, open).
+		m.advance(ev.Slot)
+		return
+	}
 	if si.leader == ev.From && !si.synced {
 		si.leader, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false // a stale hint
 	}
