@@ -27,21 +27,34 @@ import (
 // such slots (12 of them killed at once, before any heartbeat), against
 // 36 before.
 func TestOwnerCrashAtFormation(t *testing.T) {
+	var kills []time.Duration
+	for d := time.Duration(0); d <= 3*time.Second; d += 250 * time.Millisecond {
+		kills = append(kills, d)
+	}
+	runFormations(t, kills, ownerCrashAtFormation)
+}
+
+// runFormations runs f for seeds 1–12 and each kill time, in parallel.
+func runFormations(t *testing.T, kills []time.Duration, f func(*testing.T, uint64, time.Duration)) {
 	for seed := uint64(1); seed <= 12; seed++ {
-		for d := time.Duration(0); d <= 3*time.Second; d += 250 * time.Millisecond {
+		for _, d := range kills {
 			t.Run(fmt.Sprintf("seed=%d/kill=%v", seed, d), func(t *testing.T) {
 				t.Parallel()
-				ownerCrashAtFormation(t, seed, d)
+				f(t, seed, d)
 			})
 		}
 	}
 }
 
-func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
+// newFormation bootstraps n1..n3 (64 slots) with node's DeadAfter, the
+// vote's voters, and seed's delays (0–300 ms) and losses (0–10 %), its
+// random source drawn from (seed, stream).
+func newFormation(t *testing.T, seed, stream uint64) *cluster {
 	c := newCluster(t, 64)
 	c.deadAfter = 1500 * time.Millisecond
 	c.voters = map[string]*Voters{}
-	c.rng = rand.New(rand.NewPCG(seed, 7))
+	c.left, c.forgot = map[string]bool{}, map[string]bool{}
+	c.rng = rand.New(rand.NewPCG(seed, stream))
 	c.maxDelay = time.Duration(seed%4) * 100 * time.Millisecond
 	c.dropProb = float64(seed%3) * 0.05
 	for _, n := range []string{"n1", "n2", "n3"} {
@@ -49,6 +62,11 @@ func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
 	}
 	c.stable = 3
 	c.tables(true)
+	return c
+}
+
+func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
+	c := newFormation(t, seed, 7)
 	if seed%2 == 0 {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			if c.rng.IntN(2) == 0 {
@@ -77,15 +95,7 @@ func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
 	// degraded owner (its follower n2 dead) fires only on a majority's
 	// promises, here both other voters', and one's may lapse a moment
 	// (seed 11: n1's pair acks lost for 2.3 s).
-	fired := make([]bool, c.numSlots)
-	for range 50 {
-		c.run(100 * time.Millisecond)
-		for s := range Slot(c.numSlots) {
-			if len(c.firing(s)) == 1 {
-				fired[s] = true
-			}
-		}
-	}
+	fired := firedOnce(c)
 	open := 0
 	for s := range Slot(c.numSlots) {
 		firing := c.firing(s)
@@ -117,29 +127,12 @@ func ownerCrashAtFormation(t *testing.T, seed uint64, kill time.Duration) {
 // way no slot is fired by two nodes (the harness checks after every step)
 // and every slot fires on one node again.
 func TestForgetAfterOwnerCrashAtFormation(t *testing.T) {
-	for seed := uint64(1); seed <= 12; seed++ {
-		for _, d := range []time.Duration{0, 100 * time.Millisecond, 250 * time.Millisecond, time.Second} {
-			t.Run(fmt.Sprintf("seed=%d/kill=%v", seed, d), func(t *testing.T) {
-				t.Parallel()
-				forgetAfterOwnerCrash(t, seed, d)
-			})
-		}
-	}
+	kills := []time.Duration{0, 100 * time.Millisecond, 250 * time.Millisecond, time.Second}
+	runFormations(t, kills, forgetAfterOwnerCrash)
 }
 
 func forgetAfterOwnerCrash(t *testing.T, seed uint64, kill time.Duration) {
-	c := newCluster(t, 64)
-	c.deadAfter = 1500 * time.Millisecond
-	c.voters = map[string]*Voters{}
-	c.left, c.forgot = map[string]bool{}, map[string]bool{}
-	c.rng = rand.New(rand.NewPCG(seed, 11))
-	c.maxDelay = time.Duration(seed%4) * 100 * time.Millisecond
-	c.dropProb = float64(seed%3) * 0.05
-	for _, n := range []string{"n1", "n2", "n3"} {
-		c.add(n, nil)
-	}
-	c.stable = 3
-	c.tables(true)
+	c := newFormation(t, seed, 11)
 	c.run(kill)
 	c.crash("n2")
 	c.run(c.deadAfter + 500*time.Millisecond)
@@ -187,15 +180,7 @@ func forgetAfterOwnerCrash(t *testing.T, seed uint64, kill time.Duration) {
 // a moment, see ownerCrashAtFormation).
 func mustFireOnce(t *testing.T, c *cluster, when string) {
 	t.Helper()
-	fired := make([]bool, c.numSlots)
-	for range 50 {
-		c.run(100 * time.Millisecond)
-		for s := range Slot(c.numSlots) {
-			if len(c.firing(s)) == 1 {
-				fired[s] = true
-			}
-		}
-	}
+	fired := firedOnce(c)
 	for s := range Slot(c.numSlots) {
 		if fired[s] {
 			continue
@@ -207,4 +192,19 @@ func mustFireOnce(t *testing.T, c *cluster, when string) {
 			}
 		}
 	}
+}
+
+// firedOnce runs c for 5 s and reports, per slot, whether exactly one
+// node fired it at some tick of it.
+func firedOnce(c *cluster) []bool {
+	fired := make([]bool, c.numSlots)
+	for range 50 {
+		c.run(100 * time.Millisecond)
+		for s := range Slot(c.numSlots) {
+			if len(c.firing(s)) == 1 {
+				fired[s] = true
+			}
+		}
+	}
+	return fired
 }
