@@ -43,10 +43,12 @@ import "slices"
 // answered NoReplica at its epoch, it takes a new epoch, censusJump
 // higher, with its copy, past any the forgotten node took.
 //
-// The epoch taken is censusJump above the highest one the census saw: a
-// forgotten node that comes back with its data takes its own epoch+1 back
-// if it gave no grant (reclaim) and meets the higher epoch at its first
-// message (DESIGN: a restarted forgotten node).
+// The epoch taken is censusJump above the highest one the census saw. A
+// forgotten node that comes back with its data is told so as it joins and
+// claims nothing (Disowned, disown); one that is not told (every member it
+// joined through restarted since the forget) reclaims at most its own
+// epoch+1 where it gave no grant, which the jump is above, and meets the
+// higher epoch at its first message.
 
 // censusJump is how far above the highest epoch it saw the census takes a
 // slot: above what a forgotten owner that returns with its data reclaims
@@ -71,7 +73,7 @@ func (m *Machine) epochOwner(s Slot) string {
 	return ""
 }
 
-// censusOwner returns the forgotten owner of slot s's epoch if the census
+// censusFor returns the forgotten owner of slot s's epoch if the census
 // may run for s now (see the file comment), else "".
 func (m *Machine) censusFor(s Slot) string {
 	si := &m.slots[s]
