@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/membership"
@@ -19,10 +20,24 @@ import (
 //
 // Invariant: every stored task with wake < frontier is in the wheel, or has
 // an attempt at the dispatcher (its result re-files it), or has a wake
-// change on its way to the loop.
+// change on its way to the loop, or is on its way to the writer (in a
+// fire op, or in the late lane).
+//
+// The late lane: an expired entry due more than the dispatcher's LateAfter
+// ago (the overdue tasks of slots this node just took over, a catch-up
+// after a stall) does not go to the writer with the entries still on
+// time. It waits in the loop, and goes in ops of lateChunk, the next once
+// the writer has applied the last: a backlog of thousands, late already,
+// would otherwise hold every fire queued behind it at the writer (and then
+// at the dispatcher, which has a late lane of its own) and make those late
+// too.
 
 // fireChunk bounds how many expired entries go to the writer in one op.
 const fireChunk = 1024
+
+// lateChunk bounds the entries of one op of the late lane: ~10 ms of the
+// writer's time on this project's 2-core test machine under load.
+const lateChunk = 128
 
 // scanJob is one due-index scan: [from, to) in the owned slots, or in
 // only the slots of gained (a catch-up scan for slots this node just
@@ -53,6 +68,11 @@ type loop struct {
 	scanning   bool  // a scan is in flight
 	gained     *membership.OwnedSet
 	loaded     chan struct{}
+	// late is the late lane, earliest expiry first; lateOut is set while
+	// an op of it is at the writer (cleared by the writer, which then
+	// kicks the loop).
+	late    []wheel.Entry
+	lateOut atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -164,15 +184,38 @@ func (l *loop) run() {
 			nextLoad = nowNs + int64(l.cfg.LoadInterval)
 		}
 		expired = l.wheel.Advance(now, expired[:0])
-		for len(expired) > 0 {
-			n := min(len(expired), fireChunk)
+		onTime := expired[:0]
+		for _, e := range expired {
+			if l.cfg.Dispatch.Late(e.Due.UnixNano(), nowNs) {
+				l.late = append(l.late, e)
+			} else {
+				onTime = append(onTime, e)
+			}
+		}
+		for len(onTime) > 0 {
+			n := min(len(onTime), fireChunk)
 			chunk := make([]wheel.Entry, n)
-			copy(chunk, expired[:n])
-			expired = expired[n:]
+			copy(chunk, onTime[:n])
+			onTime = onTime[n:]
 			if !l.writer.send(&fireOp{writeOp: writeOp{kind: opFire, now: nowNs}, fires: chunk}) {
 				return
 			}
 		}
+		if len(l.late) > 0 && !l.lateOut.Load() {
+			n := min(len(l.late), lateChunk)
+			chunk := make([]wheel.Entry, n)
+			copy(chunk, l.late[:n])
+			l.late = l.late[n:]
+			if len(l.late) == 0 {
+				l.late = nil // the backlog's array goes
+			}
+			l.lateOut.Store(true)
+			op := &fireOp{writeOp: writeOp{kind: opFire, now: nowNs}, fires: chunk, applied: l.lateApplied}
+			if !l.writer.send(op) {
+				return
+			}
+		}
+		l.metrics.LateLane.Set(float64(len(l.late)))
 		l.metrics.WheelSize.Set(float64(l.wheel.Len()))
 		wait := time.Duration(nextLoad - nowNs)
 		if next, ok := l.wheel.Next(); ok {
@@ -180,6 +223,13 @@ func (l *loop) run() {
 		}
 		timer.Reset(max(wait, 0))
 	}
+}
+
+// lateApplied is the writer's word that the late lane's op was applied:
+// the loop sends the next.
+func (l *loop) lateApplied() {
+	l.lateOut.Store(false)
+	l.wake()
 }
 
 // file puts id in the wheel at wake if wake is inside the loaded window,

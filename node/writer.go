@@ -46,6 +46,7 @@ type syncGroup struct {
 	// epoch, for the ownership machine.
 	applied []slots.Event
 	reads   bool // some op reads after the commit (readsAfterCommit)
+	bulk    int  // replicated message data applied, bytes (applyReplica)
 	err     error
 	// committed is when the group's batch was committed (Unix ns), for
 	// the "sync" stage of the fire start lag (dispatchJobs).
@@ -109,7 +110,11 @@ type writer struct {
 	// to try again: not before then (chain.go).
 	chainAfter map[string]int64
 	linger     *time.Timer // bounds how long completions wait for company
-	repl       writerRepl  // replication state (writer_repl.go)
+	// pend holds the replica ops taken from the queue and not wholly
+	// applied, in arrival order: the first may be applied in part, the
+	// others wait for it (applyReplica).
+	pend []*replicaOp
+	repl writerRepl // replication state (writer_repl.go)
 	// replWaits counts groups waiting for their followers; the syncer
 	// closes done only after they are answered.
 	replWaits sync.WaitGroup
@@ -212,12 +217,22 @@ func (w *writer) run() {
 	defer close(w.runDone)
 	for {
 		var op request
-		select {
-		case op = <-w.api:
-		case op = <-w.internal:
-		case <-w.stop:
-			w.drain()
-			return
+		if len(w.pend) > 0 {
+			// A replica op's next part: the group takes it (and what
+			// queued meanwhile).
+			select {
+			case op = <-w.api:
+			case op = <-w.internal:
+			default:
+			}
+		} else {
+			select {
+			case op = <-w.api:
+			case op = <-w.internal:
+			case <-w.stop:
+				w.drain()
+				return
+			}
 		}
 		w.group(op)
 	}
@@ -232,13 +247,17 @@ func (w *writer) drain() {
 		case op := <-w.internal:
 			w.group(op)
 		default:
-			return
+			if len(w.pend) == 0 {
+				return
+			}
+			w.group(nil)
 		}
 	}
 }
 
-// group applies first and every op queued behind it (up to MaxGroupTasks
-// task writes) as one batch.
+// group applies first (nil: none) and every op queued behind it (up to
+// MaxGroupTasks task writes) as one batch, and of the replica ops pending
+// (w.pend) one part at least and up to replicaGroupBytes of their data.
 func (w *writer) group(first request) {
 	b := w.store.NewBatch()
 	defer b.Close()
@@ -246,14 +265,26 @@ func (w *writer) group(first request) {
 		b.Capture()
 	}
 	g := &syncGroup{}
-	n := w.apply(b, g, first)
-	onlyDone, lingered := first.op().kind == opDone, false
+	n, onlyDone, lingered := 0, false, false
+	if first != nil {
+		n = w.apply(b, g, first)
+		onlyDone = first.op().kind == opDone
+	}
+	if len(w.pend) > 0 && g.bulk < replicaGroupBytes {
+		n += w.pendStep(b, g) // every group, however busy the queues
+		onlyDone = false
+	}
 	for n < w.cfg.MaxGroupTasks {
 		var op request
 		select {
 		case op = <-w.api:
 		case op = <-w.internal:
 		default:
+		}
+		if op == nil && len(w.pend) > 0 && g.bulk < replicaGroupBytes {
+			n += w.pendStep(b, g)
+			onlyDone = false
+			continue
 		}
 		if op == nil && onlyDone && !lingered {
 			// Only callback results so far: nobody waits on them, so give
@@ -291,6 +322,13 @@ func (w *writer) group(first request) {
 		end := w.cfg.Clock.Now()
 		w.metrics.Commit.Observe(end.Sub(start).Seconds())
 		g.committed = end.UnixNano()
+	}
+	if len(w.pend) > 0 && g.err != nil {
+		// Nothing more of them applies: they are answered with the error.
+		for _, r := range w.pend {
+			g.ops = append(g.ops, r)
+		}
+		w.pend = nil
 	}
 	if len(g.applied) > 0 && g.err == nil {
 		w.ctl.Post(g.applied...)

@@ -92,6 +92,9 @@ type oneOp struct {
 type fireOp struct {
 	writeOp
 	fires []wheel.Entry
+	// applied, when set, is called on the writer goroutine once the
+	// fires are applied (the loop's late lane).
+	applied func()
 }
 
 // doneOp is opDone: one attempt's result (writer_fire.go).
@@ -107,6 +110,7 @@ type replicaOp struct {
 	msgs    []replication.Msg
 	from    string              // the sender
 	applied replication.Applied // one result, epoch, generation and seq held per message
+	next    int                 // the first message not applied yet (applyReplica)
 }
 
 // persistOp is opPersist: slot ownership states to write (writer_repl.go).
@@ -160,6 +164,20 @@ type checkSumsOp struct {
 
 // apply applies one op to the batch and returns how many task writes it made.
 func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
+	if r, ok := r.(*replicaOp); ok {
+		// In parts (applyReplica), after the ones pending.
+		if len(w.pend) > 0 || g.bulk >= replicaGroupBytes {
+			w.pend = append(w.pend, r)
+			return 0
+		}
+		n, done := w.applyReplica(b, g, r)
+		if done {
+			w.replicaDone(g, r)
+		} else {
+			w.pend = append(w.pend, r)
+		}
+		return n
+	}
 	g.ops = append(g.ops, r)
 	op := r.op()
 	if op.reply != nil && op.kind != opFlowGet && !op.kind.readsAfterCommit() { // reads answer at once
@@ -178,15 +196,17 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 		w.applyOne(b, g, r)
 		return 1
 	case *fireOp:
-		return w.applyFire(b, g, r)
+		n := w.applyFire(b, g, r)
+		if r.applied != nil {
+			r.applied()
+		}
+		return n
 	case *doneOp:
 		return w.applyDone(b, g, r)
 	case *chainDoneOp:
 		return w.applyChainDone(b, g, r)
 	case *flowOp:
 		return w.applyFlow(b, g, r)
-	case *replicaOp:
-		return w.applyReplica(b, g, r)
 	case *persistOp:
 		return w.applyPersist(b, r)
 	case *dropOp:

@@ -168,15 +168,34 @@ func (w *writer) purgeSlot(slot uint16, ids []string) {
 // at the same or a higher epoch; a snapshot (Reset) replaces the slot; an
 // op applies only on top of exactly the position it was made from (Prev),
 // otherwise the owner is told of the gap and sends a snapshot.
-func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int {
+//
+// A request's messages may hold megabytes of snapshots (thousands of
+// slots after a failover or a join): applied in one group they held the
+// writer, and every fire start queued behind them, for tens of
+// milliseconds. So a group applies at most replicaGroupBytes of message
+// data (at least one message); done reports whether op's last message
+// was. The rest waits in w.pend for the next groups (pendStep), which
+// first take whatever queued meanwhile. op is answered with the group
+// that applies its last message (replicaDone); the earlier groups'
+// commits precede that group's fsync, which covers them. Each message is
+// checked against its slot as it is when its part applies, as if the
+// parts had come as requests of their own.
+func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) (n int, done bool) {
 	res := &op.applied
-	res.Results = make([]uint8, len(op.msgs))
-	res.Epochs = make([]uint64, len(op.msgs))
-	res.Gens = make([]uint64, len(op.msgs))
-	res.Held = make([]uint64, len(op.msgs))
-	n := 0
-	for i := range op.msgs {
+	if res.Results == nil {
+		res.Results = make([]uint8, len(op.msgs))
+		res.Epochs = make([]uint64, len(op.msgs))
+		res.Gens = make([]uint64, len(op.msgs))
+		res.Held = make([]uint64, len(op.msgs))
+	}
+	first := op.next
+	for ; op.next < len(op.msgs); op.next++ {
+		if g.bulk >= replicaGroupBytes && op.next > first {
+			return n, false
+		}
+		i := op.next
 		m := &op.msgs[i]
+		g.bulk += len(m.Data)
 		role, known, _ := w.ctl.State(m.Slot)
 		res.Epochs[i] = known
 		own := role == slots.RoleOwner || role == slots.RoleSealing
@@ -249,8 +268,45 @@ func (w *writer) applyReplica(b *storage.Batch, g *syncGroup, op *replicaOp) int
 		w.repl.setMeta(b, m.Slot, cur)
 		n += max(1, o.Count/4)
 	}
+	return n, true
+}
+
+// pendStep applies the next part of the first pending replica op (and,
+// room left, of the ones after it): applyReplica.
+func (w *writer) pendStep(b *storage.Batch, g *syncGroup) int {
+	n := 0
+	for len(w.pend) > 0 && (n == 0 || g.bulk < replicaGroupBytes) {
+		r := w.pend[0]
+		m, done := w.applyReplica(b, g, r)
+		n += m
+		if !done {
+			break
+		}
+		w.pend[0] = nil
+		w.pend = w.pend[1:]
+		w.replicaDone(g, r)
+		if n == 0 {
+			n = 1 // a part of stale messages only: still a step
+		}
+	}
+	if len(w.pend) == 0 {
+		w.pend = nil
+	}
 	return n
 }
+
+// replicaDone puts a replica op whose last message g applied in g: it is
+// answered once g is durable.
+func (w *writer) replicaDone(g *syncGroup, r *replicaOp) {
+	g.ops = append(g.ops, r)
+	g.acked = true // internal ops with a reply are acked
+}
+
+// replicaGroupBytes bounds the replicated message data one write group
+// applies (applyReplica): a 256 KiB part applies and commits in ~10 ms on
+// this project's 2-core test machine under load, where a 4 MiB request
+// held the writer for 50–100 ms.
+const replicaGroupBytes = 256 << 10
 
 // applyPersist writes the ownership states the machine persists. A node
 // that takes a new epoch as owner moves its data position to it: its next

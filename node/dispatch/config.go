@@ -39,6 +39,13 @@ type Config struct {
 	// default pool.
 	PerHost int
 
+	// LateAfter: a job submitted more than this long after its due waits
+	// in its host's late lane, behind the jobs still on time (see
+	// Dispatcher). Default 1 s: far above a node's lateness in normal
+	// running (p99 tens of ms), below the detection time of a failover,
+	// whose taken-over fires are all later than that.
+	LateAfter time.Duration
+
 	// MaxQueued bounds the jobs waiting (submitted, not yet running);
 	// Submit refuses beyond it, which is the node's backpressure signal.
 	// Default 100000: about 6 s of work at 15k callbacks/s, and ~16 B of
@@ -92,6 +99,7 @@ func DefaultConfig() Config {
 	return Config{
 		Concurrency: 512,
 		PerHost:     64,
+		LateAfter:   time.Second,
 		MaxQueued:   100_000,
 		UserAgent:   "chime",
 		IdleTimeout: 30 * time.Second,
@@ -107,6 +115,9 @@ func (c Config) Validate() error {
 	}
 	if c.PerHost < 0 {
 		errs = append(errs, errors.New("node: dispatch: PerHost must be >= 0 (0 = default)"))
+	}
+	if c.LateAfter < 0 {
+		errs = append(errs, errors.New("node: dispatch: LateAfter must be >= 0 (0 = default)"))
 	}
 	if c.MaxQueued < 0 {
 		errs = append(errs, errors.New("node: dispatch: MaxQueued must be >= 0 (0 = default)"))
@@ -148,6 +159,17 @@ func (c Config) ValidateTrust() error {
 	return errors.Join(errs...)
 }
 
+// Late reports whether a job due at due (Unix ns; 0: none) and submitted at
+// now is late: it waits in its host's late lane (LateAfter). The node's
+// loop holds such fires back the same way (node/loop.go).
+func (c Config) Late(due, now int64) bool {
+	after := c.LateAfter
+	if after <= 0 {
+		after = DefaultConfig().LateAfter
+	}
+	return due != 0 && now-due > int64(after)
+}
+
 // withDefaults returns c with every zero or negative field set to its
 // default.
 func (c Config) withDefaults() Config {
@@ -157,6 +179,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PerHost <= 0 {
 		c.PerHost = def.PerHost
+	}
+	if c.LateAfter <= 0 {
+		c.LateAfter = def.LateAfter
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = def.MaxQueued

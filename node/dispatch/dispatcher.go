@@ -65,6 +65,13 @@ type Deps struct {
 // and a slow host holds at most PerHost workers: the others keep serving the
 // remaining hosts.
 //
+// Within a host, a job submitted more than LateAfter past its due (the
+// overdue fires of slots a node just took over, retries, a backfill's past
+// occurrences) waits in the host's late lane, and a job still on time goes
+// ahead of it: a backlog that is late already must not make the fires
+// behind it late too. The late lane is not starved: it gets every
+// lateShare+1-th start while both lanes wait.
+//
 // Workers start on demand and exit when idle: runnable counts the jobs that
 // could start now (each host's waiting jobs up to its free per-host slots),
 // and whenever it exceeds the workers on their way to the ring (neither
@@ -142,12 +149,33 @@ type workerState struct {
 	parked bool          // in dispatcher.mu.idle (under mu)
 }
 
-// hostQueue is the queue and the running count of one callback host.
+// hostQueue is the queues and the running count of one callback host.
 type hostQueue struct {
-	key     string // scheme://host:port, lower case
-	jobs    fifo[queueEntry]
+	key     string           // scheme://host:port, lower case
+	jobs    fifo[queueEntry] // on time
+	late    fifo[queueEntry] // submitted more than LateAfter past their due
 	running int
 	ready   bool // in dispatcher.mu.ready
+	// onTime counts the starts from jobs since the last from late.
+	onTime int
+}
+
+// lateShare is how many on-time starts a host's late lane waits for at
+// most (while both lanes wait) before one of its jobs starts.
+const lateShare = 4
+
+// waiting is the number of h's jobs waiting, in both lanes.
+func (h *hostQueue) waiting() int { return h.jobs.len() + h.late.len() }
+
+// take removes the job to start next: the oldest on time, unless none
+// waits or the late lane's turn has come (lateShare).
+func (h *hostQueue) take() queueEntry {
+	if h.late.len() > 0 && (h.jobs.len() == 0 || h.onTime >= lateShare) {
+		h.onTime = 0
+		return h.late.pop()
+	}
+	h.onTime++
+	return h.jobs.pop()
 }
 
 // queueEntry is a waiting job and its submission number.
@@ -235,7 +263,7 @@ func (d *Dispatcher) staffLocked() {
 
 // runnableOf is the number of h's jobs that could start now.
 func (d *Dispatcher) runnableOf(h *hostQueue) int {
-	return max(0, min(h.jobs.len(), d.cfg.PerHost-h.running))
+	return max(0, min(h.waiting(), d.cfg.PerHost-h.running))
 }
 
 // Submit queues a job; false if the dispatcher is closed or MaxQueued jobs
@@ -258,7 +286,11 @@ func (d *Dispatcher) Submit(j *Job) bool {
 	}
 	d.mu.seq++
 	before := d.runnableOf(h)
-	h.jobs.push(queueEntry{job: j, seq: d.mu.seq})
+	if e := (queueEntry{job: j, seq: d.mu.seq}); d.cfg.Late(j.Due, d.clock.Now().UnixNano()) {
+		h.late.push(e)
+	} else {
+		h.jobs.push(e)
+	}
 	d.mu.queued++
 	d.mu.runnable += d.runnableOf(h) - before
 	if !h.ready && h.running < d.cfg.PerHost {
@@ -344,8 +376,8 @@ func (d *Dispatcher) Close(ctx context.Context) []*Job {
 func (d *Dispatcher) takeQueuedLocked() []*Job {
 	entries := make([]queueEntry, 0, d.mu.queued)
 	for key, h := range d.mu.hosts {
-		for h.jobs.len() > 0 {
-			entries = append(entries, h.jobs.pop())
+		for h.waiting() > 0 {
+			entries = append(entries, h.take())
 		}
 		h.ready = false
 		if h.running == 0 {
@@ -450,12 +482,12 @@ func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQue
 	}
 	h = d.mu.ready.pop()
 	before := d.runnableOf(h)
-	e := h.jobs.pop()
+	e := h.take()
 	h.running++
 	d.mu.queued--
 	d.mu.running++
 	d.mu.runnable += d.runnableOf(h) - before
-	if h.jobs.len() > 0 && h.running < d.cfg.PerHost {
+	if h.waiting() > 0 && h.running < d.cfg.PerHost {
 		d.mu.ready.push(h) // round-robin: back of the ring
 	} else {
 		h.ready = false
@@ -472,7 +504,7 @@ func (d *Dispatcher) finish(h *hostQueue) {
 	d.mu.running--
 	d.mu.runnable += d.runnableOf(h) - before
 	switch {
-	case h.jobs.len() > 0:
+	case h.waiting() > 0:
 		if !h.ready {
 			h.ready = true
 			d.mu.ready.push(h)

@@ -446,7 +446,7 @@ func TestDispatchConfigValidate(t *testing.T) {
 	}{
 		{name: "defaults", cfg: DefaultConfig()},
 		{name: "zero means default", cfg: Config{}},
-		{name: "negative", cfg: Config{Concurrency: -1, PerHost: -1, MaxQueued: -1}, wantErr: []string{"Concurrency", "PerHost", "MaxQueued"}},
+		{name: "negative", cfg: Config{Concurrency: -1, PerHost: -1, MaxQueued: -1, LateAfter: -1}, wantErr: []string{"Concurrency", "PerHost", "MaxQueued", "LateAfter"}},
 		{name: "user agent with newline", cfg: Config{UserAgent: "a\r\nX: y"}, wantErr: []string{"UserAgent"}},
 	}
 	for _, tt := range tests {
@@ -461,6 +461,41 @@ func TestDispatchConfigValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDispatchLateLane: a job submitted more than LateAfter past its due
+// waits behind the jobs of its host still on time, and gets every
+// lateShare+1-th start while both lanes wait: one worker, one host, the
+// order of the starts is the order of the results.
+func TestDispatchLateLane(t *testing.T) {
+	dispNoLeaks(t)
+	srv := dispOKServer(t)
+	d, results := newDispTest(t, Config{Concurrency: 1, LateAfter: time.Second}, Deps{})
+	now := time.Now().UnixNano()
+	job := func(id string, due int64) *Job {
+		j := dispJob(id, srv.URL)
+		j.Due = due
+		return j
+	}
+	late, onTime, noDue := now-int64(2*time.Second), now+int64(time.Minute), int64(0)
+	for _, j := range []*Job{
+		job("L1", late), job("L2", late), job("L3", late), job("T1", onTime), job("L4", late),
+		job("L5", late), job("T2", onTime), job("T3", noDue), job("T4", onTime), job("T5", now),
+		job("T6", onTime), job("L6", late),
+	} {
+		if !d.Submit(j) {
+			t.Fatalf("Submit(%s) refused", j.TaskID)
+		}
+	}
+	d.Start()
+	var order []string
+	for _, r := range dispRecv(t, results, 12) {
+		order = append(order, r.Job.TaskID)
+	}
+	want := []string{"T1", "T2", "T3", "T4", "L1", "T5", "T6", "L2", "L3", "L4", "L5", "L6"}
+	if !slices.Equal(order, want) {
+		t.Errorf("order = %v, want %v", order, want)
 	}
 }
 
