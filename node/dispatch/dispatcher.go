@@ -70,7 +70,10 @@ type Deps struct {
 // occurrences) waits in the host's late lane, and a job still on time goes
 // ahead of it: a backlog that is late already must not make the fires
 // behind it late too. The late lane is not starved: it gets every
-// lateShare+1-th start while both lanes wait.
+// lateShare+1-th start while both lanes wait. Nor may it fill the host:
+// at most lateCap of the host's PerHost callbacks in flight are late ones,
+// so a job on time finds a free slot instead of waiting for a late
+// callback to end.
 //
 // Workers start on demand and exit when idle: runnable counts the jobs that
 // could start now (each host's waiting jobs up to its free per-host slots),
@@ -96,11 +99,12 @@ type Deps struct {
 // "shutdown".
 //
 // Invariants (under mu):
-//   - a host is in ready exactly when it has waiting jobs and
-//     running < PerHost (host.ready mirrors membership);
+//   - a host is in ready exactly when runnableOf(host) > 0: it has jobs
+//     waiting that may start (host.ready mirrors membership);
 //   - queued is the sum of the hosts' queue lengths and <= MaxQueued;
 //   - running <= Concurrency and every host's running <= PerHost;
-//   - runnable is the sum over hosts of min(len(jobs), PerHost-running);
+//   - runnable is the sum over hosts of runnableOf(host);
+//   - every host's lateRunning <= lateCap(PerHost) and <= running;
 //   - running + len(idle) <= workers <= Concurrency, and a worker parked
 //     (in idle) has parked set.
 //   - a host with no waiting and no running jobs is not in hosts.
@@ -155,7 +159,9 @@ type hostQueue struct {
 	jobs    fifo[queueEntry] // on time
 	late    fifo[queueEntry] // submitted more than LateAfter past their due
 	running int
-	ready   bool // in dispatcher.mu.ready
+	// lateRunning counts the running jobs taken from late.
+	lateRunning int
+	ready       bool // in dispatcher.mu.ready
 	// onTime counts the starts from jobs since the last from late.
 	onTime int
 }
@@ -164,18 +170,31 @@ type hostQueue struct {
 // most (while both lanes wait) before one of its jobs starts.
 const lateShare = 4
 
+// lateCap is how many of a host's perHost callbacks in flight may be late
+// ones: three quarters (at least one), so a quarter stays for the jobs
+// on time.
+func lateCap(perHost int) int { return max(1, perHost-perHost/4) }
+
 // waiting is the number of h's jobs waiting, in both lanes.
 func (h *hostQueue) waiting() int { return h.jobs.len() + h.late.len() }
 
-// take removes the job to start next: the oldest on time, unless none
-// waits or the late lane's turn has come (lateShare).
-func (h *hostQueue) take() queueEntry {
-	if h.late.len() > 0 && (h.jobs.len() == 0 || h.onTime >= lateShare) {
+// startable is the number of h's waiting jobs that the lanes let start,
+// free slots aside.
+func (h *hostQueue) startable(perHost int) int {
+	return h.jobs.len() + min(h.late.len(), max(0, lateCap(perHost)-h.lateRunning))
+}
+
+// take removes the job to start next and reports whether it is a late
+// one: the oldest on time, unless none waits or the late lane's turn has
+// come (lateShare), and the late lane has room (lateCap). There must be
+// one (startable > 0).
+func (h *hostQueue) take(perHost int) (queueEntry, bool) {
+	if h.late.len() > 0 && h.lateRunning < lateCap(perHost) && (h.jobs.len() == 0 || h.onTime >= lateShare) {
 		h.onTime = 0
-		return h.late.pop()
+		return h.late.pop(), true
 	}
 	h.onTime++
-	return h.jobs.pop()
+	return h.jobs.pop(), false
 }
 
 // queueEntry is a waiting job and its submission number.
@@ -263,7 +282,7 @@ func (d *Dispatcher) staffLocked() {
 
 // runnableOf is the number of h's jobs that could start now.
 func (d *Dispatcher) runnableOf(h *hostQueue) int {
-	return max(0, min(h.waiting(), d.cfg.PerHost-h.running))
+	return max(0, min(h.startable(d.cfg.PerHost), d.cfg.PerHost-h.running))
 }
 
 // Submit queues a job; false if the dispatcher is closed or MaxQueued jobs
@@ -293,7 +312,7 @@ func (d *Dispatcher) Submit(j *Job) bool {
 	}
 	d.mu.queued++
 	d.mu.runnable += d.runnableOf(h) - before
-	if !h.ready && h.running < d.cfg.PerHost {
+	if !h.ready && d.runnableOf(h) > 0 {
 		h.ready = true
 		d.mu.ready.push(h)
 	}
@@ -376,8 +395,11 @@ func (d *Dispatcher) Close(ctx context.Context) []*Job {
 func (d *Dispatcher) takeQueuedLocked() []*Job {
 	entries := make([]queueEntry, 0, d.mu.queued)
 	for key, h := range d.mu.hosts {
-		for h.waiting() > 0 {
-			entries = append(entries, h.take())
+		for h.jobs.len() > 0 {
+			entries = append(entries, h.jobs.pop())
+		}
+		for h.late.len() > 0 {
+			entries = append(entries, h.late.pop())
 		}
 		h.ready = false
 		if h.running == 0 {
@@ -432,12 +454,12 @@ func (d *Dispatcher) worker() {
 		s.macs = append(s.macs, hmac.New(sha256.New, k))
 	}
 	for {
-		j, h, ok := d.next(w, &idle)
+		j, h, late, ok := d.next(w, &idle)
 		if !ok {
 			return
 		}
 		res := d.attempt(j, s)
-		d.finish(h)
+		d.finish(h, late)
 		d.done(res)
 	}
 }
@@ -446,7 +468,7 @@ func (d *Dispatcher) worker() {
 // false, the worker no longer counted, when the dispatcher is closed or
 // the worker has been parked for workerIdle. *idle is the worker's timer
 // (nil until it first parks).
-func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQueue, ok bool) {
+func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQueue, late, ok bool) {
 	d.mu.Lock()
 	for d.mu.ready.len() == 0 && !d.mu.closed {
 		// Park, the last in line to be woken.
@@ -470,7 +492,7 @@ func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQue
 				w.parked = false
 				d.mu.workers--
 				d.mu.Unlock()
-				return nil, nil, false
+				return nil, nil, false, false
 			}
 			<-w.wake // woken as the timer fired; sent under mu, so already there
 		}
@@ -478,38 +500,44 @@ func (d *Dispatcher) next(w *workerState, idle **time.Timer) (j *Job, h *hostQue
 	if d.mu.closed {
 		d.mu.workers--
 		d.mu.Unlock()
-		return nil, nil, false
+		return nil, nil, false, false
 	}
 	h = d.mu.ready.pop()
 	before := d.runnableOf(h)
-	e := h.take()
+	e, late := h.take(d.cfg.PerHost)
 	h.running++
+	if late {
+		h.lateRunning++
+	}
 	d.mu.queued--
 	d.mu.running++
 	d.mu.runnable += d.runnableOf(h) - before
-	if h.waiting() > 0 && h.running < d.cfg.PerHost {
+	if d.runnableOf(h) > 0 {
 		d.mu.ready.push(h) // round-robin: back of the ring
 	} else {
 		h.ready = false
 	}
 	d.mu.Unlock()
-	return e.job, h, true
+	return e.job, h, late, true
 }
 
 // finish releases the running slot of a job of host h.
-func (d *Dispatcher) finish(h *hostQueue) {
+func (d *Dispatcher) finish(h *hostQueue, late bool) {
 	d.mu.Lock()
 	before := d.runnableOf(h)
 	h.running--
+	if late {
+		h.lateRunning--
+	}
 	d.mu.running--
 	d.mu.runnable += d.runnableOf(h) - before
 	switch {
-	case h.waiting() > 0:
+	case d.runnableOf(h) > 0:
 		if !h.ready {
 			h.ready = true
 			d.mu.ready.push(h)
 		}
-	case h.running == 0:
+	case h.running == 0 && h.waiting() == 0:
 		delete(d.mu.hosts, h.key)
 	}
 	d.staffLocked()

@@ -143,8 +143,10 @@ func dispOKServer(t *testing.T) *httptest.Server {
 	return srv
 }
 
+// dispJob is a job on time (due in an hour: the late lane has tests of
+// its own).
 func dispJob(id, url string) *Job {
-	return &Job{TaskID: id, Seq: 1, Due: 1, Attempt: 1, URL: url, Timeout: 10 * time.Second}
+	return &Job{TaskID: id, Seq: 1, Due: time.Now().Add(time.Hour).UnixNano(), Attempt: 1, URL: url, Timeout: 10 * time.Second}
 }
 
 func dispJobIDs(jobs []*Job) []string {
@@ -496,6 +498,41 @@ func TestDispatchLateLane(t *testing.T) {
 	want := []string{"T1", "T2", "T3", "T4", "L1", "T5", "T6", "L2", "L3", "L4", "L5", "L6"}
 	if !slices.Equal(order, want) {
 		t.Errorf("order = %v, want %v", order, want)
+	}
+}
+
+// TestDispatchLateCap: late jobs hold at most lateCap of a host's PerHost
+// slots, so a job on time starts while they all hang.
+func TestDispatchLateCap(t *testing.T) {
+	dispNoLeaks(t)
+	srv := newDispBlockingServer(t)
+	d, results := newDispTest(t, Config{Concurrency: 8, PerHost: 4, LateAfter: time.Second}, Deps{})
+	late := time.Now().UnixNano() - int64(2*time.Second)
+	for i := range 6 {
+		j := dispJob("L"+strconv.Itoa(i), srv.URL)
+		j.Due = late
+		d.Submit(j)
+	}
+	d.Start()
+	for range lateCap(4) {
+		if id := <-srv.arrived; !strings.HasPrefix(id, "L") {
+			t.Fatalf("callback %s arrived, want a late one", id)
+		}
+	}
+	j := dispJob("T", srv.URL)
+	j.Due = time.Now().UnixNano()
+	d.Submit(j)
+	if id := <-srv.arrived; id != "T" {
+		t.Fatalf("callback %s took the host's last slot, want the job on time", id)
+	}
+	if got := srv.inflight.Load(); got != 4 {
+		t.Errorf("%d callbacks in flight, want 4", got)
+	}
+	srv.Release()
+	for _, r := range dispRecv(t, results, 7) {
+		if r.Outcome != OutcomeSuccess {
+			t.Errorf("result %s = %v (%q), want success", r.Job.TaskID, r.Outcome, r.Err)
+		}
 	}
 }
 
