@@ -365,6 +365,14 @@ func (w *writer) group(first request) {
 		}
 		return
 	}
+	if !g.api && g.err == nil {
+		// Fire starts do not wait for an fsync that only internal ops (a
+		// replica's apply, ownership states) wait for, as in a group of
+		// fire intents alone: a fire whose intent a crash lost is
+		// repeated with the same fire id. After a failover most groups
+		// held such an op, and their fires waited 10–20 ms for the disk.
+		w.dispatchJobs(g)
+	}
 	w.syncq <- g
 }
 
