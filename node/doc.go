@@ -45,10 +45,10 @@
 //	  - The writer is the only goroutine that changes task records. It applies
 //	    a group of ops to one batch, commits it without waiting for the disk
 //	    and hands it to the syncer, which makes every committed group durable
-//	    with one fsync (group commit) and only then answers the API, tells the
-//	    loop about new wake times and hands fire jobs to the dispatcher. A
-//	    create is thus never fired before it is acknowledged, and a fire's
-//	    intent is on disk before its callback is sent.
+//	    with one fsync (group commit) and only then answers the API. The loop
+//	    learns of wake times at the commit; a fire of a task whose API write
+//	    is not acknowledged yet waits for it (writer_ackgate.go), so a create
+//	    is never fired before it is acknowledged.
 //	  - The loop owns the timing wheel. It keeps in it the tasks whose wake
 //	    time is within Window, extends that window from the due index every
 //	    LoadInterval, and sends expired entries to the writer, which decides

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/chain"
@@ -51,6 +52,12 @@ type syncGroup struct {
 	// committed is when the group's batch was committed (Unix ns), for
 	// the "sync" stage of the fire start lag (dispatchJobs).
 	committed int64
+	// unacked: the tasks the group's API ops wrote that wake soon; they
+	// do not fire before done (writer_ackgate.go).
+	unacked []string
+	// done is set once the group is acknowledged (finish): durable, and
+	// on the followers when it holds API writes.
+	done atomic.Bool
 }
 
 // writerDeps is what the writer calls outside itself.
@@ -110,6 +117,9 @@ type writer struct {
 	// to try again: not before then (chain.go).
 	chainAfter map[string]int64
 	linger     *time.Timer // bounds how long completions wait for company
+	// acks holds back the fires of tasks whose API write is not
+	// acknowledged yet (writer_ackgate.go).
+	acks ackGate
 	// pend holds the replica ops taken from the queue and not wholly
 	// applied, in arrival order: the first may be applied in part, the
 	// others wait for it (applyReplica).
@@ -265,6 +275,7 @@ func (w *writer) group(first request) {
 		b.Capture()
 	}
 	g := &syncGroup{}
+	w.acks.prune()
 	n, onlyDone, lingered := 0, false, false
 	if first != nil {
 		n = w.apply(b, g, first)
@@ -332,6 +343,9 @@ func (w *writer) group(first request) {
 	}
 	if len(g.applied) > 0 && g.err == nil {
 		w.ctl.Post(g.applied...)
+	}
+	if len(g.unacked) > 0 && g.err == nil {
+		w.acks.add(g)
 	}
 	// Checksums are read here, with the group committed and every slot's
 	// position advanced: the two match (writer_sums.go).
@@ -503,6 +517,7 @@ func (w *writer) finish(g *syncGroup) {
 			close(op.reply)
 		}
 	}
+	g.done.Store(true)
 	if g.err != nil {
 		// Nothing of the group is known to be durable: fire nothing. The
 		// records keep their previous state on disk and the loader finds them.

@@ -93,6 +93,13 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 		} else if !ok {
 			continue // the slot moved away: its new owner fires it; a catch-up scan refiles it if it comes back
 		}
+		if !w.acks.acked(e.ID) {
+			// The write that made it due is not acknowledged yet: no
+			// fire before its 2xx (writer_ackgate.go).
+			w.metrics.FireUnacked.Inc()
+			g.wakes = append(g.wakes, wakeChange{ID: e.ID, At: op.now + int64(ackGateRetry)})
+			continue
+		}
 		if w.ctl != nil {
 			w.flows.NoteSlot(t.Slot, w.ctl.Holds(t.Slot), op.now) // for the flow limiter's knownSince
 		}

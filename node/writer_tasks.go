@@ -125,6 +125,9 @@ func (w *writer) put(b *storage.Batch, g *syncGroup, t *storage.Task, prev int64
 		w.hot.drop(t.ID)
 	}
 	g.wakes = append(g.wakes, wakeChange{ID: t.ID, At: wake})
+	if w.acks.api && wake != 0 && wake < now+int64(ackGateHorizon) {
+		g.unacked = append(g.unacked, t.ID)
+	}
 }
 
 // del deletes t (as stored) with its history: the API's delete and an

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -21,7 +22,16 @@ type MemFS struct {
 	// walFault, when set, fails every write and sync of the write-ahead
 	// log (FailWAL).
 	walFault atomic.Pointer[error]
+	// syncDelay, when set, is how long every sync of the write-ahead log
+	// takes (DelaySync), in nanoseconds.
+	syncDelay atomic.Int64
 }
+
+// DelaySync makes every later sync of the store's write-ahead log on m
+// take d (0: no delay), as a slow disk does: commits are visible at once,
+// durability comes d later. Inside a testing/synctest bubble the wait is
+// on the bubble's clock.
+func (m *MemFS) DelaySync(d time.Duration) { m.syncDelay.Store(int64(d)) }
 
 // FailWAL makes every later write and sync of the store's write-ahead log
 // on m fail with err (nil: stop failing), as a failing disk does. Pebble
@@ -38,8 +48,17 @@ func (m *MemFS) FailWAL(err error) {
 // faults injected.
 func (m *MemFS) vfs() vfs.FS {
 	return errorfs.Wrap(unsyncedFS{m.fs}, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		if d := m.syncDelay.Load(); d > 0 {
+			switch op.Kind {
+			case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+				time.Sleep(time.Duration(d))
+			}
+		}
 		e := m.walFault.Load()
-		if e == nil || !strings.HasSuffix(op.Path, ".log") {
+		if e == nil {
 			return nil
 		}
 		switch op.Kind {

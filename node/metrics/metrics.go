@@ -28,6 +28,7 @@ type Metrics struct {
 	Retries        prometheus.Counter
 	FireDeferred   prometheus.Counter
 	FireHeld       prometheus.Counter
+	FireUnacked    prometheus.Counter
 	MisfireSkipped prometheus.Counter
 	Expired        prometheus.Counter
 	ChainRefused   prometheus.Counter
@@ -113,6 +114,8 @@ func New(g Gauges) *Metrics {
 			Name: "chime_fires_deferred_total", Help: "Fire starts postponed because the dispatcher backlog was full."}),
 		FireHeld: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_fires_held_total", Help: "Fire starts postponed 50 ms because the ownership loop had not yet renewed the slot's right to fire (its bound; a busy or stuck ownership step)."}),
+		FireUnacked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "chime_fires_unacked_total", Help: "Fire starts postponed because the write that made the task due was not acknowledged yet (durable, and on the followers)."}),
 		MisfireSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_misfires_skipped_total", Help: "Periodic fires skipped by misfire=skip."}),
 		ChainRefused: prometheus.NewCounter(prometheus.CounterOpts{
@@ -202,7 +205,7 @@ func New(g Gauges) *Metrics {
 	m.FiresSuccess = m.Fires.WithLabelValues("success")
 	m.FiresFailure = m.Fires.WithLabelValues("failure")
 	m.FiresGone = m.Fires.WithLabelValues("gone")
-	reg.MustRegister(m.Created, m.Fires, m.Retries, m.FireDeferred, m.FireHeld, m.MisfireSkipped, m.Expired, m.ChainRefused,
+	reg.MustRegister(m.Created, m.Fires, m.Retries, m.FireDeferred, m.FireHeld, m.FireUnacked, m.MisfireSkipped, m.Expired, m.ChainRefused,
 		m.Lateness, m.Callback, m.WheelSize, m.LateLane, m.Loaded, m.GroupTasks, m.Commit, m.Fsyncs, m.StartLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.StoreBytes),
