@@ -1,10 +1,12 @@
 package node
 
 import (
+	"net/http"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
 
@@ -51,6 +53,48 @@ func TestFireWaitsForItsAck(t *testing.T) {
 					t.Errorf("%s fired %v after its request, before its %d at %v", c.id, h.At.Sub(sent), code, acked)
 				}
 			}
+		}
+	})
+}
+
+// TestFireWaitsForItsFollowersAck: in a cluster a write is acknowledged
+// once its follower has it too. The follower's disk takes 300 ms a sync,
+// so the owner's create waits that long for the follower's ack; the task,
+// created due at once, fires only after its 201.
+func TestFireWaitsForItsFollowersAck(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultCluster(t, 3, 41)
+		id := ids("gate", 1, c.table(0), ownedBy("n1"))[0]
+		f, _ := c.table(0).Follower(slots.Of(id))
+		for _, n := range c.nodes {
+			if n.name == f.Name {
+				n.mem.DelaySync(300 * time.Millisecond)
+			}
+		}
+		sent := time.Now()
+		code, body := c.request(0, http.MethodPost, "/v1/tasks", map[string]any{"id": id, "callback_url": faultCallbackURL, "delay_ms": 0})
+		acked := time.Since(sent)
+		if code != http.StatusCreated {
+			t.Fatalf("create %s on its owner: %d %s", id, code, body)
+		}
+		if acked < 300*time.Millisecond {
+			t.Fatalf("create answered after %v: the follower's sync delay is not in force", acked)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			for _, x := range c.rcv.all() {
+				if x.TaskID == id {
+					if x.At.Sub(sent) < acked {
+						t.Errorf("%s fired %v after its create, before its 201 at %v", id, x.At.Sub(sent), acked)
+					}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not fired 10 s after its create", id)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }
