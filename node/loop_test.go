@@ -12,7 +12,6 @@ import (
 	"github.com/chime-scheduler/chime/node/clock"
 	"github.com/chime-scheduler/chime/node/metrics"
 	"github.com/chime-scheduler/chime/node/ownership"
-	"github.com/chime-scheduler/chime/storage"
 )
 
 // TestLoopLateLane: expired entries due more than the late threshold ago
@@ -21,11 +20,7 @@ import (
 // backlog. The writer here does not run: the test takes the loop's ops
 // from its queue and plays its part.
 func TestLoopLateLane(t *testing.T) {
-	st, err := storage.Open(storage.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	cfg := DefaultConfig()
 	cfg.Clock = clock.Real
 	cfg.Dispatch.LateAfter = time.Second

@@ -24,12 +24,7 @@ import (
 func TestReplicaApplyInParts(t *testing.T) {
 	// Snapshots of 32 slots, ~64 KiB each: 2 MiB, eight groups' worth.
 	var msgs []replication.Msg
-	src, err := storage.Open(storage.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	b := src.NewBatch()
+	b := openTestStore(t).NewBatch()
 	b.Capture()
 	payload := []byte(`"` + string(bytes.Repeat([]byte("x"), 4000)) + `"`)
 	for i := 0; len(msgs) == 0 && i < 1<<20; i++ {
@@ -54,11 +49,7 @@ func TestReplicaApplyInParts(t *testing.T) {
 		t.Fatalf("%d messages of %d bytes: the test needs 32 and more than 4 groups' worth", len(msgs), total)
 	}
 
-	st, err := storage.Open(storage.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := openTestStore(t)
 	cfg := DefaultConfig()
 	cfg.Clock = clock.Real
 	w := newWriter(&cfg, writerDeps{
@@ -128,4 +119,16 @@ func TestReplicaApplyInParts(t *testing.T) {
 	if len(w.pend) != 0 {
 		t.Errorf("%d replica ops pending after the request was answered", len(w.pend))
 	}
+}
+
+// openTestStore opens a store in a directory of its own, closed when the
+// test ends.
+func openTestStore(t *testing.T) *storage.Store {
+	t.Helper()
+	st, err := storage.Open(storage.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
