@@ -37,10 +37,11 @@
 //
 // # Goroutines and data flow
 //
-//		HTTP handlers ──ops──▶ writer ──committed group──▶ syncer ──▶ replies, wake changes, jobs
-//		                         ▲                                        │            │
-//		       results (opDone)  │                        loop ◀──────────┘            ▼
-//		dispatcher workers ──────┘        loop ──expired ids (opFire)──▶ writer   dispatcher
+//		HTTP handlers ──ops──▶ writer ──committed group──▶ syncer ──▶ replies, jobs of API groups
+//		                         ▲  │                                                  │
+//		                         │  ├──wake changes (at the commit)──▶ loop             ▼
+//		       results (opDone)  │  └──jobs of the other groups (at the commit)──▶ dispatcher
+//		dispatcher workers ──────┘        loop ──expired ids (opFire)──▶ writer
 //
 //	  - The writer is the only goroutine that changes task records. It applies
 //	    a group of ops to one batch, commits it without waiting for the disk
