@@ -189,8 +189,10 @@ func (w *writer) apply(b *storage.Batch, g *syncGroup, r request) int {
 	if op.now == 0 {
 		op.now = w.now().UnixNano()
 	}
-	w.acks.api = op.kind.apiWrite() // put notes what it writes (writer_ackgate.go)
-	defer func() { w.acks.api = false }()
+	if op.kind.apiWrite() {
+		w.acks.api = true // put notes what it writes (writer_ackgate.go)
+		defer func() { w.acks.api = false }()
+	}
 	switch r := r.(type) {
 	case *tasksOp:
 		return w.applyTasks(b, g, r)
