@@ -67,7 +67,8 @@ type Deps struct {
 //
 // Within a host, a job submitted more than LateAfter past its due (the
 // overdue fires of slots a node just took over, retries, a backfill's past
-// occurrences) waits in the host's late lane, and a job still on time goes
+// occurrences; not an ACK, whose delay is on purpose) waits in the host's
+// late lane, and a job still on time goes
 // ahead of it: a backlog that is late already must not make the fires
 // behind it late too. The late lane is not starved: it gets every
 // lateShare+1-th start while both lanes wait. Nor may it fill the host:
@@ -305,7 +306,8 @@ func (d *Dispatcher) Submit(j *Job) bool {
 	}
 	d.mu.seq++
 	before := d.runnableOf(h)
-	if e := (queueEntry{job: j, seq: d.mu.seq}); d.cfg.Late(j.Due, d.clock.Now().UnixNano()) {
+	// An ACK is late by its ack_delay_ms on purpose: it is on time.
+	if e := (queueEntry{job: j, seq: d.mu.seq}); !j.Ack && d.cfg.Late(j.Due, d.clock.Now().UnixNano()) {
 		h.late.push(e)
 	} else {
 		h.jobs.push(e)

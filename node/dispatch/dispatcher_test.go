@@ -481,9 +481,11 @@ func TestDispatchLateLane(t *testing.T) {
 		return j
 	}
 	late, onTime, noDue := now-int64(2*time.Second), now+int64(time.Minute), int64(0)
+	ack := job("T4", late) // an ACK is late on purpose: on time
+	ack.Ack = true
 	for _, j := range []*Job{
 		job("L1", late), job("L2", late), job("L3", late), job("T1", onTime), job("L4", late),
-		job("L5", late), job("T2", onTime), job("T3", noDue), job("T4", onTime), job("T5", now),
+		job("L5", late), job("T2", onTime), job("T3", noDue), ack, job("T5", now),
 		job("T6", onTime), job("L6", late),
 	} {
 		if !d.Submit(j) {
