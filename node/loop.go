@@ -181,7 +181,10 @@ func (l *loop) run() {
 			to := nowNs + int64(l.cfg.Window)
 			l.scanTarget, l.scanning = to, true
 			l.scanReq <- scanJob{from: l.frontier, to: to}
-			nextLoad = nowNs + int64(l.cfg.LoadInterval)
+			// On the multiples of LoadInterval since the Unix epoch: an
+			// idle node's scans wake it with its other periodic work
+			// (issue 17 item 1).
+			nextLoad = nowNs + int64(l.cfg.LoadInterval) - nowNs%int64(l.cfg.LoadInterval)
 		}
 		expired = l.wheel.Advance(now, expired[:0])
 		onTime := expired[:0]

@@ -316,7 +316,7 @@ func (n *Node) Start() error {
 		}
 		if iv := n.cfg.Cluster.AntiEntropyInterval; iv > 0 {
 			n.ae = replication.NewChecker(replication.CheckerConfig{Self: n.cfg.Name, Interval: iv, Hold: 2 * n.lease,
-				Version: storage.ChecksumVersion}, replication.CheckerDeps{Transport: peers{fwd: n.fwd, view: n.view.Load},
+				Version: storage.ChecksumVersion, Beat: n.cfg.Cluster.Gossip.GossipInterval}, replication.CheckerDeps{Transport: peers{fwd: n.fwd, view: n.view.Load},
 				Ownership: n.ctl, Sums: replData{wr}, Clock: n.cfg.Clock, Metrics: aeMetrics{n.metrics}, Log: n.log})
 			go n.ae.Run()
 		}

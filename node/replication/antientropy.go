@@ -33,8 +33,8 @@ import (
 // the owner's own checksum gone wrong; only if the repair changes nothing
 // is the replica resynced again.
 //
-// A pass over all slots takes AntiEntropyInterval, in aeRounds ticks of a
-// slice each. A slot whose position has not moved since it was verified
+// A pass over all slots takes AntiEntropyInterval (a little less on the
+// beat: CheckerConfig.Beat), in aeRounds ticks of a slice each. A slot whose position has not moved since it was verified
 // against a replica is skipped for aeRecheck intervals, so an idle node
 // sends almost nothing; after that it is verified again (a copy can change
 // without its position moving: a write that raced a move, a bug).
@@ -175,6 +175,12 @@ type CheckerConfig struct {
 	// Version is this node's storage.ChecksumVersion: checksums of
 	// different schemes do not compare.
 	Version byte
+	// Beat, when set, is the period the ticks fall on (node: the gossip
+	// interval): a tick every Interval/aeRounds rounded down to a multiple
+	// of Beat, at the multiples of that since the Unix epoch, so that an
+	// idle node's checks wake it with its other periodic work and not on
+	// their own (issue 17 item 1).
+	Beat time.Duration
 }
 
 // CheckerDeps is what the checker needs of the node.
@@ -208,16 +214,35 @@ func NewChecker(cfg CheckerConfig, deps CheckerDeps) *Checker {
 // Run is the checker's goroutine, until Close.
 func (a *Checker) Run() {
 	defer close(a.done)
-	tk := a.d.Clock.NewTicker(max(a.cfg.Interval/aeRounds, time.Millisecond))
-	defer tk.Stop()
+	every := a.period()
+	tm := a.d.Clock.NewTimer(untilBeat(a.d.Clock.Now(), every))
+	defer tm.Stop()
 	for {
 		select {
 		case <-a.stop:
 			return
-		case <-tk.C:
+		case <-tm.C:
 		}
-		a.tick(a.d.Clock.Now())
+		now := a.d.Clock.Now()
+		tm.Reset(untilBeat(now, every))
+		a.tick(now)
 	}
+}
+
+// period is the time between two ticks: Interval/aeRounds, rounded down
+// to a multiple of Config.Beat when set (one Beat at least).
+func (a *Checker) period() time.Duration {
+	p := max(a.cfg.Interval/aeRounds, time.Millisecond)
+	if b := a.cfg.Beat; b > 0 {
+		p = max(p-p%b, b)
+	}
+	return p
+}
+
+// untilBeat is how long from now until the next multiple of every since
+// the Unix epoch (gossip.UntilBeat).
+func untilBeat(now time.Time, every time.Duration) time.Duration {
+	return every - time.Duration(now.UnixNano()%int64(every))
 }
 
 // Close stops Run and waits for it.

@@ -115,3 +115,29 @@ func TestAEState(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckerPeriod: the checker ticks every Interval/aeRounds, rounded
+// down to a multiple of the beat (at least one beat), and its ticks fall
+// on the multiples of that since the Unix epoch.
+func TestCheckerPeriod(t *testing.T) {
+	tests := []struct {
+		interval, beat, want time.Duration
+	}{
+		{30 * time.Second, 0, 1875 * time.Millisecond},
+		{30 * time.Second, 100 * time.Millisecond, 1800 * time.Millisecond},
+		{30 * time.Second, 200 * time.Millisecond, 1800 * time.Millisecond},
+		{32 * time.Second, 100 * time.Millisecond, 2 * time.Second},
+		{time.Second, 100 * time.Millisecond, 100 * time.Millisecond}, // 62.5 ms: one beat
+		{time.Microsecond, 0, time.Millisecond},
+	}
+	for _, tc := range tests {
+		a := &Checker{cfg: CheckerConfig{Interval: tc.interval, Beat: tc.beat}}
+		if got := a.period(); got != tc.want {
+			t.Errorf("Interval %v, Beat %v: period %v, want %v", tc.interval, tc.beat, got, tc.want)
+		}
+	}
+	at := time.Unix(1_800_000_000, 250_000_000) // 250 ms past a whole second
+	if d := untilBeat(at, 1800*time.Millisecond); (at.UnixNano()+int64(d))%int64(1800*time.Millisecond) != 0 || d <= 0 || d > 1800*time.Millisecond {
+		t.Errorf("untilBeat = %v: not the next multiple of 1.8 s", d)
+	}
+}
