@@ -60,6 +60,9 @@ type IdleStats struct {
 	MeanCPUShare   float64 `json:"mean_cpu_share"`
 	MeanGoroutines float64 `json:"mean_goroutines"`
 	MeanRSSBytes   int64   `json:"mean_rss_bytes"`
+	// MeanSwitchesPerSec is the mean over the nodes of their context
+	// switches a second (IdleNode.SwitchesPerSec); 0 if none was read.
+	MeanSwitchesPerSec float64 `json:"mean_switches_per_sec"`
 }
 
 // IdleNode is one node of an idle run.
@@ -75,6 +78,12 @@ type IdleNode struct {
 	Goroutines int `json:"goroutines"`
 	// RSSBytes is the resident set at the end of the window.
 	RSSBytes int64 `json:"rss_bytes"`
+	// SwitchesPerSec is the node's context switches a second over the
+	// window, all threads (/proc/PID/task/*/status): about how often it
+	// woke up, which is most of what an idle node's CPU goes to and varies
+	// far less than its CPU share on a shared machine
+	// (docs/BENCHMARKS.md). -1 when they could not be read.
+	SwitchesPerSec float64 `json:"switches_per_sec"`
 }
 
 // metricGoroutines is the Go collector's gauge of live goroutines.
@@ -103,12 +112,18 @@ func RunIdle(ctx context.Context, cfg IdleConfig) (res Result, err error) {
 		return res, err
 	}
 	start := time.Now()
-	for _, m := range tg.nodes {
+	switches := make([]int64, len(tg.nodes)) // at the start; -1: not read
+	for k, m := range tg.nodes {
 		s, ok := m.sample()
 		if !ok {
 			return res, fmt.Errorf("bench: cannot read %s (pid %d) from /proc", m.label(), m.pid)
 		}
 		m.startCPU = s.cpu // the per-node table then shows the window's CPU
+		if n, ok := ctxSwitches(m.pid); ok {
+			switches[k] = n
+		} else {
+			switches[k] = -1
+		}
 	}
 	cfg.Progress.logf("measuring %d idle nodes for %s", len(tg.nodes), cfg.Duration)
 	if err := sleepCtx(ctx, cfg.Duration); err != nil {
@@ -117,6 +132,14 @@ func RunIdle(ctx context.Context, cfg IdleConfig) (res Result, err error) {
 	for _, m := range tg.nodes {
 		if !tg.launch.alive(m.index) {
 			return res, fmt.Errorf("bench: %s (pid %d) exited during the window\n%s", m.label(), m.pid, tg.launch.logTail(m.index))
+		}
+	}
+	ends := make([]int64, len(tg.nodes))
+	for k, m := range tg.nodes {
+		if n, ok := ctxSwitches(m.pid); ok && switches[k] >= 0 {
+			ends[k] = n
+		} else {
+			ends[k] = -1
 		}
 	}
 	res.Node, res.Nodes = tg.allStats() // the end sample
@@ -129,8 +152,12 @@ func RunIdle(ctx context.Context, cfg IdleConfig) (res Result, err error) {
 	is := IdleStats{Nodes: len(tg.nodes), SettleSeconds: cfg.Settle.Seconds(), WindowSeconds: window.Seconds()}
 	var gSum, gN int
 	for k, m := range tg.nodes {
-		n := IdleNode{Name: m.label(), PID: m.pid, CPUSeconds: per[k].CPUSeconds, RSSBytes: per[k].RSSBytes, Goroutines: -1}
+		n := IdleNode{Name: m.label(), PID: m.pid, CPUSeconds: per[k].CPUSeconds, RSSBytes: per[k].RSSBytes, Goroutines: -1, SwitchesPerSec: -1}
 		n.CPUShare = n.CPUSeconds / window.Seconds()
+		if ends[k] >= 0 {
+			n.SwitchesPerSec = float64(ends[k]-switches[k]) / window.Seconds()
+			is.MeanSwitchesPerSec += n.SwitchesPerSec / float64(len(tg.nodes))
+		}
 		if g, ok := metricSum(ctx, m.api, metricGoroutines); ok && g > 0 {
 			n.Goroutines = int(g)
 			gSum, gN = gSum+n.Goroutines, gN+1
@@ -169,13 +196,18 @@ func idleRows(is IdleStats, cfg IdleConfig) []Row {
 		if n.Goroutines < 0 {
 			g.Text = "n/a"
 		}
+		sw := row(n.Name+": context switches a second (all threads)", n.SwitchesPerSec, "/s", 0, "")
+		if n.SwitchesPerSec < 0 {
+			sw.Text = "n/a"
+		}
 		rows = append(rows,
 			row(fmt.Sprintf("%s (pid %d): CPU, share of one core", n.Name, n.PID), n.CPUShare*100, "%", 0, ""),
-			g,
+			g, sw,
 			row(n.Name+": RSS", mib(n.RSSBytes), "MiB", 0, ""))
 	}
 	return append(rows,
 		row(fmt.Sprintf("mean per node: CPU, share of one core (issue 17: ≤ %g %%)", idleCPUTarget*100), is.MeanCPUShare*100, "%", 0, ""),
 		row(fmt.Sprintf("mean per node: goroutines (issue 17: ≤ %d)", idleGoroutinesTarget), is.MeanGoroutines, "", 0, ""),
+		row("mean per node: context switches a second", is.MeanSwitchesPerSec, "/s", 0, ""),
 		row("mean per node: RSS", mib(is.MeanRSSBytes), "MiB", 0, ""))
 }

@@ -63,6 +63,36 @@ func readProc(pid int) (procSample, error) {
 	return s, nil
 }
 
+// ctxSwitches returns the context switches (voluntary and not) of every
+// thread process pid has now, from /proc/<pid>/task/*/status: how often
+// it was put on a CPU and taken off, which for an idle process is about
+// how often it woke up. Threads that exited are not counted (a Go
+// process keeps its threads). false if pid's threads cannot be read.
+func ctxSwitches(pid int) (int64, bool) {
+	paths, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	if err != nil || len(paths) == 0 {
+		return 0, false
+	}
+	var n int64
+	for _, p := range paths {
+		status, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited
+		}
+		for line := range bytes.SplitSeq(status, []byte("\n")) {
+			if bytes.HasPrefix(line, []byte("voluntary_ctxt_switches:")) || bytes.HasPrefix(line, []byte("nonvoluntary_ctxt_switches:")) {
+				if _, v, ok := bytes.Cut(line, []byte(":")); ok {
+					c, err := strconv.ParseInt(string(bytes.TrimSpace(v)), 10, 64)
+					if err == nil {
+						n += c
+					}
+				}
+			}
+		}
+	}
+	return n, true
+}
+
 // procRunning reports whether process pid exists and is not a zombie.
 func procRunning(pid int) bool {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

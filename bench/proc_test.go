@@ -72,3 +72,22 @@ func TestRates(t *testing.T) {
 		t.Errorf("perSecond(5, 0) = %v, want 0", got)
 	}
 }
+
+// TestCtxSwitchesSelf: this process's context switches over all its
+// threads are counted, and grow when it sleeps and wakes.
+func TestCtxSwitchesSelf(t *testing.T) {
+	before, ok := ctxSwitches(os.Getpid())
+	if !ok {
+		t.Skip("no /proc/self/task here")
+	}
+	for range 20 {
+		time.Sleep(time.Millisecond) // each sleep parks a thread and wakes it
+	}
+	after, ok := ctxSwitches(os.Getpid())
+	if !ok || before <= 0 || after < before+10 {
+		t.Errorf("ctxSwitches: %d before, %d (%v) after 20 sleeps: want at least 10 more", before, after, ok)
+	}
+	if _, ok := ctxSwitches(-1); ok {
+		t.Error("ctxSwitches(-1) read something")
+	}
+}

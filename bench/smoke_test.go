@@ -313,13 +313,13 @@ func TestWorkloadsSmoke(t *testing.T) {
 			t.Fatalf("PerNode = %+v, want 2 nodes", is.PerNode)
 		}
 		for _, n := range is.PerNode {
-			if n.CPUSeconds <= 0 || n.Goroutines <= 0 || n.Goroutines >= 10_000 || n.RSSBytes == 0 {
-				t.Errorf("node %+v: want CPU > 0, 0 < goroutines < 10000 and RSS", n)
+			if n.CPUSeconds <= 0 || n.Goroutines <= 0 || n.Goroutines >= 10_000 || n.RSSBytes == 0 || n.SwitchesPerSec <= 0 {
+				t.Errorf("node %+v: want CPU > 0, 0 < goroutines < 10000, RSS and context switches", n)
 			}
 		}
 		checkNodes(t, res, 2)
-		t.Logf("idle: mean CPU %.2f %% of a core, %.0f goroutines, %.1f MiB RSS over %.1f s",
-			is.MeanCPUShare*100, is.MeanGoroutines, float64(is.MeanRSSBytes)/(1<<20), is.WindowSeconds)
+		t.Logf("idle: mean CPU %.2f %% of a core, %.0f goroutines, %.0f context switches a second, %.1f MiB RSS over %.1f s",
+			is.MeanCPUShare*100, is.MeanGoroutines, is.MeanSwitchesPerSec, float64(is.MeanRSSBytes)/(1<<20), is.WindowSeconds)
 		logWarnings(t, res)
 	})
 }
