@@ -307,8 +307,9 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 		// A handover to our forgotten run, repeated to us: its holder has
 		// no copy for us, and the copy it rested on was that run's. Ask
 		// again at the retry, not at once: each answer brought the next
-		// request, a loop at message rate (sim seed 12334). The slot stays
-		// with nobody (DESIGN §4, open).
+		// request, a loop at message rate (sim seed 12334); the retry asks
+		// the other members (takeSource). With none holding the epoch the
+		// slot stays with nobody (DESIGN §4, open).
 		m.advance(ev.Slot)
 		return
 	}

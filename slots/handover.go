@@ -586,10 +586,34 @@ func (m *Machine) tryTake(s Slot) {
 			m.setUnavailable(s, true)
 		}
 		if !si.pending || !m.now.Before(si.retryAt) {
-			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: si.takeFrom})
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: m.takeSource(s)})
 			m.setPending(s)
 		}
 	}
+}
+
+// takeSource is the node to ask for the copy of the epoch handed to us:
+// the holder, unless we are disowned (our earlier run was forgotten) and
+// the holder answered that it has none. Then the handover was to that
+// run and rested on its copy (a copyless handover back to a restarted
+// owner), which we no longer vouch for; the epoch's acknowledged writes
+// are on that run's follower, which serves the copy to its old leader
+// (onSnapshotRequest): every other member in turn, the holder again once
+// all answered NoReplica. The take then rests on that copy, at the
+// holder's final seq or beyond (tryTake). Asking only the holder left the
+// slot with nobody for good (sim seed 26269).
+func (m *Machine) takeSource(s Slot) string {
+	si := &m.slots[s]
+	if !m.disowned || si.synced || !slices.Contains(si.tried, si.takeFrom) {
+		return si.takeFrom
+	}
+	for _, c := range m.names {
+		if c != m.cfg.Self && m.alive(c) && !slices.Contains(si.tried, c) {
+			return c
+		}
+	}
+	si.tried = nil
+	return si.takeFrom
 }
 
 // takeOver takes epoch e, handed over by holder, which may promote from
