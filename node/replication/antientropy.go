@@ -34,8 +34,9 @@ import (
 // is the replica resynced again.
 //
 // A pass over all slots takes AntiEntropyInterval (a little less on the
-// beat: CheckerConfig.Beat), in aeRounds ticks of a slice each. A slot whose position has not moved since it was verified
-// against a replica is skipped for aeRecheck intervals, so an idle node
+// beat: CheckerConfig.Beat), in aeRounds ticks of a slice each. A slot
+// whose position has not moved since it was verified against a replica
+// is skipped for aeRecheck intervals, so an idle node
 // sends almost nothing; after that it is verified again (a copy can change
 // without its position moving: a write that raced a move, a bug).
 
