@@ -241,7 +241,9 @@ func (a *Checker) period() time.Duration {
 }
 
 // untilBeat is how long from now until the next multiple of every since
-// the Unix epoch (gossip.UntilBeat).
+// the Unix epoch: gossip.UntilBeat, which this package may not import
+// (scripts/check-deps.sh: it reaches the membership only through its
+// interfaces).
 func untilBeat(now time.Time, every time.Duration) time.Duration {
 	return every - time.Duration(now.UnixNano()%int64(every))
 }
