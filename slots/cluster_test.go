@@ -70,6 +70,11 @@ type cluster struct {
 	// has heard of (memberlist metadata carries it).
 	boot  map[string]int
 	known map[string]map[string]int
+	// wiped[n]: n's data dir was wiped and it has not restarted since;
+	// emptyBoot[n]: the boot of n that started with a wiped data dir
+	// (memberlist metadata carries it: MemberAlive.Empty).
+	wiped     map[string]bool
+	emptyBoot map[string]int
 
 	// Fault knobs for the simulation.
 	rng      *rand.Rand
@@ -196,7 +201,7 @@ func newCluster(t testing.TB, numSlots int) *cluster {
 		paused: map[string]time.Time{}, busy: map[string]time.Time{},
 		unreach: map[[2]string]time.Time{}, redetect: map[string]time.Time{}, flap: map[[2]string]time.Time{},
 		epochs: map[string][]Epoch{}, now: base, has: map[string][]bool{},
-		boot: map[string]int{}, known: map[string]map[string]int{},
+		boot: map[string]int{}, known: map[string]map[string]int{}, wiped: map[string]bool{}, emptyBoot: map[string]int{},
 		owners: make([]map[Epoch]string, numSlots), ownerBoot: make([]map[Epoch]int, numSlots),
 		vote: *voteAll,
 	}
@@ -268,6 +273,9 @@ func (c *cluster) restart(name string) {
 		c.voters[name] = NewVoters(c.voters[name].Members())
 	}
 	c.boot[name]++
+	if c.wiped[name] {
+		c.emptyBoot[name], c.wiped[name] = c.boot[name], false
+	}
 	c.known[name] = nil // a new process has heard of nobody's boot yet
 	c.add(name, maps(c.disk[name]))
 }
@@ -275,6 +283,7 @@ func (c *cluster) restart(name string) {
 // wipe restarts crashed node name with an empty data dir, as an operator
 // brings back a node the cluster forgot: a new node that reuses the name.
 func (c *cluster) wipe(name string) {
+	c.wiped[name] = true
 	clear(c.disk[name])
 	delete(c.consents, name)
 	if c.voters != nil {
@@ -669,7 +678,7 @@ func (c *cluster) restartsOf(n string) {
 	for _, o := range c.view(n) {
 		if c.known[n][o] < c.boot[o] {
 			c.known[n][o] = c.boot[o]
-			c.step(n, MemberAlive{Name: o, Restarted: true})
+			c.step(n, MemberAlive{Name: o, Restarted: true, Empty: c.emptyBoot[o] == c.boot[o]})
 		}
 	}
 }

@@ -66,6 +66,12 @@ type MemberDead struct {
 type MemberAlive struct {
 	Name      string
 	Restarted bool
+	// Empty (with Restarted): the new run started with no stored state, a
+	// new or wiped data dir (node: gossip.Meta.Empty). It kept none of the
+	// consents an earlier run gave, so its promises may cover a grant that
+	// run consented to take over: this machine counts none of that node's
+	// promises for the rest of its life (vote.go).
+	Empty bool
 }
 
 // Tick sets the machine's notion of now (monotonic) and runs timed rules:

@@ -120,6 +120,9 @@ type Machine struct {
 	voterList    []string              // voterSet, sorted
 	promCache    map[promKey]time.Time // promisedUntil
 	promDirty    bool
+	// distrust: nodes that came back with an empty data dir while we ran
+	// (MemberAlive.Empty): their promises never count (vote.go).
+	distrust map[string]bool
 
 	// quietFrom: each consent's answer of how long its giver had heard
 	// nothing from the owner (restore.go), by owner incarnation.
@@ -346,6 +349,12 @@ func (m *Machine) Step(ev Event) []Effect {
 		m.viewAt = m.now
 		m.revive(ev.Name)
 		if ev.Restarted && ev.Name != m.cfg.Self {
+			if ev.Empty && !m.distrust[ev.Name] {
+				if m.distrust == nil {
+					m.distrust = map[string]bool{}
+				}
+				m.distrust[ev.Name], m.promDirty = true, true
+			}
 			if p := m.peers[ev.Name]; p != nil {
 				if p.gen != 0 {
 					// Keep what its acks gave the suspects: their right to

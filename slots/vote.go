@@ -178,7 +178,7 @@ func (m *Machine) majorityUntil(taker string, t uint64, counts func(string) bool
 	}
 	var ts []time.Time
 	for name, p := range m.peers {
-		if !p.promised.IsZero() && max(p.floors[taker], 1) <= t && counts(name) {
+		if !p.promised.IsZero() && max(p.floors[taker], 1) <= t && counts(name) && !m.distrust[name] {
 			ts = append(ts, p.promised)
 		}
 	}

@@ -108,7 +108,7 @@ func (c *Cluster) Ready() bool {
 // Start starts gossip as a joining member (owning nothing), joins the
 // seeds, then turns active. Views are built from then on.
 func (c *Cluster) Start() error {
-	meta := gossip.Meta{HTTPAddr: c.cfg.HTTPAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: ProtoVersion, Fresh: c.cfg.Fresh, TLS: c.cfg.TLS}
+	meta := gossip.Meta{HTTPAddr: c.cfg.HTTPAddr, BootID: rand.Uint64(), State: gossip.StateJoining, Proto: ProtoVersion, Fresh: c.cfg.Fresh, Empty: c.cfg.Fresh, TLS: c.cfg.TLS}
 	if err := c.mem.Start(meta); err != nil {
 		return fmt.Errorf("node: cluster: %w", err)
 	}

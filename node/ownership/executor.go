@@ -419,7 +419,7 @@ func (e *Executor) onView(old, v View) []slots.Effect {
 		case "dead", "left", "forgot":
 			effs = append(effs, e.m.Step(slots.MemberDead{Name: ch.name, Left: ch.kind != "dead", Forgot: ch.kind == "forgot"})...)
 		case "restart":
-			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name, Restarted: true})...)
+			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name, Restarted: true, Empty: ch.empty})...)
 		case "join":
 			effs = append(effs, e.m.Step(slots.MemberAlive{Name: ch.name})...)
 		}

@@ -39,8 +39,12 @@ func FindMember(members []gossip.Member, name string) (gossip.Member, bool) {
 	return members[i], true
 }
 
-// memberChange is one change of membership the machine hears of.
-type memberChange struct{ kind, name string }
+// memberChange is one change of membership the machine hears of; empty:
+// a restart's new run started with no slot state (gossip.Meta.Empty).
+type memberChange struct {
+	kind, name string
+	empty      bool
+}
 
 // leftKind is the change of a member that is now left: "forgot" if an
 // operator declared it gone for good (its data lost with it), else "left".
@@ -66,30 +70,30 @@ func memberChanges(old, cur []gossip.Member) []memberChange {
 			// Gone for good before we ever saw it (a leave intent for a
 			// node that was dead when we joined, or left while we were
 			// down): the slots we hold may still name it as a suspect.
-			out = append(out, memberChange{leftKind(m), m.Name})
+			out = append(out, memberChange{kind: leftKind(m), name: m.Name})
 		case !seen || (!p.Up() && m.Up() && p.Meta.BootID == m.Meta.BootID):
 			if m.Up() {
-				out = append(out, memberChange{"join", m.Name})
+				out = append(out, memberChange{kind: "join", name: m.Name})
 			}
 		case p.Meta.BootID != m.Meta.BootID:
-			out = append(out, memberChange{"restart", m.Name})
+			out = append(out, memberChange{"restart", m.Name, m.Meta.Empty})
 		case p.Status != gossip.StatusLeft && m.Status == gossip.StatusLeft:
 			// It left: once it handed its slots over, or when its drain
 			// gave up (a cap, a peer it could not reach). Then its slots
 			// fail over as from a dead node, once its leases ran out. Or,
 			// dead already, an operator forgot it (gone for good).
-			out = append(out, memberChange{leftKind(m), m.Name})
+			out = append(out, memberChange{kind: leftKind(m), name: m.Name})
 		case m.Status == gossip.StatusLeft && m.Forgotten && !p.Forgotten:
 			// It left by itself, and an operator forgot it since.
-			out = append(out, memberChange{"forgot", m.Name})
+			out = append(out, memberChange{kind: "forgot", name: m.Name})
 		case p.Up() && !m.Up():
-			out = append(out, memberChange{"dead", m.Name})
+			out = append(out, memberChange{kind: "dead", name: m.Name})
 		}
 		delete(prev, m.Name)
 	}
 	for _, p := range prev {
 		if p.Up() {
-			out = append(out, memberChange{"dead", p.Name}) // dropped from the membership unseen
+			out = append(out, memberChange{kind: "dead", name: p.Name}) // dropped from the membership unseen
 		}
 	}
 	slices.SortFunc(out, func(a, b memberChange) int { return strings.Compare(a.name, b.name) })

@@ -240,31 +240,33 @@ func TestMemberChanges(t *testing.T) {
 	forgot := func(name string, boot uint64) gossip.Member {
 		return gossip.Member{Name: name, Status: left, Meta: gossip.Meta{BootID: boot}, Forgotten: true}
 	}
+	empty := func(g gossip.Member) gossip.Member { g.Meta.Empty = true; return g }
 	cases := []struct {
 		name     string
 		old, cur []gossip.Member
 		want     []memberChange
 	}{
 		{"nothing", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", alive, 1)}, nil},
-		{"join", nil, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
+		{"join", nil, []gossip.Member{m("a", alive, 1)}, []memberChange{{kind: "join", name: "a"}}},
 		{"known but dead", nil, []gossip.Member{m("a", dead, 1)}, nil},
-		{"known but left", nil, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
+		{"known but left", nil, []gossip.Member{m("a", left, 1)}, []memberChange{{kind: "left", name: "a"}}},
 		{"suspect is up", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", suspect, 1)}, nil},
-		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
-		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{"dead", "a"}}},
-		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
-		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
-		{"known but forgotten", nil, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
-		{"left, then forgotten", []gossip.Member{m("a", left, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{"forgot", "a"}}},
+		{"dead", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{kind: "dead", name: "a"}}},
+		{"suspect then dead", []gossip.Member{m("a", suspect, 1)}, []gossip.Member{m("a", dead, 1)}, []memberChange{{kind: "dead", name: "a"}}},
+		{"left", []gossip.Member{m("a", alive, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{kind: "left", name: "a"}}},
+		{"dead, then forgotten", []gossip.Member{m("a", dead, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{kind: "forgot", name: "a"}}},
+		{"known but forgotten", nil, []gossip.Member{forgot("a", 1)}, []memberChange{{kind: "forgot", name: "a"}}},
+		{"left, then forgotten", []gossip.Member{m("a", left, 1)}, []gossip.Member{forgot("a", 1)}, []memberChange{{kind: "forgot", name: "a"}}},
 		{"forgotten again", []gossip.Member{forgot("a", 1)}, []gossip.Member{forgot("a", 1)}, nil},
-		{"dead, then a leave intent", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{"left", "a"}}},
+		{"dead, then a leave intent", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", left, 1)}, []memberChange{{kind: "left", name: "a"}}},
 		{"left then dead", []gossip.Member{m("a", left, 1)}, []gossip.Member{m("a", dead, 1)}, nil},
-		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []memberChange{{"join", "a"}}},
-		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []memberChange{{"restart", "a"}}},
-		{"vanished", []gossip.Member{m("a", alive, 1), m("b", alive, 1)}, []gossip.Member{m("b", alive, 1)}, []memberChange{{"dead", "a"}}},
+		{"back", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 1)}, []memberChange{{kind: "join", name: "a"}}},
+		{"restart", []gossip.Member{m("a", dead, 1)}, []gossip.Member{m("a", alive, 2)}, []memberChange{{kind: "restart", name: "a"}}},
+		{"restart with an empty data dir", []gossip.Member{m("a", dead, 1)}, []gossip.Member{empty(m("a", alive, 2))}, []memberChange{{kind: "restart", name: "a", empty: true}}},
+		{"vanished", []gossip.Member{m("a", alive, 1), m("b", alive, 1)}, []gossip.Member{m("b", alive, 1)}, []memberChange{{kind: "dead", name: "a"}}},
 		{"vanished when gone", []gossip.Member{m("a", left, 1)}, nil, nil},
 		{"in name order", []gossip.Member{m("c", alive, 1), m("b", alive, 1)},
-			[]gossip.Member{m("c", left, 1), m("a", alive, 1)}, []memberChange{{"join", "a"}, {"dead", "b"}, {"left", "c"}}},
+			[]gossip.Member{m("c", left, 1), m("a", alive, 1)}, []memberChange{{kind: "join", name: "a"}, {kind: "dead", name: "b"}, {kind: "left", name: "c"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

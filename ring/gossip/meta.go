@@ -82,6 +82,11 @@ type Meta struct {
 	Genesis uint64
 	// TLS says HTTPAddr serves HTTPS: other members call it over TLS.
 	TLS bool
+	// Empty says this run started with no slot state (a new or wiped data
+	// dir). Unlike Fresh it never turns false: a member that sees a node
+	// come back as a new run that started empty knows it kept nothing of
+	// its earlier run (slots.MemberAlive.Empty).
+	Empty bool
 }
 
 // metaBodyV1 is the msgpack body of a version-1 Meta. Keys are short to
@@ -95,16 +100,17 @@ type metaBodyV1 struct {
 	Fresh    bool   `msgpack:"f,omitempty"`
 	Genesis  uint64 `msgpack:"g,omitempty"`
 	TLS      bool   `msgpack:"t,omitempty"`
+	Empty    bool   `msgpack:"e,omitempty"`
 }
 
 // EncodeMeta encodes m as [version byte][msgpack body]. It fails (ErrMeta)
 // if m.State is not valid or the encoding exceeds MetaMaxSize; the other
-// fields take at most 43 bytes, so any HTTPAddr up to 469 bytes fits.
+// fields take at most 46 bytes, so any HTTPAddr up to 466 bytes fits.
 func EncodeMeta(m Meta) ([]byte, error) {
 	if !m.State.Valid() {
 		return nil, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}
-	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto, Fresh: m.Fresh, Genesis: m.Genesis, TLS: m.TLS})
+	body, err := msgpack.Marshal(metaBodyV1{HTTPAddr: m.HTTPAddr, BootID: m.BootID, State: uint8(m.State), Proto: m.Proto, Fresh: m.Fresh, Genesis: m.Genesis, TLS: m.TLS, Empty: m.Empty})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMeta, err)
 	}
@@ -136,7 +142,7 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if r.Len() != 0 {
 		return Meta{}, fmt.Errorf("%w: %d trailing bytes", ErrMeta, r.Len())
 	}
-	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto, Fresh: body.Fresh, Genesis: body.Genesis, TLS: body.TLS}
+	m := Meta{HTTPAddr: body.HTTPAddr, BootID: body.BootID, State: State(body.State), Proto: body.Proto, Fresh: body.Fresh, Genesis: body.Genesis, TLS: body.TLS, Empty: body.Empty}
 	if !m.State.Valid() {
 		return Meta{}, fmt.Errorf("%w: state %v", ErrMeta, m.State)
 	}

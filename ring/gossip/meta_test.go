@@ -17,7 +17,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{"joining", gossip.Meta{HTTPAddr: "127.0.0.1:7070", BootID: 1, State: gossip.StateJoining, Proto: 1}},
 		{"active", gossip.Meta{HTTPAddr: "[::1]:7070", BootID: 1<<64 - 1, State: gossip.StateActive, Proto: 255}},
 		{"draining, empty addr", gossip.Meta{State: gossip.StateDraining}},
-		{"largest addr", gossip.Meta{HTTPAddr: strings.Repeat("a", 469), BootID: 1<<64 - 1, State: gossip.StateActive, Proto: 255, Fresh: true, Genesis: 1<<64 - 1, TLS: true}},
+		{"largest addr", gossip.Meta{HTTPAddr: strings.Repeat("a", 466), BootID: 1<<64 - 1, State: gossip.StateActive, Proto: 255, Fresh: true, Genesis: 1<<64 - 1, TLS: true, Empty: true}},
+		{"empty start", gossip.Meta{HTTPAddr: "127.0.0.1:7070", BootID: 9, State: gossip.StateActive, Proto: 1, Empty: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
