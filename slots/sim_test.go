@@ -132,10 +132,11 @@ func TestSimulation(t *testing.T) {
 // again with no floor, and the owner fired its old epoch on the promise
 // beside the node that took the slot over. Promises of a node that came
 // back empty no longer count (MemberAlive.Empty). A sweep with
-// -simwipefault 2 over seeds 400–3,399 still finds 564 (an epoch taken
-// twice: the wiped node, not told it is a new run, hands back an epoch it
-// knows nothing of) and two slots that wait for the wiped node's lost copy
-// (596, 2877): DESIGN §4 "A node back with an empty data dir".
+// -simwipefault 2 over seeds 400–9,999 still finds an epoch taken twice
+// (564, 7350, 7377, 7748: the wiped node, not told it is a new run, hands
+// a restarted owner back an epoch it knows nothing of) and slots that
+// wait for the wiped node's lost copy (596, 2877, 7475): DESIGN §4 "A
+// node back with an empty data dir".
 func TestSimulationWipedRestarts(t *testing.T) {
 	for _, seed := range []uint64{2007, 3247} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
