@@ -63,6 +63,7 @@ func newAPI(n *Node) *httpapi.Server {
 			AntiEntropy:  n.handleAntiEntropy,
 			SlotDebug:    n.handleSlotDebug,
 			Member:       dashSource{n}.serveMember,
+			Run:          n.handleRun,
 			InternalKeys: n.keys.HandleInternal,
 			Chain:        n.handleChain,
 		},

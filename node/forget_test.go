@@ -6,6 +6,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/storage"
 )
 
 // TestFaultForgetOwnerDeadAtFormation: a new cluster's n2 reaches the
@@ -66,5 +69,74 @@ func TestFaultForgetOwnerDeadAtFormation(t *testing.T) {
 		c.settle(second.Add(2*time.Second + faultsSettle))
 		report(t, c.check(checkOpts{}))
 		c.close()
+	})
+}
+
+// TestFaultWipedNodeIsDisowned: a node that comes back with an empty data
+// dir under its old name, not forgotten (its disk was replaced), asks the
+// members whether its name had an earlier run (GET /internal/v1/run) and,
+// told so, claims nothing that run held (slots.Disowned): it must not hand
+// a restarted owner back an epoch that run may have acted on (sim seeds
+// 564, 7377, 7748 with -simwipefault 2). The nodes of a new cluster, all
+// empty too, and a node restarted with its data are not disowned. Every
+// acknowledged task still fires once the slots settle.
+func TestFaultWipedNodeIsDisowned(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		c := newFaultHarness(t, 31)
+		for i := range 3 {
+			c.nodes = append(c.nodes, c.newNode(i))
+		}
+		for i := range 3 {
+			c.start(i, c.seeds(3))
+		}
+		c.waitReady(0, 1, 2)
+		for i, fn := range c.nodes {
+			if fn.n.exec.Disowned() {
+				t.Errorf("n%d of a new cluster is disowned", i+1)
+			}
+		}
+		first := time.Now().Add(2 * time.Second)
+		c.create(ids("before", 200, c.table(0), func(string, string) bool { return true }), first, 5*time.Millisecond)
+		c.crash(1)
+		c.restart(1) // with its data
+		if c.nodes[1].n.exec.Disowned() {
+			t.Error("n2, restarted with its data, is disowned")
+		}
+		c.crash(2)
+		c.nodes[2].mem = storage.NewMemFS() // a new disk
+		c.restart(2)
+		if !c.nodes[2].n.exec.Disowned() {
+			t.Error("n3 came back with an empty data dir and was not told its name had an earlier run")
+		}
+		second := time.Now().Add(2 * time.Second)
+		c.create(ids("after", 200, c.table(0), func(string, string) bool { return true }), second, 5*time.Millisecond)
+		c.settle(second.Add(2*time.Second + faultsSettle))
+		report(t, c.check(checkOpts{}))
+		c.close()
+	})
+}
+
+// TestInternalRunAuth: GET /internal/v1/run answers only signed calls and
+// refuses a boot id that is not a positive integer (field boot); a node
+// outside any cluster has no runs to speak of.
+func TestInternalRunAuth(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		secret := []byte("s3cret")
+		b := startSigningNode(t, "b", secret)
+		if code := b.do(t, "GET", "/internal/v1/run?boot=5", nil, nil); code != http.StatusUnauthorized {
+			t.Errorf("unsigned GET /internal/v1/run = %d, want 401", code)
+		}
+		a := signer(t, "a", secret, time.Second)
+		for _, q := range []string{"", "?boot=", "?boot=0", "?boot=-1", "?boot=x", "?boot=18446744073709551616"} {
+			c, err := a.Do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/run"+q, nil, http.Header{}, 0)
+			if err != nil || c.Status != http.StatusBadRequest || !strings.Contains(string(c.Body), `"field":"boot"`) {
+				t.Errorf("GET /internal/v1/run%s = %d %s, %v; want 400 on field boot", q, c.Status, c.Body, err)
+			}
+		}
+		c, err := a.Do(t.Context(), ring.Member{Name: "b", HTTPAddr: b.cfg.HTTPAddr}, "GET", "/internal/v1/run?boot=5", nil, http.Header{}, 0)
+		if err != nil || c.Status != http.StatusBadRequest {
+			t.Errorf("GET /internal/v1/run on a standalone node = %d %s, %v; want 400", c.Status, c.Body, err)
+		}
 	})
 }

@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/forward"
@@ -12,6 +14,7 @@ import (
 	"github.com/chime-scheduler/chime/node/membership"
 	"github.com/chime-scheduler/chime/node/ownership"
 	"github.com/chime-scheduler/chime/ring"
+	"github.com/chime-scheduler/chime/ring/gossip"
 	"github.com/chime-scheduler/chime/slots"
 	"github.com/chime-scheduler/chime/storage"
 )
@@ -45,7 +48,95 @@ func (n *Node) newOwnership(b *ownership.Board, persisted map[slots.Slot]slots.S
 		Genesis:      c.SetGenesis,
 		Stalled:      n.health.NoteStalls,
 		RunForgotten: c.Gossip().RunForgotten,
+		EarlierRun:   earlierRunIf(len(persisted) == 0, n.earlierRun),
 	})
+}
+
+// earlierRunIf is f for a node that started with no slot state (only it
+// asks), else nil.
+func earlierRunIf(empty bool, f func([]gossip.Member) bool) func([]gossip.Member) bool {
+	if !empty {
+		return nil
+	}
+	return f
+}
+
+// earlierRunWait bounds how long a node that started empty asks its peers
+// about an earlier run of its name before its first table.
+const earlierRunWait = 2 * time.Second
+
+// earlierRun asks the members up in ms at once whether they saw a run of
+// this node's name other than this one (GET /internal/v1/run): yes from
+// any of them means this node's name had an earlier run, whose data is not
+// here. It waits for every answer (a member that restarted since may not
+// know) up to earlierRunWait; no answer (a timeout, a node too old to know
+// the route) counts as no, as before the question existed.
+func (n *Node) earlierRun(ms []gossip.Member) bool {
+	self, ok := n.cluster.Gossip().Local()
+	if !ok {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), earlierRunWait)
+	defer cancel()
+	path := "/internal/v1/run?boot=" + strconv.FormatUint(self.Meta.BootID, 10)
+	yes := make(chan string, len(ms))
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		if m.Name == n.cfg.Name || !m.Up() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := n.fwd.Do(ctx, ring.Member{Name: m.Name, HTTPAddr: m.Meta.HTTPAddr}, http.MethodGet, path, nil, http.Header{}, 0)
+			var a runAnswer
+			if err == nil && c.Status == http.StatusOK && json.Unmarshal(c.Body, &a) == nil && a.Earlier {
+				yes <- m.Name
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case name := <-yes:
+		n.log.Warn("a member saw an earlier run of this node's name", "member", name)
+		return true
+	case <-done:
+		select {
+		case name := <-yes:
+			n.log.Warn("a member saw an earlier run of this node's name", "member", name)
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// runAnswer is GET /internal/v1/run's answer.
+type runAnswer struct {
+	Earlier bool `json:"earlier"`
+}
+
+// handleRun answers a member that started with an empty data dir whether
+// this node saw a run of its name other than the one with boot id boot
+// (gossip.Membership.EarlierRun): GET /internal/v1/run?boot=N, 200
+// {"earlier":bool}. It speaks only of the caller's own name.
+func (n *Node) handleRun(w http.ResponseWriter, r *http.Request) {
+	from, _, e := n.guard.Read(r, "run", 0)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	boot, err := strconv.ParseUint(r.URL.Query().Get("boot"), 10, 64)
+	if err != nil || boot == 0 {
+		writeError(w, invalid("boot", "want the caller's boot id, a positive integer"))
+		return
+	}
+	if n.cluster == nil {
+		writeError(w, invalid("boot", "a standalone node has no members"))
+		return
+	}
+	writeJSON(w, http.StatusOK, runAnswer{Earlier: n.cluster.Gossip().EarlierRun(from, boot)})
 }
 
 // slotStates returns the ownership states among stored slot metas.

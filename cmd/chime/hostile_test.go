@@ -274,6 +274,7 @@ func TestHostileInput(t *testing.T) {
 		{"POST", "/internal/v1/antientropy", []byte{0xff}},
 		{"GET", "/internal/v1/tasks?limit=5", nil},
 		{"GET", "/internal/v1/member", nil},
+		{"GET", "/internal/v1/run?boot=5", nil},
 		{"GET", "/internal/v1/slots/5", nil},
 		{"POST", "/internal/v1/keys", []byte(`{"op":"list"}`)},
 	}

@@ -192,6 +192,7 @@ type Handlers struct {
 	AntiEntropy  http.HandlerFunc // POST /internal/v1/antientropy
 	SlotDebug    http.HandlerFunc // GET /internal/v1/slots/{slot}
 	Member       http.HandlerFunc // GET /internal/v1/member
+	Run          http.HandlerFunc // GET /internal/v1/run
 	InternalKeys http.HandlerFunc // POST /internal/v1/keys
 	Chain        http.HandlerFunc // POST /internal/v1/chain
 }
@@ -266,6 +267,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /internal/v1/antientropy", orNotFound(h.AntiEntropy))
 	mux.HandleFunc("GET /internal/v1/slots/{slot}", orNotFound(h.SlotDebug))
 	mux.HandleFunc("GET /internal/v1/member", orNotFound(h.Member))
+	mux.HandleFunc("GET /internal/v1/run", orNotFound(h.Run))
 	mux.HandleFunc("POST /internal/v1/keys", orNotFound(h.InternalKeys))
 	mux.HandleFunc("POST /internal/v1/chain", orNotFound(h.Chain))
 	// Anything else under /v1/ (an unknown path, or a known path with the

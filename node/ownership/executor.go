@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/chime-scheduler/chime/node/clock"
@@ -85,6 +86,14 @@ type Deps struct {
 	// this node (gossip.Membership.RunForgotten): the machine then drops
 	// the claims its data holds (slots.Disowned) before its first table.
 	RunForgotten func() bool
+	// EarlierRun, set for a node that started with no slot state, asks
+	// the members up in members whether its name had an earlier run
+	// (node: GET /internal/v1/run). Asked once, at the first view with a
+	// member up besides this node that holds slot state (a cluster that
+	// exists, not one forming), before that view's table: yes means
+	// that run's claims and consents went with its data dir, and the
+	// machine takes nothing it held (slots.Disowned), as after a forget.
+	EarlierRun func(members []gossip.Member) bool
 }
 
 // Config is the executor's configuration.
@@ -125,6 +134,11 @@ type Executor struct {
 	savedVoters []string
 	// disowned: the machine was told an earlier run was forgotten.
 	disowned bool
+	// askedEarlier: Deps.EarlierRun was asked (once).
+	askedEarlier bool
+	// disownedNow mirrors disowned for Disowned, read off the executor's
+	// goroutine.
+	disownedNow atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -399,6 +413,24 @@ func (e *Executor) step(tick bool) {
 	e.flush()
 }
 
+// Disowned reports whether this run took nothing its data or its name's
+// earlier run held (slots.Disowned): that run was forgotten, or its data
+// dir was lost (Deps.EarlierRun).
+func (e *Executor) Disowned() bool { return e.disownedNow.Load() }
+
+// holdersUp reports whether a member other than self that holds slot
+// state (not Meta.Fresh: an existing cluster, not one forming) is up in
+// ms. A node joins a cluster whose members are all fresh only as it forms,
+// and then its name has no earlier run that held anything.
+func holdersUp(ms []gossip.Member, self string) bool {
+	for _, m := range ms {
+		if m.Name != self && m.Up() && !m.Meta.Fresh {
+			return true
+		}
+	}
+	return false
+}
+
 // onView turns a new view into the machine's events.
 func (e *Executor) onView(old, v View) []slots.Effect {
 	e.view = &v
@@ -411,8 +443,18 @@ func (e *Executor) onView(old, v View) []slots.Effect {
 		// Before any table: what our data says we owned was taken without
 		// us (chime cluster forget on another member).
 		e.disowned = true
+		e.disownedNow.Store(true)
 		e.d.Log.Warn("an operator forgot an earlier run of this node: the slots its data says it owned or handed over are not claimed")
 		effs = append(effs, e.m.Step(slots.Disowned{})...)
+	}
+	if !e.disowned && !e.askedEarlier && e.d.EarlierRun != nil && holdersUp(v.Members, e.cfg.Machine.Self) {
+		e.askedEarlier = true
+		if e.d.EarlierRun(v.Members) {
+			e.disowned = true
+			e.disownedNow.Store(true)
+			e.d.Log.Warn("this node started with an empty data dir but its name had an earlier run: it claims nothing that run held (forget a node before bringing it back empty)")
+			effs = append(effs, e.m.Step(slots.Disowned{})...)
+		}
 	}
 	for _, ch := range memberChanges(old.Members, v.Members) {
 		switch ch.kind {

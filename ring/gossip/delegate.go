@@ -145,6 +145,9 @@ func (m *Membership) apply(kind EventKind, n *memberlist.Node) {
 	case kind == EventJoin || mem.Meta.BootID != e.m.Meta.BootID:
 		e.leaving, e.forgot = false, false // back, or a new run of the node
 	}
+	if b := e.m.Meta.BootID; b != 0 && b != mem.Meta.BootID && metaErr == nil {
+		e.prevBoot = b // a new run replaces the one we knew (EarlierRun)
+	}
 	logDropped := m.emitLocked(e, kind, mem, now)
 	m.mu.Unlock()
 

@@ -110,6 +110,9 @@ type entry struct {
 	since   time.Time // when m.Status last changed
 	leaving bool      // a leave intent for m's boot id arrived
 	forgot  bool      // and it was a forget (Member.Forgotten)
+	// prevBoot is the boot id of the run of this name seen before m's
+	// (0: none seen): EarlierRun.
+	prevBoot uint64
 }
 
 // New validates a copy of cfg and returns a Membership that has started
@@ -388,6 +391,22 @@ func (m *Membership) Leave(timeout time.Duration) error {
 // another boot id. The cluster took that run's slots without it; its data
 // may hold claims that no longer stand (node: slots.Disowned).
 func (m *Membership) RunForgotten() bool { return m.runForgotten.Load() }
+
+// EarlierRun reports whether this node saw a run of member name other
+// than the one with boot id boot: an earlier one, or a later one it has
+// not yet seen replaced. A node that starts with an empty data dir asks its
+// peers so (node: GET /internal/v1/run): if its name had an earlier run,
+// that run's claims and consents were lost with its data (slots.Disowned).
+// A name this node never saw gives false.
+func (m *Membership) EarlierRun(name string, boot uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.mu.view[name]
+	if e == nil {
+		return false
+	}
+	return e.m.Meta.BootID != boot || e.prevBoot != 0 && e.prevBoot != boot
+}
 
 // ErrNotDead is returned by Forget for a member that is not dead.
 var ErrNotDead = errors.New("gossip: only a dead or left member can be forgotten")

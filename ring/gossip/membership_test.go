@@ -632,8 +632,27 @@ func TestRunForgottenAfterRestart(t *testing.T) {
 		}
 		c.net.Crash(c.nodes[2].addr)
 		waitFor(t, "n1 sees n3 dead", time.Minute, func() bool { return hasStatus(c.nodes[0].m, "n3", gossip.StatusDead) })
+		first := c.nodes[2].meta.BootID
+		if c.nodes[0].m.EarlierRun("n3", first) {
+			t.Error("n1 reports an earlier run of n3 before n3 restarted")
+		}
+		if !c.nodes[0].m.EarlierRun("n3", 778) {
+			t.Error("n1 does not report n3's run it knows to a new run of n3 not seen yet")
+		}
 		if m := rejoin(2, 778); m.RunForgotten() {
 			t.Error("n3, never forgotten, came back believing it was")
+		}
+		// EarlierRun (a node starting with an empty data dir asks its
+		// peers): n1 saw n3's first run replaced by the new one.
+		waitFor(t, "n1 sees n3's new run", 10*time.Second, func() bool {
+			mb, ok := member(c.nodes[0].m, "n3")
+			return ok && mb.Meta.BootID == 778 && mb.Status == gossip.StatusAlive
+		})
+		if !c.nodes[0].m.EarlierRun("n3", 778) {
+			t.Error("n1 does not report n3's first run to its new one")
+		}
+		if c.nodes[0].m.EarlierRun("n9", 1) {
+			t.Error("n1 reports an earlier run of a name it never saw")
 		}
 		c.close()
 	})
