@@ -138,8 +138,8 @@ func TestSimulation(t *testing.T) {
 // members that its name had an earlier run, it takes nothing that run
 // held (Disowned), as a forgotten run's return does. A sweep with
 // -simwipefault 2 over seeds 400–9,999 still finds 7350 (an epoch taken
-// twice) and slots that wait for the wiped node's lost copy (596, 2877,
-// 7475): DESIGN §4 "A node back with an empty data dir".
+// twice) and a slot of the wiped node's earlier run left unfired (596,
+// 2877, 7475): DESIGN §4 "A node back with an empty data dir".
 func TestSimulationWipedRestarts(t *testing.T) {
 	for _, seed := range []uint64{564, 2007, 3247, 7377, 7748} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
