@@ -95,21 +95,12 @@ func (n *Node) earlierRun(ms []gossip.Member) bool {
 			}
 		}()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case name := <-yes:
+	go func() { wg.Wait(); close(yes) }()
+	for name := range yes { // the first yes; closed once all answered or the wait ran out
 		n.log.Warn("a member saw an earlier run of this node's name", "member", name)
 		return true
-	case <-done:
-		select {
-		case name := <-yes:
-			n.log.Warn("a member saw an earlier run of this node's name", "member", name)
-			return true
-		default:
-			return false
-		}
 	}
+	return false
 }
 
 // runAnswer is GET /internal/v1/run's answer.

@@ -132,13 +132,12 @@ type Executor struct {
 	voters slots.Voters // whom the majority is counted among
 	// savedVoters are the voters last persisted: a restart starts from them.
 	savedVoters []string
-	// disowned: the machine was told an earlier run was forgotten.
-	disowned bool
+	// disowned: the machine was told that an earlier run was forgotten or
+	// lost with its data (slots.Disowned); read off the executor's
+	// goroutine too (Disowned).
+	disowned atomic.Bool
 	// askedEarlier: Deps.EarlierRun was asked (once).
 	askedEarlier bool
-	// disownedNow mirrors disowned for Disowned, read off the executor's
-	// goroutine.
-	disownedNow atomic.Bool
 
 	stop chan struct{}
 	done chan struct{}
@@ -416,7 +415,7 @@ func (e *Executor) step(tick bool) {
 // Disowned reports whether this run took nothing its data or its name's
 // earlier run held (slots.Disowned): that run was forgotten, or its data
 // dir was lost (Deps.EarlierRun).
-func (e *Executor) Disowned() bool { return e.disownedNow.Load() }
+func (e *Executor) Disowned() bool { return e.disowned.Load() }
 
 // holdersUp reports whether a member other than self that holds slot
 // state (not Meta.Fresh: an existing cluster, not one forming) is up in
@@ -439,19 +438,17 @@ func (e *Executor) onView(old, v View) []slots.Effect {
 		e.sets.tabled.put(uint16(s), v.Owns != nil && v.Owns(uint16(s)))
 	}
 	var effs []slots.Effect
-	if !e.disowned && e.d.RunForgotten != nil && e.d.RunForgotten() {
+	if !e.disowned.Load() && e.d.RunForgotten != nil && e.d.RunForgotten() {
 		// Before any table: what our data says we owned was taken without
 		// us (chime cluster forget on another member).
-		e.disowned = true
-		e.disownedNow.Store(true)
+		e.disowned.Store(true)
 		e.d.Log.Warn("an operator forgot an earlier run of this node: the slots its data says it owned or handed over are not claimed")
 		effs = append(effs, e.m.Step(slots.Disowned{})...)
 	}
-	if !e.disowned && !e.askedEarlier && e.d.EarlierRun != nil && holdersUp(v.Members, e.cfg.Machine.Self) {
+	if !e.disowned.Load() && !e.askedEarlier && e.d.EarlierRun != nil && holdersUp(v.Members, e.cfg.Machine.Self) {
 		e.askedEarlier = true
 		if e.d.EarlierRun(v.Members) {
-			e.disowned = true
-			e.disownedNow.Store(true)
+			e.disowned.Store(true)
 			e.d.Log.Warn("this node started with an empty data dir but its name had an earlier run: it claims nothing that run held (forget a node before bringing it back empty)")
 			effs = append(effs, e.m.Step(slots.Disowned{})...)
 		}
