@@ -181,13 +181,40 @@ func TestChaos(t *testing.T) {
 	})
 	r.fault(34*time.Second, "SIGTERM "+drainName, func() {
 		r.setLive(drain, nil)
+		probed := make(chan struct{})
+		go func() {
+			// A drain takes about a second; one still running after 5 s
+			// has importers that do not take its slots: say what every
+			// node holds for two of them while they are still stuck.
+			defer close(probed)
+			select {
+			case <-procs[drain].done:
+			case <-time.After(5 * time.Second):
+				r.stuckDrain(procs[drain], drainName)
+			}
+		}()
 		procs[drain].signal(t, syscall.SIGTERM)
+		<-probed
 		if code := procs[drain].cmd.ProcessState.ExitCode(); code != 0 {
 			t.Errorf("%s exited with %d after SIGTERM, want 0", drainName, code)
 		}
+		slow := false
 		for _, l := range strings.Split(procs[drain].log(), "\n") {
 			if strings.Contains(l, "drain") {
 				t.Logf("%s: %s", drainName, l)
+				slow = slow || strings.Contains(l, "not handed over in time")
+			}
+		}
+		if slow {
+			// The importers' side of a drain that gave up: what each live
+			// node warned of meanwhile (a slot it did not take, and why).
+			r.mu.Lock()
+			live := slices.Clone(r.live)
+			r.mu.Unlock()
+			for i, p := range live {
+				if p != nil {
+					logWarnings(t, fmt.Sprintf("n%d", i+1), p.log(), 8)
+				}
 			}
 		}
 	})
@@ -246,6 +273,24 @@ const (
 	// change (restart, drain, join) pauses a slot for less.
 	periodicMaxGap = 6 * time.Second
 )
+
+// logWarnings logs the last keep WARN and ERROR lines of node name's log,
+// each cut at 2,000 bytes.
+func logWarnings(t *testing.T, name, log string, keep int) {
+	t.Helper()
+	var ws []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			ws = append(ws, l)
+		}
+	}
+	for _, l := range ws[max(0, len(ws)-keep):] {
+		if len(l) > 2000 {
+			l = l[:2000] + "…"
+		}
+		t.Logf("%s: %s", name, l)
+	}
+}
 
 // chaosRun is TestChaos's shared state. check runs once every goroutine
 // but the receiver's has ended, so it reads the fields without the lock.
@@ -493,30 +538,63 @@ func (r *chaosRun) taskState(id string) string {
 	return "no live node answered"
 }
 
-// slotCopies says what every live node's ownership machine holds for slot
-// (GET /internal/v1/slots/{slot}, open as the test cluster has no secret).
+// slotCopies says what every live node's ownership machine holds for slot.
 func (r *chaosRun) slotCopies(slot uint16, id string) string {
 	var out []string
 	for _, p := range r.liveProcs() {
-		name, answer := argAfter(p.cmd.Args, "--name"), ""
-		resp, err := r.client.Get(fmt.Sprintf("%s/internal/v1/slots/%d", p.url, slot))
-		if err != nil {
-			answer = err.Error()
-		} else {
-			var ans struct {
-				Machine string `json:"machine"`
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err := json.Unmarshal(b, &ans); err != nil {
-				answer = fmt.Sprintf("%d %.100s", resp.StatusCode, b)
-			} else {
-				answer, _, _ = strings.Cut(ans.Machine, " heard=")
-			}
-		}
-		out = append(out, name+" "+answer)
+		name := argAfter(p.cmd.Args, "--name")
+		out = append(out, name+" "+r.slotMachine(p, slot))
 	}
 	return fmt.Sprintf("task %s: %s", id, strings.Join(out, "; "))
+}
+
+// slotMachine is what p's ownership machine holds for slot, up to its
+// view of the members (GET /internal/v1/slots/{slot}, signed as another
+// member).
+func (r *chaosRun) slotMachine(p *chimeProc, slot uint16) string {
+	name, from := argAfter(p.cmd.Args, "--name"), "n1"
+	if name == from {
+		from = "n2"
+	}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/internal/v1/slots/%d", p.url, slot), nil)
+	signCall(req, testClusterSecret, from, name, nil, time.Now())
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	var ans struct {
+		Machine string `json:"machine"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err := json.Unmarshal(b, &ans); err != nil || ans.Machine == "" {
+		return fmt.Sprintf("%d %.100s", resp.StatusCode, b)
+	}
+	m, _, _ := strings.Cut(ans.Machine, " heard=")
+	return m
+}
+
+// stuckDrain logs what every node's ownership machine holds for up to two
+// of the slots that the draining node d still owns (among every 64th).
+func (r *chaosRun) stuckDrain(d *chimeProc, name string) {
+	var stuck []uint16
+	first := ""
+	for s := uint16(0); s < slots.Count && len(stuck) < 2; s += 64 {
+		m := r.slotMachine(d, s)
+		if strings.HasPrefix(m, "owner@") {
+			stuck = append(stuck, s)
+		}
+		if first == "" {
+			first = m
+		}
+	}
+	r.t.Logf("%s still drains after 5 s; it owns slots %v among every 64th (slot 0: %.300s)", name, stuck, first)
+	for _, s := range stuck {
+		r.t.Logf("slot %d: %s: %s", s, name, r.slotMachine(d, s))
+		for _, p := range r.liveProcs() {
+			r.t.Logf("slot %d: %s: %s", s, argAfter(p.cmd.Args, "--name"), r.slotMachine(p, s))
+		}
+	}
 }
 
 // executions is the newest three of GET /v1/tasks/{id}/executions
