@@ -426,7 +426,7 @@ func (m *Machine) canSeal(s Slot, x string) bool {
 	}
 	si := &m.slots[s]
 	for _, sp := range si.suspects {
-		if sp.name != x && sp.releasedTo != x {
+		if sp.lost || sp.name != x && sp.releasedTo != x {
 			return false
 		}
 	}

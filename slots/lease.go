@@ -144,6 +144,11 @@ type suspect struct {
 	// voters: our voters when it last acked that grant; promises must
 	// come from a majority of them too (vote.go, "Counting").
 	voters []string
+	// lost: its run restarted with an empty data dir (MemberAlive.Empty)
+	// after this grant's lease ran out. That run may have promoted, and
+	// what it did is lost with its data: no ack of a later run speaks for
+	// it, so none extends or clears the entry (see markLost).
+	lost bool
 }
 
 // until returns when suspect x cannot promote before: its leaseUntil, or
@@ -514,7 +519,7 @@ func (m *Machine) grantee(s Slot) string {
 		return ""
 	}
 	for _, x := range si.suspects {
-		if x.name != f && x.releasedTo != f {
+		if x.lost || x.name != f && x.releasedTo != f {
 			return ""
 		}
 	}
@@ -629,7 +634,7 @@ func (m *Machine) beat(s Slot) {
 			continue
 		}
 		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc, Term: m.term}
-		if !hb.Grant && rel != "" && to != rel && m.suspectIndex(s, to) >= 0 {
+		if i := m.suspectIndex(s, to); !hb.Grant && rel != "" && to != rel && i >= 0 && !si.suspects[i].lost {
 			hb.Release = rel
 		}
 		m.emit(hb)
@@ -691,8 +696,8 @@ func (m *Machine) dropDeadSuspects(s Slot) {
 		return
 	}
 	si.suspects = slices.DeleteFunc(si.suspects, func(x suspect) bool {
-		if m.dead[x.name] && !m.evSince.After(m.until(&x).Add(m.cfg.Margin-m.cfg.Settle)) {
-			x.leaseUntil, x.gen = m.until(&x), 0
+		if (m.dead[x.name] || x.lost) && !m.evSince.After(m.until(&x).Add(m.cfg.Margin-m.cfg.Settle)) {
+			x.leaseUntil, x.gen, x.lost = m.until(&x), 0, false
 			si.dropped = append(si.dropped, x)
 			return true
 		}
@@ -723,6 +728,8 @@ func (m *Machine) onAck(ev ReplAck) {
 	}
 	i := m.suspectIndex(s, ev.From)
 	switch {
+	case i >= 0 && si.suspects[i].lost:
+		// A later run's ack says nothing of the run that held the grant.
 	case ev.Grant && i >= 0:
 		if l := ev.Sent.Add(m.cfg.Lease); l.After(si.suspects[i].leaseUntil) {
 			si.suspects[i].leaseUntil = l
@@ -767,4 +774,36 @@ func (m *Machine) onAck(ev ReplAck) {
 		}
 	}
 	m.reconcile(s)
+}
+
+// markLost applies the restart of node name with an empty data dir
+// (MemberAlive.Empty) to the grants it held of ours: a grant whose lease
+// ran out before we heard of the restart may have been acted on by the
+// lost run (a promotion our view missed, cut off), and the new run, which
+// knows nothing of it, cannot say. Such a suspect is marked lost: no later
+// ack extends or clears it, nobody is granted or sealed for while it is
+// left, and it goes as a dead grantee's does: dropped if we heard from a
+// majority throughout since before its lease ran out (dropDeadSuspects;
+// it could not have promoted), else the slot waits, unavailable, until a
+// higher epoch reaches us (the lost run's follower, if it promoted) or an
+// operator forgets the node. A grant whose lease still ran was never acted
+// on: the run ended before it could promote. O(NumSlots).
+//
+// An owner census for lost suspects (as for forgotten ones, census.go)
+// was tried: it took a slot's epoch+censusJump, and with the owner then
+// crashed and forgotten, another census from the same epoch took the same
+// one (sim seeds 5950, 10741 with -simwipefault 2).
+func (m *Machine) markLost(name string) {
+	for s := range m.slots {
+		si := &m.slots[s]
+		if si.role != RoleOwner && si.role != RoleSealing {
+			continue
+		}
+		for i := range si.suspects {
+			if x := &si.suspects[i]; x.name == name && !x.lost && !m.now.Before(m.until(x)) {
+				x.leaseUntil, x.gen, x.lost = m.until(x), 0, true
+				m.setBusy(Slot(s))
+			}
+		}
+	}
 }

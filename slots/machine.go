@@ -364,6 +364,9 @@ func (m *Machine) Step(ev Event) []Effect {
 				*p = peer{} // its acks spoke for the old process (suspects keep the pointer)
 				m.promDirty = true
 			}
+			if ev.Empty {
+				m.markLost(ev.Name)
+			}
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
 			}

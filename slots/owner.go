@@ -68,10 +68,11 @@ func (m *Machine) ownerStep(s Slot) {
 	m.setUnavailable(s, m.majority && (!m.leased(s) && m.waitsForDead(s) || len(si.dropped) > 0 && m.evMajority && !m.droppedBacked(s)))
 }
 
-// waitsForDead reports whether an uncovered suspect of s is declared dead.
+// waitsForDead reports whether an uncovered suspect of s is declared dead
+// or lost (markLost).
 func (m *Machine) waitsForDead(s Slot) bool {
 	for i, x := range m.slots[s].suspects {
-		if !m.now.Before(m.until(&m.slots[s].suspects[i])) && m.dead[x.name] {
+		if !m.now.Before(m.until(&m.slots[s].suspects[i])) && (m.dead[x.name] || x.lost) {
 			return true
 		}
 	}
