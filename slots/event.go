@@ -70,7 +70,9 @@ type MemberAlive struct {
 	// new or wiped data dir (node: gossip.Meta.Empty). It kept none of the
 	// consents an earlier run gave, so its promises may cover a grant that
 	// run consented to take over: this machine counts none of that node's
-	// promises for the rest of its life (vote.go).
+	// promises for the rest of its life (vote.go). Nor can it speak of a
+	// grant of ours the earlier run held: one whose lease had run out is
+	// lost (markLost), and no ack of the new run clears it.
 	Empty bool
 }
 
