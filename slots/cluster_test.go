@@ -406,6 +406,9 @@ func (c *cluster) stepMsg(msg message) {
 			c.t.Fatalf("after %T%+v on %s: %v", ev, ev, name, err)
 		}
 		c.checkMoved(name, m, ev, effs)
+		if s, ok := SlotOf(ev); ok && c.vote {
+			c.checkTerms(s)
+		}
 	}
 	if hb, ok := ev.(Replicated); ok && hb.Epoch == 1 && hb.Seq == 0 && c.owners[hb.Slot][1] == hb.From {
 		// The owner of epoch 1 at seq 0 holds the empty slot the bootstrap
@@ -832,6 +835,34 @@ func (c *cluster) lastOwner(s Slot) (name string, holds bool) {
 	}
 	st := c.m[name].State(s)
 	return name, st.Epoch == top && st.Role == RoleOwner
+}
+
+// checkTerms asserts, with Config.Vote, that a node holding an owner's
+// grant or release of slot s at its epoch holds at least the vote term
+// that owner recorded from its ack (suspect.term): the owner fires on
+// promises that cover that term, and acting on the grant asks consents for
+// the term the holder knows (consented). A release that kept no term was
+// acted on without any consent (sim seed 5316, one slot fired by two
+// nodes); before the fix this tripped on most seeds.
+func (c *cluster) checkTerms(s Slot) {
+	c.t.Helper()
+	for _, o := range c.names {
+		om := c.m[o]
+		if om == nil || !c.alive[o] || om.slots[s].role != RoleOwner && om.slots[s].role != RoleSealing {
+			continue
+		}
+		for _, x := range om.slots[s].suspects {
+			hm := c.m[x.name]
+			if x.term == 0 || x.lost || hm == nil || !c.alive[x.name] {
+				continue
+			}
+			h := &hm.slots[s]
+			if h.leader == o && h.epoch == om.slots[s].epoch && (h.grantor || h.releasedTo != "") && h.grantTerm < x.term {
+				c.t.Fatalf("slot %d: %s holds %s's grant or release (to %q) at epoch %d with term %d, below the %d %s recorded",
+					s, x.name, o, h.releasedTo, h.epoch, h.grantTerm, x.term, o)
+			}
+		}
+	}
 }
 
 // checkFiring asserts that no two live nodes fire slot s at once, in a

@@ -509,8 +509,13 @@ func (m *Machine) onHandover(ev HandoverDone) {
 	// We may have heard of epoch+1, the one handed to us, from a third
 	// party before this: it is still ours to take (unless another node
 	// demonstrably owns it).
+	// Not if we handed that epoch on ourselves, to another node: epoch+1
+	// is that node's (sim seed 5760: the handover of a holder that then
+	// crashed reached us only after we, its grantee, had handed its epoch
+	// to the table owner; taking it too made two owners of epoch+1).
+	handedOn := si.handedTo != "" && si.handedTo != ev.From && si.handedEpoch == ev.Epoch
 	if !(ev.Epoch+1 == si.epoch && si.role != RoleOwner && si.role != RoleSealing && !si.wasOwner &&
-		(!si.leaderOwns || si.leader == ev.From)) && m.reject(s, ev.Epoch, ev.From) {
+		(!si.leaderOwns || si.leader == ev.From) && !handedOn) && m.reject(s, ev.Epoch, ev.From) {
 		return
 	}
 	owner, _ := m.position(s)

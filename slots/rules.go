@@ -288,13 +288,22 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 		// the node it is about to move to (heir): without a copy we can no
 		// longer promote, but the owner may not have granted anyone else
 		// yet, and if it dies now somebody must hand the slot over.
-		rel, until := si.releasedTo, m.grantedUntil(s)
+		// The release keeps what the grant it came from was (its
+		// incarnation, vote term and voters): dropped with the copy, the
+		// holder later handed the epoch over without asking for the
+		// consents the owner's promises rest on (consented takes a grant
+		// without Inc or Term as one from before the vote), while its
+		// owner, cut off but promised, fired on: one slot fired by two
+		// nodes (sim seed 5316 once a restarted node's messages wait for
+		// its restart to be heard of).
+		rel, until, inc, term, voters := si.releasedTo, m.grantedUntil(s), si.grantInc, si.grantTerm, si.grantVoters
 		if si.grantor {
 			rel = m.heir(s)
 		}
 		m.drop(s)
 		if rel != "" && m.majority {
-			m.slots[s].releasedTo, m.slots[s].grantedUntil = rel, until
+			r := &m.slots[s]
+			r.releasedTo, r.grantedUntil, r.grantInc, r.grantTerm, r.grantVoters = rel, until, inc, term, voters
 		}
 	}
 }
