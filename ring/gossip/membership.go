@@ -242,9 +242,10 @@ func (m *Membership) Join(addrs []string) (int, error) {
 
 // SetState changes this node's Meta.State and re-advertises its Meta,
 // waiting up to UpdateTimeout until the update was sent to at least one
-// member. The local view changes at once (an EventUpdate for this node);
-// on a timeout error the update is still queued for gossip and push/pull
-// spreads it later. It returns ErrMeta for an invalid state, and
+// member, and pushes it to every member alive in the view over TCP in the
+// background (tellUp). The local view changes at once (an EventUpdate for
+// this node); on a timeout error the update is still queued for gossip and
+// push/pull spreads it later. It returns ErrMeta for an invalid state, and
 // ErrNotStarted or ErrClosed outside the running phase.
 func (m *Membership) SetState(s State) error {
 	if !s.Valid() {
@@ -275,7 +276,56 @@ func (m *Membership) UpdateMeta(f func(*Meta)) error {
 			break
 		}
 	}
-	return ml.UpdateNode(m.cfg.UpdateTimeout)
+	err = ml.UpdateNode(m.cfg.UpdateTimeout)
+	m.tellUp(ml)
+	return err
+}
+
+// aliveAddrsLocked returns the gossip addresses of the members alive in
+// the view but this node and except. The caller holds mu.
+func (m *Membership) aliveAddrsLocked(except string) []string {
+	var up []string
+	for n, e := range m.mu.view {
+		if n != m.cfg.Name && n != except && e.m.Status == StatusAlive && e.m.Addr != "" {
+			up = append(up, e.m.Addr)
+		}
+	}
+	return up
+}
+
+// tellUpWorkers bounds the push/pulls tellUp runs at once.
+const tellUpWorkers = 4
+
+// tellUp pushes this node's state (its new Meta) to every other member
+// alive in the view, a push/pull with each over TCP, in the background.
+// Gossip sends an update a bounded number of times (RetransmitMult ×
+// log10 N transmissions in all: two copies to each peer of a 3-node
+// cluster), and a member that missed them all learned it only at the next
+// periodic push/pull (PushPullInterval, 30 s): a drainer stayed in its
+// tables, so it never took the drainer's slots. A member that does not
+// answer (a stopped process holds a dial up to TCPTimeout) delays only its
+// own worker; the rest learn from gossip and push/pull as before.
+func (m *Membership) tellUp(ml *memberlist.Memberlist) {
+	m.mu.Lock()
+	up := m.aliveAddrsLocked("")
+	m.mu.Unlock()
+	if len(up) == 0 {
+		return
+	}
+	addrs := make(chan string, len(up))
+	for _, a := range up {
+		addrs <- a
+	}
+	close(addrs)
+	for range min(len(up), tellUpWorkers) {
+		go func() {
+			for a := range addrs {
+				if _, err := ml.Join([]string{a}); err != nil {
+					m.log.Debug("gossip: a member was not told of our update; gossip and push/pull will", "addr", a, "err", err)
+				}
+			}
+		}()
+	}
 }
 
 // Events returns the channel of membership changes, buffered to
@@ -441,12 +491,7 @@ func (m *Membership) Forget(name string) error {
 		return fmt.Errorf("%w: %s is %s", ErrNotDead, name, e.m.Status)
 	}
 	li := leaveIntent{Name: name, BootID: e.m.Meta.BootID, Forgot: true}
-	var up []string
-	for n, o := range m.mu.view {
-		if n != m.cfg.Name && n != name && o.m.Status == StatusAlive && o.m.Addr != "" {
-			up = append(up, o.m.Addr)
-		}
-	}
+	up := m.aliveAddrsLocked(name)
 	m.mu.Unlock()
 	m.leaveIntent(li) // marks it left here and gossips the intent on
 	// And a push/pull with every member alive now, which carries the intent

@@ -159,6 +159,35 @@ func TestSetStatePropagates(t *testing.T) {
 	})
 }
 
+// TestSetStateTellsTheMembersUpAtOnce: a state change (a drain, a join
+// turning active) is pushed to every member up at the time, a push/pull
+// with each over TCP, so a member whose gossip packets are all lost still
+// learns it at once. Without that it learned it only from the next
+// periodic push/pull (30 s): a drainer's slots stayed in its table, and
+// nobody took them until the drain gave up.
+func TestSetStateTellsTheMembersUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, nil)
+		c.joinAll()
+		time.Sleep(5 * time.Second)
+		n1 := c.nodes[0]
+		c.net.SetLoss(1) // every packet lost; streams are not lossy
+		if err := n1.m.SetState(gossip.StateDraining); err != nil {
+			t.Fatalf("SetState(draining): %v", err)
+		}
+		waitFor(t, "n2 and n3 see n1 draining", 100*time.Millisecond, func() bool {
+			for _, nd := range c.nodes[1:] {
+				if mb, _ := member(nd.m, "n1"); mb.Meta.State != gossip.StateDraining {
+					return false
+				}
+			}
+			return true
+		})
+		c.net.SetLoss(0)
+		c.close()
+	})
+}
+
 func TestLeaveSeenAsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, nil)
