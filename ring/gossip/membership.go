@@ -422,6 +422,11 @@ func (m *Membership) Leave(timeout time.Duration) error {
 	if err := ml.Leave(timeout); err != nil {
 		errs = append(errs, err)
 	}
+	// Our state now says we left, and it carries our leave intent: pushed
+	// to every member up, each sees us left at once even if it missed
+	// every gossiped copy (else it saw us dead, a voter still, after the
+	// detection time). LeaveWait covers the push/pulls.
+	m.tellUp(ml)
 	if m.cfg.LeaveWait > 0 {
 		time.Sleep(m.cfg.LeaveWait)
 	}
@@ -518,6 +523,7 @@ func (m *Membership) sendLeaveIntent(timeout time.Duration) error {
 	for name, e := range m.mu.view {
 		if name == m.cfg.Name {
 			e.leaving = true
+			m.mu.intents[name] = li // push/pull carries it (intentState)
 		} else if e.m.Up() {
 			others = true
 		}

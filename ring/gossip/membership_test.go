@@ -188,6 +188,27 @@ func TestSetStateTellsTheMembersUpAtOnce(t *testing.T) {
 	})
 }
 
+// TestLeaveTellsTheMembersUpAtOnce: a node that leaves pushes its leave
+// intent to every member up (a push/pull with each over TCP) as it gossips
+// it, so a member whose gossip packets are all lost sees it left, not
+// dead after the detection time (a dead member still counts as a voter).
+func TestLeaveTellsTheMembersUpAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCluster(t, 3, nil)
+		c.joinAll()
+		time.Sleep(5 * time.Second)
+		c.net.SetLoss(1)                    // every packet lost; streams are not lossy
+		_ = c.nodes[2].m.Leave(time.Second) // a broadcast timeout is no matter here
+		// Leave returns ~1 s after its broadcasts went out (LeaveWait):
+		// before a failure detector could have declared n3 dead.
+		waitFor(t, "n1 and n2 see n3 left", 100*time.Millisecond, func() bool {
+			return hasStatus(c.nodes[0].m, "n3", gossip.StatusLeft) && hasStatus(c.nodes[1].m, "n3", gossip.StatusLeft)
+		})
+		c.net.SetLoss(0)
+		c.close()
+	})
+}
+
 func TestLeaveSeenAsLeft(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCluster(t, 3, nil)
