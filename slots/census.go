@@ -93,6 +93,30 @@ func (m *Machine) censusFor(s Slot) string {
 	return o
 }
 
+// forgetHandovers applies the forget of node name to the handovers
+// without a copy we gave it (handOver: we only gave up acting on our
+// epoch, and it was to take epoch+1 with its own copy): it may have taken
+// that epoch, and fired, before it died, and it is gone for good with its
+// data, so we stop repeating a handover to it (a later run of it is
+// disowned: it takes nothing from it) and count it as epoch+1's owner, a
+// forgotten one, so that a census takes the slot (censusFor; we hold no
+// grant of that epoch). Repeating the handover instead left the slot with
+// nobody for good (sim seed 8429: the importer crashed as we handed over,
+// and both copies of the slot were on forgotten nodes). A handover with a
+// copy holds the importer's grant at epoch+1 and takes the usual way.
+func (m *Machine) forgetHandovers(name string) {
+	for s := range m.slots {
+		si := &m.slots[s]
+		if si.handedTo != name || si.handedCopy || si.role == RoleOwner || si.role == RoleSealing {
+			continue
+		}
+		if si.epoch == si.handedEpoch+1 {
+			si.censusOwner = name
+		}
+		si.handedTo, si.handedEpoch, si.handedSeq, si.handedDropped = "", 0, 0, nil
+	}
+}
+
 // censusPeers returns the live members the census asks, sorted: the
 // table's and any other node heard from (a draining one may hold a copy).
 func (m *Machine) censusPeers() []string {

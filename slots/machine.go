@@ -329,6 +329,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		if ev.Forgot && ev.Name != m.cfg.Self {
 			m.left[ev.Name], m.forgot[ev.Name] = true, true
+			m.forgetHandovers(ev.Name)
 		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true
