@@ -548,6 +548,9 @@ func (m *Machine) onHandover(ev HandoverDone) {
 	// The holder handed us epoch+1 and may already follow us: take it,
 	// now or once we see a majority, whatever the table says (if it names
 	// another owner, a planned move follows).
+	if ev.From != si.takeFrom || ev.Epoch != si.takeEpoch {
+		si.takeLost = false
+	}
 	si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = ev.From, ev.Epoch, ev.Seq, ev.Dropped
 	si.pending = false // act on it now
 	m.advance(s)
@@ -567,11 +570,13 @@ func (m *Machine) tryTake(s Slot) {
 		// hold our owner's grant: it may fire until that runs out.
 		return
 	}
-	if !m.alive(si.takeFrom) && si.synced && si.epoch == si.takeEpoch && si.leader == si.takeFrom &&
+	if (!m.alive(si.takeFrom) || si.takeLost) && si.synced && si.epoch == si.takeEpoch && si.leader == si.takeFrom &&
 		si.leaderOwns && m.quorate() {
-		// The holder died before we got its final copy. It heartbeated
-		// us, so we were its replica: we lack only writes it never had
-		// acknowledged. Take the epoch with our copy.
+		// The holder died before we got its final copy (or came back
+		// empty: no run of it holds the copy now, sim seed 703 with
+		// -simwipefault 2, where the importer asked the new run for good).
+		// It heartbeated us, so we were its replica: we lack only writes
+		// it never had acknowledged. Take the epoch with our copy.
 		si.takeSeq = si.seq
 	}
 	switch {

@@ -224,6 +224,9 @@ type slotInfo struct {
 	takeFrom  string
 	takeEpoch Epoch
 	takeSeq   uint64
+	// takeLost: takeFrom came back with an empty data dir since it handed
+	// us the epoch (MemberAlive.Empty): no run of it holds the final copy.
+	takeLost bool
 	// takeDropped: the holder's dropped suspects (HandoverDone.Dropped),
 	// which become ours when we take the epoch.
 	takeDropped []string
@@ -367,6 +370,11 @@ func (m *Machine) Step(ev Event) []Effect {
 			}
 			if ev.Empty {
 				m.markLost(ev.Name)
+				for s := range m.slots {
+					if si := &m.slots[s]; si.takeFrom == ev.Name {
+						si.takeLost = true
+					}
+				}
 			}
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
@@ -976,6 +984,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	if e == old.epoch || e == old.takeEpoch+1 {
 		// A handover in progress survives installing the final copy.
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = old.takeFrom, old.takeEpoch, old.takeSeq, old.takeDropped
+		si.takeLost = old.takeLost
 	}
 	if e == old.epoch {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing

@@ -152,12 +152,17 @@ func TestSimulation(t *testing.T) {
 // the owner heard its holder came back empty is lost now (markLost): no
 // later ack clears it, and it retires as a dead grantee's does. In 17868
 // and 39438 a slot stayed unfired after the forget: a copyless handover to
-// a forgotten importer was repeated for good (forgetHandovers). A sweep
-// with -simwipefault 2 still finds slots of the wiped node's earlier run
-// left unfired (596, 2877 and others): DESIGN §4 "A node back with an
-// empty data dir".
+// a forgotten importer was repeated for good (forgetHandovers). In 703,
+// 2877, 22204, 28441, 31349, 33019, 35361 and 35501 a slot stayed unfired
+// for good: its owner sealed and handed it over, then crashed before its
+// importer, a synced replica holding its grant, fetched the final copy,
+// and came back empty; the importer asked the new run for that copy
+// forever (slotInfo.takeLost). A sweep with -simwipefault 2 still finds
+// slots of the wiped node's earlier run left unfired (596, 38023): DESIGN
+// §4 "A node back with an empty data dir".
 func TestSimulationWipedRestarts(t *testing.T) {
-	for _, seed := range []uint64{564, 2007, 3247, 7350, 7377, 7748, 11797, 16820, 17868, 20577, 27217, 27335, 28376, 39438} {
+	for _, seed := range []uint64{564, 703, 2007, 2877, 3247, 7350, 7377, 7748, 11797, 16820, 17868, 20577, 22204, 27217, 27335,
+		28376, 28441, 31349, 33019, 35361, 35501, 39438} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			simulate(t, seed, *simSteps, 2)
