@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -293,11 +294,18 @@ func (m *Membership) aliveAddrsLocked(except string) []string {
 	return up
 }
 
-// tellUpWorkers bounds the push/pulls tellUp runs at once.
-const tellUpWorkers = 4
+// tellUpWorkers bounds the push/pulls tellUp runs at once, and tellUpMax
+// the members it tells: a push/pull carries the whole member list, and in
+// a large cluster gossip sends more copies (its retransmissions grow with
+// log10 N) to more members, so losing every one is a small cluster's risk.
+const (
+	tellUpWorkers = 4
+	tellUpMax     = 32
+)
 
 // tellUp pushes this node's state (its new Meta) to every other member
-// alive in the view, a push/pull with each over TCP, in the background.
+// alive in the view (tellUpMax of them at random in a larger cluster), a
+// push/pull with each over TCP, in the background.
 // Gossip sends an update a bounded number of times (RetransmitMult ×
 // log10 N transmissions in all: two copies to each peer of a 3-node
 // cluster), and a member that missed them all learned it only at the next
@@ -311,6 +319,10 @@ func (m *Membership) tellUp(ml *memberlist.Memberlist) {
 	m.mu.Unlock()
 	if len(up) == 0 {
 		return
+	}
+	if len(up) > tellUpMax {
+		rand.Shuffle(len(up), func(i, j int) { up[i], up[j] = up[j], up[i] })
+		up = up[:tellUpMax]
 	}
 	addrs := make(chan string, len(up))
 	for _, a := range up {
