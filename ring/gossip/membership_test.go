@@ -159,54 +159,50 @@ func TestSetStatePropagates(t *testing.T) {
 	})
 }
 
-// TestSetStateTellsTheMembersUpAtOnce: a state change (a drain, a join
-// turning active) is pushed to every member up at the time, a push/pull
-// with each over TCP, so a member whose gossip packets are all lost still
-// learns it at once. Without that it learned it only from the next
-// periodic push/pull (30 s): a drainer's slots stayed in its table, and
-// nobody took them until the drain gave up.
-func TestSetStateTellsTheMembersUpAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, nil)
-		c.joinAll()
-		time.Sleep(5 * time.Second)
-		n1 := c.nodes[0]
-		c.net.SetLoss(1) // every packet lost; streams are not lossy
-		if err := n1.m.SetState(gossip.StateDraining); err != nil {
-			t.Fatalf("SetState(draining): %v", err)
-		}
-		waitFor(t, "n2 and n3 see n1 draining", 100*time.Millisecond, func() bool {
-			for _, nd := range c.nodes[1:] {
-				if mb, _ := member(nd.m, "n1"); mb.Meta.State != gossip.StateDraining {
-					return false
-				}
+// TestChangesTellTheMembersUpAtOnce: a node's state change (a drain, a
+// join turning active) and its leave are pushed to every member up at the
+// time, a push/pull with each over TCP, so a member whose gossip packets
+// are all lost still learns them at once. Without the push it learned a
+// state change only from the next periodic push/pull (30 s: a drainer's
+// slots stayed in its table, and nobody took them until the drain gave
+// up), and saw a node that left dead after the detection time, a voter
+// still, instead of left.
+func TestChangesTellTheMembersUpAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		act  func(t *testing.T, n1 *gossip.Membership)
+		want string
+		seen func(m *gossip.Membership) bool // as the other members see n1
+	}{
+		{"state", func(t *testing.T, n1 *gossip.Membership) {
+			if err := n1.SetState(gossip.StateDraining); err != nil {
+				t.Fatalf("SetState(draining): %v", err)
 			}
-			return true
-		})
-		c.net.SetLoss(0)
-		c.close()
-	})
-}
-
-// TestLeaveTellsTheMembersUpAtOnce: a node that leaves pushes its leave
-// intent to every member up (a push/pull with each over TCP) as it gossips
-// it, so a member whose gossip packets are all lost sees it left, not
-// dead after the detection time (a dead member still counts as a voter).
-func TestLeaveTellsTheMembersUpAtOnce(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c := newCluster(t, 3, nil)
-		c.joinAll()
-		time.Sleep(5 * time.Second)
-		c.net.SetLoss(1)                    // every packet lost; streams are not lossy
-		_ = c.nodes[2].m.Leave(time.Second) // a broadcast timeout is no matter here
+		}, "draining", func(m *gossip.Membership) bool {
+			mb, _ := member(m, "n1")
+			return mb.Meta.State == gossip.StateDraining
+		}},
 		// Leave returns ~1 s after its broadcasts went out (LeaveWait):
-		// before a failure detector could have declared n3 dead.
-		waitFor(t, "n1 and n2 see n3 left", 100*time.Millisecond, func() bool {
-			return hasStatus(c.nodes[0].m, "n3", gossip.StatusLeft) && hasStatus(c.nodes[1].m, "n3", gossip.StatusLeft)
+		// before a failure detector could have declared n1 dead. A
+		// broadcast timeout is no matter here.
+		{"leave", func(_ *testing.T, n1 *gossip.Membership) { _ = n1.Leave(time.Second) },
+			"left", func(m *gossip.Membership) bool { return hasStatus(m, "n1", gossip.StatusLeft) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c := newCluster(t, 3, nil)
+				c.joinAll()
+				time.Sleep(5 * time.Second)
+				c.net.SetLoss(1) // every packet lost; streams are not lossy
+				tc.act(t, c.nodes[0].m)
+				waitFor(t, "n2 and n3 see n1 "+tc.want, 100*time.Millisecond, func() bool {
+					return tc.seen(c.nodes[1].m) && tc.seen(c.nodes[2].m)
+				})
+				c.net.SetLoss(0)
+				c.close()
+			})
 		})
-		c.net.SetLoss(0)
-		c.close()
-	})
+	}
 }
 
 func TestLeaveSeenAsLeft(t *testing.T) {
