@@ -72,7 +72,9 @@ type MemberAlive struct {
 	// run consented to take over: this machine counts none of that node's
 	// promises for the rest of its life (vote.go). Nor can it speak of a
 	// grant of ours the earlier run held: one whose lease had run out is
-	// lost (markLost), and no ack of the new run clears it.
+	// lost (markLost), and no ack of the new run clears it. Nor does it
+	// hold the final copy of a slot the earlier run handed us: we take it
+	// with our own copy, as if that run had stayed dead (tryTake).
 	Empty bool
 }
 
