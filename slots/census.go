@@ -34,6 +34,16 @@ import "slices"
 // not resynced since cannot vouch for it: it does not answer, and the
 // slot waits as before.
 //
+// A run whose earlier run's data is lost to it (it came back empty, or
+// forgotten: Disowned) counts that earlier run as forgotten for the slots
+// the table gives it, holds no copy of and found nobody to hand over
+// (importStep reported them unavailable) while it knows no other owner of
+// their epoch: that run may have owned them, and it can never return.
+// And a node that handed its epoch without a copy to a node that comes
+// back empty counts that node's lost run as epoch+1's owner
+// (endHandovers). The other conditions stand: every dead member
+// forgotten, a quorate view, no grant, release or handover held.
+//
 // An owner runs a census too when the only nodes that may hold its grant
 // were forgotten and their leases ran out, so that it cannot fire: such a
 // node did not leave on purpose, and may have promoted before it died
@@ -77,12 +87,21 @@ func (m *Machine) epochOwner(s Slot) string {
 // may run for s now (see the file comment), else "".
 func (m *Machine) censusFor(s Slot) string {
 	si := &m.slots[s]
-	if len(m.forgot) == 0 || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
+	if len(m.forgot) == 0 && !si.censusLost && !m.disowned || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
 		si.void != nil || si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.restored && !si.synced && si.seq > 0 {
 		return ""
 	}
 	o := m.epochOwner(s)
-	if o == "" || !m.forgot[o] || !m.quorate() || !m.backed() {
+	// ourRun: we came back without what our earlier run held (empty, or
+	// forgotten), own the slot by the table, hold no copy of it, know no
+	// other owner of its epoch and found nobody to hand it to us
+	// (importStep: every live member asked said it holds no copy): that
+	// run may have owned it, and it is lost to us.
+	ourRun := m.disowned && !si.synced && si.role == RoleUnavailable && (o == "" || o == m.cfg.Self) && m.isTableOwner(s, m.cfg.Self)
+	if ourRun {
+		o = m.cfg.Self
+	}
+	if o == "" || !m.forgot[o] && !ourRun && !(si.censusLost && o == si.censusOwner) || !m.quorate() || !m.backed() {
 		return ""
 	}
 	for n := range m.dead {
@@ -93,28 +112,50 @@ func (m *Machine) censusFor(s Slot) string {
 	return o
 }
 
-// forgetHandovers applies the forget of node name to the handovers
-// without a copy we gave it (handOver: we only gave up acting on our
-// epoch, and it was to take epoch+1 with its own copy): it may have taken
-// that epoch, and fired, before it died, and it is gone for good with its
-// data, so we stop repeating a handover to it (a later run of it is
-// disowned: it takes nothing from it) and count it as epoch+1's owner, a
-// forgotten one, so that a census takes the slot (censusFor; we hold no
-// grant of that epoch). Repeating the handover instead left the slot with
+// endHandovers applies the forget of node name (lost false), or the loss
+// of its run with its data (lost true: it came back empty), to the
+// handovers without a copy we gave it (handOver: we only gave up acting on
+// our epoch, and it was to take epoch+1 with its own copy). It may have
+// taken that epoch, and fired, before it died, and that copy is gone, so
+// we stop repeating a handover to it and count it as epoch+1's owner, a
+// forgotten or lost one, so that a census takes the slot (censusFor; we
+// hold no grant of that epoch). A later run of it takes nothing from us:
+// a forgotten one is disowned, and so is an empty one, which has no copy
+// either (giveUpTake). Repeating the handover instead left the slot with
 // nobody for good (sim seed 8429: the importer crashed as we handed over,
 // and both copies of the slot were on forgotten nodes). A handover with a
-// copy holds the importer's grant at epoch+1 and takes the usual way.
-func (m *Machine) forgetHandovers(name string) {
+// copy holds the importer's grant at epoch+1 and takes the usual way. A
+// lost run's handover ends only at epoch+1: the name lives on.
+func (m *Machine) endHandovers(name string, lost bool) {
 	for s := range m.slots {
 		si := &m.slots[s]
 		if si.handedTo != name || si.handedCopy || si.role == RoleOwner || si.role == RoleSealing {
 			continue
 		}
-		if si.epoch == si.handedEpoch+1 {
-			si.censusOwner = name
+		next := si.epoch == si.handedEpoch+1
+		if lost && !next {
+			continue
+		}
+		if next {
+			si.censusOwner, si.censusLost = name, lost
 		}
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedDropped = "", 0, 0, nil
 	}
+}
+
+// giveUpTake ends the take of slot s by this disowned run when every live
+// member said it holds no copy of the epoch (takeSource): the handover was
+// to our earlier run and rested on its copy, gone with it. That run owned
+// the epoch handed on, lost to us: the census takes the slot (censusFor),
+// with the longest copy a live member holds, or empty. Asking the holder
+// again and again left the slot with nobody for good (wipe seeds 596 and
+// 38023: a restarted owner was handed its epoch back without a copy and
+// was wiped before it took it).
+func (m *Machine) giveUpTake(s Slot) {
+	si := &m.slots[s]
+	si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped, si.takeLost = "", 0, 0, nil, false
+	si.censusOwner, si.censusLost = m.cfg.Self, true
+	si.tried = nil
 }
 
 // censusPeers returns the live members the census asks, sorted: the

@@ -596,7 +596,13 @@ func (m *Machine) tryTake(s Slot) {
 			m.setUnavailable(s, true)
 		}
 		if !si.pending || !m.now.Before(si.retryAt) {
-			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: m.takeSource(s)})
+			src := m.takeSource(s)
+			if src == "" {
+				m.giveUpTake(s)
+				m.setPending(s)
+				return
+			}
+			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: src})
 			m.setPending(s)
 		}
 	}
@@ -621,6 +627,9 @@ func (m *Machine) takeSource(s Slot) string {
 		if c != m.cfg.Self && m.alive(c) && !slices.Contains(si.tried, c) {
 			return c
 		}
+	}
+	if si.epoch <= si.takeEpoch+1 && !si.synced && m.quorate() {
+		return "" // nobody holds it: giveUpTake
 	}
 	si.tried = nil
 	return si.takeFrom

@@ -246,6 +246,10 @@ type slotInfo struct {
 	// round was asked and who answered NoReplica since; censusEmpty: we
 	// took the slot empty after one (for the test harness).
 	censusOwner string
+	// censusLost: censusOwner is not forgotten, but the run of it that
+	// owned the epoch is gone with its data (endHandovers, giveUpTake):
+	// the census may run for it as for a forgotten one.
+	censusLost  bool
 	censusAsked bool
 	// granteeVoid: the grantee this restarted owner must take its epoch
 	// back from answered that it cannot vouch (it was disowned).
@@ -332,7 +336,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		}
 		if ev.Forgot && ev.Name != m.cfg.Self {
 			m.left[ev.Name], m.forgot[ev.Name] = true, true
-			m.forgetHandovers(ev.Name)
+			m.endHandovers(ev.Name, false)
 		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true
@@ -375,6 +379,7 @@ func (m *Machine) Step(ev Event) []Effect {
 						si.takeLost = true
 					}
 				}
+				m.endHandovers(ev.Name, true)
 			}
 			for s := range m.slots {
 				m.forgetIncarnation(Slot(s), ev.Name)
@@ -993,7 +998,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		si.offerTo, si.offerAt = old.offerTo, old.offerAt
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
 		si.handedDropped, si.restored = old.handedDropped, old.restored
-		si.censusOwner = old.censusOwner
+		si.censusOwner, si.censusLost = old.censusOwner, old.censusLost
 	}
 	return si
 }

@@ -88,7 +88,7 @@ func TestSimulation(t *testing.T) {
 	// takeSource). 8429 (a slot unfired for good after a forget: a node
 	// that had handed its epoch without a copy to an importer that crashed
 	// at once kept repeating that handover after the importer was
-	// forgotten, and no census could run while it did; forgetHandovers),
+	// forgotten, and no census could run while it did; endHandovers),
 	// and with it 12334, 16450, 20812, 28545, 32510, 34844 and 37182, the
 	// other seeds of 400-39,999 left unfired after the forget.
 	all := []uint64{1227, 2305, 2332, 2776, 4448, 5667, 5854, 8429, 9825, 12334, 14850, 16450, 20812, 22062, 25134, 25389,
@@ -152,17 +152,21 @@ func TestSimulation(t *testing.T) {
 // the owner heard its holder came back empty is lost now (markLost): no
 // later ack clears it, and it retires as a dead grantee's does. In 17868
 // and 39438 a slot stayed unfired after the forget: a copyless handover to
-// a forgotten importer was repeated for good (forgetHandovers). In 703,
+// a forgotten importer was repeated for good (endHandovers). In 703,
 // 2877, 22204, 28441, 31349, 33019, 35361 and 35501 a slot stayed unfired
 // for good: its owner sealed and handed it over, then crashed before its
 // importer, a synced replica holding its grant, fetched the final copy,
 // and came back empty; the importer asked the new run for that copy
-// forever (slotInfo.takeLost). A sweep with -simwipefault 2 still finds
-// slots of the wiped node's earlier run left unfired (596, 38023): DESIGN
-// §4 "A node back with an empty data dir".
+// forever (slotInfo.takeLost). In 596 and 38023 a slot stayed unfired
+// for good: a restarted owner asked its grantee for its epoch back, the
+// grantee, holding no valid copy, handed it back without one, and the
+// owner was wiped before it took it; its empty run, the table owner,
+// found nobody holding the epoch. It runs the census for its earlier run
+// now, as for a forgotten owner (censusFor), and the grantee ends its
+// copyless handover to the lost run (endHandovers, slotInfo.censusLost).
 func TestSimulationWipedRestarts(t *testing.T) {
 	for _, seed := range []uint64{564, 703, 2007, 2877, 3247, 7350, 7377, 7748, 11797, 16820, 17868, 20577, 22204, 27217, 27335,
-		28376, 28441, 31349, 33019, 35361, 35501, 39438} {
+		28376, 28441, 31349, 33019, 35361, 35501, 38023, 39438, 596} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			simulate(t, seed, *simSteps, 2)
