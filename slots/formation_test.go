@@ -131,7 +131,10 @@ func TestForgetAfterOwnerCrashAtFormation(t *testing.T) {
 	runFormations(t, kills, forgetAfterOwnerCrash)
 }
 
-func forgetAfterOwnerCrash(t *testing.T, seed uint64, kill time.Duration) {
+// crashN2AtFormation starts a formation of 11 slots, kills n2 kill into
+// it, and runs until the survivors' tables drop it and 5 s more. It
+// returns the cluster and how many slots were then not fired by one node.
+func crashN2AtFormation(t *testing.T, seed uint64, kill time.Duration) (*cluster, int) {
 	c := newFormation(t, seed, 11)
 	c.run(kill)
 	c.crash("n2")
@@ -145,6 +148,11 @@ func forgetAfterOwnerCrash(t *testing.T, seed uint64, kill time.Duration) {
 			before++
 		}
 	}
+	return c, before
+}
+
+func forgetAfterOwnerCrash(t *testing.T, seed uint64, kill time.Duration) {
+	c, before := crashN2AtFormation(t, seed, kill)
 	c.left["n2"], c.forgot["n2"] = true, true
 	c.deaths()
 	c.tables(false)
@@ -189,19 +197,7 @@ func TestWipedOwnerAtFormation(t *testing.T) {
 }
 
 func wipedOwnerAtFormation(t *testing.T, seed uint64, kill time.Duration) {
-	c := newFormation(t, seed, 11)
-	c.run(kill)
-	c.crash("n2")
-	c.run(c.deadAfter + 500*time.Millisecond)
-	c.deaths()
-	c.tables(false)
-	c.run(5 * time.Second)
-	before := 0
-	for s := range Slot(c.numSlots) {
-		if len(c.firing(s)) != 1 {
-			before++
-		}
-	}
+	c, before := crashN2AtFormation(t, seed, kill)
 	c.wipe("n2") // restarts it, empty
 	c.step("n2", Disowned{})
 	c.tables(false)
