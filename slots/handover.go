@@ -614,10 +614,11 @@ func (m *Machine) tryTake(s Slot) {
 // run and rested on its copy (a copyless handover back to a restarted
 // owner), which we no longer vouch for; the epoch's acknowledged writes
 // are on that run's follower, which serves the copy to its old leader
-// (onSnapshotRequest): every other member in turn, the holder again once
-// all answered NoReplica. The take then rests on that copy, at the
-// holder's final seq or beyond (tryTake). Asking only the holder left the
-// slot with nobody for good (sim seed 26269).
+// (onSnapshotRequest): every other member in turn. The take then rests on
+// that copy, at the holder's final seq or beyond (tryTake). Asking only
+// the holder left the slot with nobody for good (sim seed 26269). Once
+// all answered NoReplica nobody holds the epoch: "" (giveUpTake) if our
+// view is quorate, else the holder again.
 func (m *Machine) takeSource(s Slot) string {
 	si := &m.slots[s]
 	if !m.disowned || si.synced || !slices.Contains(si.tried, si.takeFrom) {
@@ -628,7 +629,7 @@ func (m *Machine) takeSource(s Slot) string {
 			return c
 		}
 	}
-	if si.epoch <= si.takeEpoch+1 && !si.synced && m.quorate() {
+	if m.quorate() {
 		return "" // nobody holds it: giveUpTake
 	}
 	si.tried = nil
