@@ -216,9 +216,47 @@ func (m *Machine) censusRound(s Slot, copy bool) {
 		return
 	}
 	si.censusAsked, si.censusDone, si.censusAt = true, si.censusDone[:0], m.now
-	for _, n := range m.censusPeers() {
-		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: copy})
+	// A restarted owner that does not know its grantee says so: every
+	// member that holds its grant gives it up (yieldGrant).
+	unknown := si.wasOwner && si.grantee == "*" && si.role != RoleOwner && si.role != RoleSealing
+	grantee := ""
+	if unknown {
+		grantee = "*"
 	}
+	for _, n := range m.censusPeers() {
+		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: copy, WasOwner: unknown, Grantee: grantee})
+	}
+}
+
+// reclaimsByCensus reports whether restarted owner s takes its epoch back
+// by a census (reclaimCensus) rather than from its grantee: that node
+// cannot vouch for the epoch (granteeVoid), or several nodes may hold its
+// grant (SlotState.Grantee "*"), any of which may promote once its lease
+// runs out. Waiting for one of them to act left the slot with nobody for
+// good once they all lived on (sim seed 647 without the forget: every
+// node back, two holding synced copies, none a grant).
+func (m *Machine) reclaimsByCensus(s Slot) bool {
+	si := &m.slots[s]
+	return si.wasOwner && si.role != RoleOwner && si.role != RoleSealing && (si.granteeVoid || si.grantee == "*")
+}
+
+// yieldGrant gives up the grant, release or voided grant slot s holds
+// from owner, which restarted not knowing which node holds it and asks
+// every member (reclaimsByCensus): once all answered, it takes the next
+// epoch itself, and nothing we hold from its earlier run may act beside
+// that. Its copy holds every write it acknowledged.
+func (m *Machine) yieldGrant(s Slot, owner string) {
+	si := &m.slots[s]
+	if si.role == RoleOwner || si.role == RoleSealing {
+		return
+	}
+	if si.leader == owner {
+		si.grantor, si.releasedTo, si.heldOffer = false, "", ""
+	}
+	if si.void != nil && si.void.leader == owner {
+		si.void = nil
+	}
+	m.noteGrant(s)
 }
 
 // censusStop forgets an unfinished census of s (it no longer applies).
@@ -255,8 +293,15 @@ func (m *Machine) censusAnswer(ev HandoverOffer) bool {
 	switch {
 	case si.synced && (si.seq > ev.Seq || !ev.Copy):
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
-	case si.synced || !si.restored || si.seq == 0:
-		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
+	case si.synced || !si.restored || si.seq == 0 || si.role == RoleNone || ev.WasOwner && ev.Epoch == si.epoch:
+		// A slot read back as RoleNone holds no copy (drop persists that
+		// role after the data is gone), and no copy holds a write at an
+		// epoch its owner lacks: a restarted owner asking for its own
+		// epoch (reclaimsByCensus) needs no copy of ours. Either one kept
+		// such a census from completing for good (sim seeds 504 and 587
+		// without the forget: a draining node back holding none, a
+		// follower back with a copy the owner's holds all of).
+		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From, Census: true})
 	default:
 		// A copy read back from disk and not resynced: it may hold writes
 		// nobody else does, and we cannot say how far it is valid. No
@@ -332,14 +377,23 @@ func (m *Machine) disown(s Slot) {
 // a quorate view); else the slot waits, unavailable.
 func (m *Machine) reclaimCensus(s Slot) {
 	si := &m.slots[s]
+	si.role = RoleUnavailable
+	m.setUnavailable(s, true)
+	m.reclaimStep(s)
+}
+
+// reclaimStep runs the census of reclaimCensus, and takes the epoch once it
+// is complete, wherever the table puts slot s: a restarted owner the table
+// moved the slot away from takes it back all the same and then hands it
+// to the table owner the usual way.
+func (m *Machine) reclaimStep(s Slot) {
+	si := &m.slots[s]
 	complete := m.quorate() && m.backed()
 	for n := range m.dead {
 		if !m.forgot[n] {
 			complete = false
 		}
 	}
-	si.role = RoleUnavailable
-	m.setUnavailable(s, true)
 	if !complete {
 		m.censusStop(s)
 		return

@@ -549,7 +549,7 @@ func (c *cluster) route(from string, e Effect) {
 	case RequestSnapshot:
 		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case SendNoReplica:
-		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from})
+		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from, Census: e.Census})
 	case OfferHandover:
 		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee, Census: e.Census, Copy: e.Copy})
 	case AskOffer:

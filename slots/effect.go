@@ -146,6 +146,9 @@ type SendNoReplica struct {
 	Slot  Slot
 	Epoch Epoch
 	To    string
+	// Census: the answer to a census (HandoverOffer.Census); only such
+	// an answer counts for one (NoReplica.Census).
+	Census bool
 }
 
 // OfferHandover: ask the holder To to hand the slot over; received as

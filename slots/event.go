@@ -186,6 +186,12 @@ type NoReplica struct {
 	Slot  Slot
 	Epoch Epoch
 	From  string
+	// Census: From answers our census (HandoverOffer.Census). A NoReplica
+	// to a snapshot request or a plain offer does not count for one: it
+	// says nothing of a census From has not seen, and may run itself (sim
+	// seed 1696: two nodes each counted the other's answer to a snapshot
+	// request and both took epoch+censusJump).
+	Census bool
 }
 
 // HandoverOffer comes from an importer (From) that holds a caught-up replica

@@ -21,7 +21,7 @@ func (m *Machine) importStep(s Slot) {
 		// Its owner was forgotten and nobody holds its grant (census.go).
 		m.censusStep(s, o)
 		return
-	} else if !si.granteeVoid {
+	} else if !m.reclaimsByCensus(s) {
 		m.censusStop(s) // the usual way again
 	}
 	if si.pending && m.now.Before(si.retryAt) {
@@ -69,7 +69,7 @@ func (m *Machine) importStep(s Slot) {
 			if leaderUp && si.handedTo != si.leader {
 				cands = []string{si.leader, tableFollower}
 			}
-			for _, c := range append(cands, m.names...) {
+			for _, c := range append(cands, m.askable()...) {
 				if m.alive(c) && !slices.Contains(si.tried, c) {
 					if c == si.leader && !si.leaderFollows && !m.admitMove(s) {
 						return // the owner would seal: wait for a place
@@ -108,7 +108,7 @@ func (m *Machine) importStep(s Slot) {
 		}
 		return true
 	}
-	if ask(si.leader) || ask(tableFollower) || slices.ContainsFunc(m.names, ask) {
+	if ask(si.leader) || ask(tableFollower) || slices.ContainsFunc(m.askable(), ask) {
 		return
 	}
 	// Nobody we can ask holds the epoch: never own from nothing.
@@ -120,6 +120,26 @@ func (m *Machine) importStep(s Slot) {
 	}
 }
 
+// askable returns the nodes an importer asks for a slot, one after
+// another: the table's members, then any other node heard from that is
+// alive. A draining node is outside the table but may hold the epoch: one
+// that crashed while draining and came back (its restarted owner's copy
+// the only complete one) was never asked, and the slot stayed with nobody
+// for good (sim seed 774 without the forget).
+func (m *Machine) askable() []string {
+	names := m.names
+	for n := range m.heard {
+		if !m.members[n] && m.alive(n) {
+			if len(names) == len(m.names) {
+				names = slices.Clone(m.names)
+			}
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names[len(m.names):])
+	return names
+}
+
 // reclaim takes back an epoch this node owned before it restarted. Its own
 // copy holds every write acknowledged at that epoch (none is acknowledged
 // before the owner's commit), so it needs no other node's data, only the
@@ -127,7 +147,7 @@ func (m *Machine) importStep(s Slot) {
 // (persisted grantee ""), or the one grantee hands the epoch back.
 func (m *Machine) reclaim(s Slot) {
 	si := &m.slots[s]
-	if si.granteeVoid {
+	if m.reclaimsByCensus(s) {
 		m.reclaimCensus(s)
 		return
 	}
@@ -244,15 +264,20 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		if ev.Epoch > si.epoch {
 			m.stepDown(s, ev.Epoch, "")
 		}
-		m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})
+		m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From, Census: ev.Census})
 		return
 	}
 	if ev.Epoch > si.epoch {
 		m.stepDown(s, ev.Epoch, "")
 		if ev.Census && m.slots[s].epoch == ev.Epoch && !m.slots[s].synced {
-			m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From})
+			m.emit(SendNoReplica{Slot: s, Epoch: ev.Epoch, To: ev.From, Census: ev.Census})
 		}
 		return
+	}
+	if ev.Census && ev.WasOwner && ev.Grantee == "*" && ev.Epoch == si.epoch {
+		// The owner of our epoch restarted not knowing which of its
+		// suspects holds its grant: it asks every member (reclaimCensus).
+		m.yieldGrant(s, ev.From)
 	}
 	if ev.Census && m.censusAnswer(ev) {
 		return
@@ -306,9 +331,17 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		m.handOver(s, ev.From, si.seq, true)
 	case m.releaseDue(s, ev.From):
 		m.handOverRelease(s, ev.From)
+	case si.wasOwner:
+		// We owned the epoch and restarted, and may not hand it over yet
+		// (a grant may be out): our copy holds every write acknowledged at
+		// it, so never say we hold none. A census counted that answer: the
+		// table owner took the slot empty while we took it back by our
+		// own census, two owners of one epoch (sim seed 523 with
+		// -simwipefault 2). The importer asks again; we take the epoch and
+		// hand it over.
 	case !si.synced:
 		if si.takeFrom == "" { // else we are about to take it
-			m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
+			m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From, Census: ev.Census})
 		}
 	case si.handedTo == ev.From && !ev.WasOwner:
 		// We handed the epoch before to the importer, which never took

@@ -106,7 +106,14 @@ func (m *Machine) advanceSlot(s Slot) {
 			m.repeatHandover(s)
 			m.setPending(s)
 		}
-		if si.wasOwner && owner != self && m.ticking && m.alive(si.grantee) &&
+		if owner != self && m.ticking && m.reclaimsByCensus(s) {
+			// We owned the epoch, restarted, and the table moved the slot
+			// away, but no one node may hold our grant: take the epoch
+			// back once every member said it holds none (reclaimStep).
+			if m.reclaimStep(s); si.role == RoleOwner {
+				break
+			}
+		} else if si.wasOwner && owner != self && m.ticking && m.alive(si.grantee) &&
 			(!si.pending || !m.now.Before(si.retryAt)) {
 			// We owned the epoch, restarted, and the table moved the slot
 			// away: release our grantee, the one node that may act on the

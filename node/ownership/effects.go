@@ -66,7 +66,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 		case slots.RequestSnapshot:
 			e.send(ef.From, &SnapshotRequest{Slot: ef.Slot, Epoch: ef.Epoch})
 		case slots.SendNoReplica:
-			e.send(ef.To, &NoReplica{Slot: ef.Slot, Epoch: ef.Epoch})
+			e.send(ef.To, &NoReplica{Slot: ef.Slot, Epoch: ef.Epoch, Census: ef.Census})
 		case slots.OfferHandover:
 			e.send(ef.To, offerOf(ef))
 		case slots.AskOffer:

@@ -1,6 +1,8 @@
 package ownership
 
 import (
+	"encoding/binary"
+
 	"github.com/chime-scheduler/chime/slots"
 )
 
@@ -35,23 +37,34 @@ func (m SnapshotRequest) event(from string) any {
 // NoReplica says the sender holds no valid replica of a slot
 // (slots.SendNoReplica; at the receiver slots.NoReplica).
 //
-//	kind slot epoch
+//	kind slot flags(noReplicaCensus) epoch
 type NoReplica struct {
 	Slot  slots.Slot
 	Epoch slots.Epoch // the sender's epoch of the slot
+	// Census: the answer to a census offer (slots.NoReplica.Census).
+	Census bool
 }
+
+// Flags of a NoReplica.
+const noReplicaCensus uint8 = 1
 
 func (NoReplica) kind() uint8 { return kindNoReplica }
 func (NoReplica) size() int   { return msgFixed }
 
-func (m NoReplica) appendTo(b []byte) []byte { return appendSlotEpoch(b, m.Slot, m.Epoch) }
+func (m NoReplica) appendTo(b []byte) []byte {
+	b = appendSlot(b, m.Slot)
+	b = append(b, flag(m.Census, noReplicaCensus))
+	return binary.AppendUvarint(b, uint64(m.Epoch))
+}
 
 func decodeNoReplica(r *decoder) Msg {
 	m := r.noReplicas.next(r.left)
-	m.Slot, m.Epoch = r.slotEpoch()
+	m.Slot = r.slot()
+	m.Census = r.flags(noReplicaCensus)&noReplicaCensus != 0
+	m.Epoch = r.epoch()
 	return m
 }
 
 func (m NoReplica) event(from string) any {
-	return slots.NoReplica{Slot: m.Slot, Epoch: m.Epoch, From: from}
+	return slots.NoReplica{Slot: m.Slot, Epoch: m.Epoch, From: from, Census: m.Census}
 }

@@ -34,11 +34,12 @@ import (
 // GenesisAsk and GenesisTable, version 7 the exclusive vote
 // (slots, vote.go): the vote term in Beat and Ack, the promise and its
 // floors in PairAck, and Consent; version 8 a given consent's quiet time
-// (slots, restore.go); version 9 (this one) the census flags of an Offer
-// (slots, census.go). No two versions interoperate.
+// (slots, restore.go); version 9 the census flags of an Offer (slots,
+// census.go); version 10 (this one) NoReplica's flags, whose one bit says
+// it answers a census. No two versions interoperate.
 
 // wireVersion is the first byte of every batch.
-const wireVersion = 9
+const wireVersion = 10
 
 // MaxEpoch is the largest epoch a message may carry: the published state
 // packs an epoch in 56 bits (Board).
