@@ -35,10 +35,14 @@ import "slices"
 // slot waits as before.
 //
 // A run whose earlier run's data is lost to it (it came back empty, or
-// forgotten: Disowned) counts that earlier run as forgotten for the slots
-// the table gives it, holds no copy of and found nobody to hand over
-// (importStep reported them unavailable) while it knows no other owner of
-// their epoch: that run may have owned them, and it can never return.
+// forgotten: Disowned), or any node once an operator forgot one, counts
+// the epoch's owner as forgotten for the slots the table gives it and
+// found nobody to hand over (importStep reported them unavailable) while
+// it knows no owner of their epoch but itself: a lost run may have owned
+// them, and it can never return; a live owner, or a holder of its grant,
+// would not answer NoReplica, and a dead one keeps the census waiting.
+// A forget also drops the voided grants of the forgotten owner
+// (dropVoids): a member holding one answers no census.
 // And a node that handed its epoch without a copy to a node that comes
 // back empty counts that node's lost run as epoch+1's owner
 // (endHandovers). The other conditions stand: every dead member
@@ -92,12 +96,20 @@ func (m *Machine) censusFor(s Slot) string {
 		return ""
 	}
 	o := m.epochOwner(s)
-	// ourRun: we came back without what our earlier run held (empty, or
-	// forgotten), own the slot by the table, hold no copy of it, know no
-	// other owner of its epoch and found nobody to hand it to us
-	// (importStep: every live member asked said it holds no copy): that
-	// run may have owned it, and it is lost to us.
-	ourRun := m.disowned && !si.synced && si.role == RoleUnavailable && (o == "" || o == m.cfg.Self) && m.isTableOwner(s, m.cfg.Self)
+	// ourRun: we own the slot by the table, know no other owner of its
+	// epoch and found nobody to hand it to us (importStep: every live
+	// member asked could not), and runs were lost: ours came back without
+	// what it held (empty, or forgotten), or an operator forgot nodes.
+	// A lost run may have owned the epoch: we count it as ours. The census
+	// completes only if no live member can act on the epoch (each answers
+	// NoReplica or with its copy, never so if it owns the epoch or holds a
+	// grant, release or handover of it) and every dead one was forgotten:
+	// the owner, whoever it was, is gone with its run. Requiring that we
+	// know the owner forgotten left slots with nobody for good: a returning
+	// forgotten run holding a follower's copy of an epoch it had owned, or
+	// a table owner that had never heard the forgotten owner (sim seeds
+	// 429 and 557 with -simstrict).
+	ourRun := (m.disowned || len(m.forgot) > 0) && si.role == RoleUnavailable && (o == "" || o == m.cfg.Self) && m.isTableOwner(s, m.cfg.Self)
 	if ourRun {
 		o = m.cfg.Self
 	}

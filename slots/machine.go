@@ -337,6 +337,7 @@ func (m *Machine) Step(ev Event) []Effect {
 		if ev.Forgot && ev.Name != m.cfg.Self {
 			m.left[ev.Name], m.forgot[ev.Name] = true, true
 			m.endHandovers(ev.Name, false)
+			m.dropVoids(ev.Name)
 		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true

@@ -70,6 +70,23 @@ type quietAnswer struct {
 	at, last time.Time
 }
 
+// dropVoids forgets the voided grants we hold from owner, which an
+// operator forgot: its firing is over, and the census takes its slots
+// (census.go) with the longest copy a live member holds, ours among them.
+// A member holding a voided grant never answers a census (it may yet
+// restore the grant and promote), so a slot whose one live copy was such
+// a member's stayed with nobody for good once the forget made restoring
+// its only way out (sim seed 431, strict "all nodes up": the restore's
+// consents never came). A grant held intact still takes the usual way.
+func (m *Machine) dropVoids(owner string) {
+	for s := range m.slots {
+		if si := &m.slots[s]; si.void != nil && si.void.leader == owner {
+			si.void = nil
+			m.advance(Slot(s))
+		}
+	}
+}
+
 // voidGrant records, before a lapse voids it, the grant s holds from a
 // leader it saw die, so that restoreGrant may restore it.
 func (m *Machine) voidGrant(s Slot) {

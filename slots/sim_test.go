@@ -47,13 +47,14 @@ var (
 	simDisown    = flag.Bool("simdisown", true, "TestSimulation tells a forgotten node that comes back that it was (slots.Disowned)")
 	simWipeFault = flag.Int("simwipefault", 0, "TestSimulation: 1 in N restarts of the fault phase bring the node back with an empty data dir, not forgotten (0: none)")
 	simTail      = flag.Int("simtail", 0, "TestSimulation: extra 100 ms ticks before the last check")
+	simStrict    = flag.Bool("simstrict", false, "TestSimulation: once every node is back, excuse an unfired slot only after a wipe, not after a forget (open: see DESIGN §4)")
 	simRestarts  = flag.Int("simrestarts", 200, "number of TestSimulationRestarts seeds (50 with -short)")
 	simWipe      = flag.Bool("simwipe", false, "TestSimulation restarts every forgotten node with an empty data dir (by default only on even seeds; on odd ones with its data)")
 )
 
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		simulate(t, uint64(*simSeed), *simSteps, *simWipeFault, *simForget)
+		simulate(t, uint64(*simSeed), simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict})
 		return
 	}
 	seeds := *simSeeds
@@ -136,7 +137,7 @@ func TestSimulation(t *testing.T) {
 	for _, seed := range slices.Compact(slices.Sorted(slices.Values(all))) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			simulate(t, seed, *simSteps, *simWipeFault, *simForget)
+			simulate(t, seed, simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict})
 		})
 	}
 }
@@ -173,7 +174,26 @@ func TestSimulationRestarts(t *testing.T) {
 	for _, seed := range slices.Compact(slices.Sorted(slices.Values(all))) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			simulate(t, seed, *simSteps, 0, false)
+			simulate(t, seed, simOpts{})
+		})
+	}
+}
+
+// TestSimulationForgotten runs seeds whose forgotten nodes come back with
+// their data (odd seeds; -simstrict): once every node is back, every slot
+// must fire, though the forget declared their data lost. 431 (the one live
+// copy was a follower's holding a voided grant of the forgotten owner: it
+// never answered the census; dropVoids), 429 (the returning forgotten run,
+// the table owner, held a follower's copy of an epoch its earlier run had
+// owned, and ran no census for that run) and 557 (a table owner that had
+// never heard the forgotten owner of the epoch ran no census; censusFor's
+// ourRun now covers both). The sweep's other seeds are not all there yet
+// (DESIGN §4), so TestSimulation does not check this by default.
+func TestSimulationForgotten(t *testing.T) {
+	for _, seed := range []uint64{429, 431, 557} {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			simulate(t, seed, simOpts{forget: true, strict: true})
 		})
 	}
 }
@@ -218,12 +238,22 @@ func TestSimulationWipedRestarts(t *testing.T) {
 		28376, 28441, 31349, 33019, 35361, 35501, 38023, 39438, 596, 523} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			simulate(t, seed, *simSteps, 2, *simForget)
+			simulate(t, seed, simOpts{wipeFault: 2, forget: *simForget, strict: *simStrict})
 		})
 	}
 }
 
-func simulate(t *testing.T, seed uint64, steps, wipeFault int, forget bool) {
+// simOpts are one simulate run's options: 1 in wipeFault restarts of the
+// fault phase come back empty (0: none); forget: the operator forgets the
+// crashed nodes before they restart; strict: once every node is back, a
+// slot reported unavailable is excused only after a wipe (-simstrict).
+type simOpts struct {
+	wipeFault      int
+	forget, strict bool
+}
+
+func simulate(t *testing.T, seed uint64, o simOpts) {
+	steps, wipeFault, forget := *simSteps, o.wipeFault, o.forget
 	rng := rand.New(rand.NewPCG(seed, 0x51075))
 	c := newCluster(t, 8)
 	c.vote = *voteAll
@@ -454,7 +484,7 @@ func simulate(t *testing.T, seed uint64, steps, wipeFault int, forget bool) {
 	}
 	// Every node is back, and unless one lost its data or was forgotten
 	// (its data declared lost), nothing excuses a slot left unfired.
-	checkLive(t, c, wiped || forget && crashed, "all nodes up")
+	checkLive(t, c, wiped || forget && crashed && !o.strict, "all nodes up")
 }
 
 // checkLive asserts that, if the live nodes are a majority (of the cluster
