@@ -42,7 +42,7 @@ import "slices"
 // them, and it can never return; a live owner, or a holder of its grant,
 // would not answer NoReplica, and a dead one keeps the census waiting.
 // A forget also drops the voided grants of the forgotten owner
-// (dropVoids): a member holding one answers no census.
+// (dropForgotten): a member holding one answers no census.
 // And a node that handed its epoch without a copy to a node that comes
 // back empty counts that node's lost run as epoch+1's owner
 // (endHandovers). The other conditions stand: every dead member
@@ -91,7 +91,7 @@ func (m *Machine) epochOwner(s Slot) string {
 // may run for s now (see the file comment), else "".
 func (m *Machine) censusFor(s Slot) string {
 	si := &m.slots[s]
-	if len(m.forgot) == 0 && !si.censusLost && !m.disowned || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
+	if len(m.forgotRun) == 0 && !si.censusLost && !m.disowned || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
 		si.void != nil || si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.restored && !si.synced && si.seq > 0 {
 		return ""
 	}
@@ -109,11 +109,11 @@ func (m *Machine) censusFor(s Slot) string {
 	// forgotten run holding a follower's copy of an epoch it had owned, or
 	// a table owner that had never heard the forgotten owner (sim seeds
 	// 429 and 557 with -simstrict).
-	ourRun := (m.disowned || len(m.forgot) > 0) && si.role == RoleUnavailable && (o == "" || o == m.cfg.Self) && m.isTableOwner(s, m.cfg.Self)
+	ourRun := (m.disowned || len(m.forgotRun) > 0) && si.role == RoleUnavailable && (o == "" || o == m.cfg.Self) && m.isTableOwner(s, m.cfg.Self)
 	if ourRun {
 		o = m.cfg.Self
 	}
-	if o == "" || !m.forgot[o] && !ourRun && !(si.censusLost && o == si.censusOwner) || !m.quorate() || !m.backed() {
+	if o == "" || !m.forgotRun[o] && !ourRun && !(si.censusLost && o == si.censusOwner) || !m.quorate() || !m.backed() {
 		return ""
 	}
 	for n := range m.dead {
@@ -228,35 +228,41 @@ func (m *Machine) censusRound(s Slot, copy bool) {
 		return
 	}
 	si.censusAsked, si.censusDone, si.censusAt = true, si.censusDone[:0], m.now
-	// A restarted owner that does not know its grantee says so: every
-	// member that holds its grant gives it up (yieldGrant).
-	unknown := si.wasOwner && si.grantee == "*" && si.role != RoleOwner && si.role != RoleSealing
+	// A restarted owner taking its epoch back says so: a copy read back
+	// from disk answers it (no copy holds a write of the epoch its owner
+	// lacks: censusAnswer), and with no one grantee known ("*") every
+	// member that holds its grant gives it up (yieldGrant). A forgotten
+	// grantee's returning run held such a copy, and did not answer a
+	// census it could not tell was the owner's (sim seed 1373,
+	// -simstrict).
+	reclaim := m.reclaimsByCensus(s)
 	grantee := ""
-	if unknown {
-		grantee = "*"
+	if reclaim {
+		grantee = si.grantee
 	}
 	for _, n := range m.censusPeers() {
-		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: copy, WasOwner: unknown, Grantee: grantee})
+		m.emit(OfferHandover{Slot: s, Epoch: si.epoch, Seq: si.seq, To: n, Census: true, Copy: copy, WasOwner: reclaim, Grantee: grantee})
 	}
 }
 
 // reclaimsByCensus reports whether restarted owner s takes its epoch back
 // by a census (reclaimCensus) rather than from its grantee: that node
-// cannot vouch for the epoch (granteeVoid), or several nodes may hold its
-// grant (SlotState.Grantee "*"), any of which may promote once its lease
-// runs out. Waiting for one of them to act left the slot with nobody for
-// good once they all lived on (sim seed 647 without the forget: every
-// node back, two holding synced copies, none a grant).
+// cannot vouch for the epoch (granteeVoid; or it was forgotten and its
+// next run will say so), or several nodes may hold its grant
+// (SlotState.Grantee "*"), any of which may promote once its lease runs
+// out. Waiting for one of them to act left the slot with nobody for good
+// once they all lived on (sim seed 647 without the forget: every node
+// back, two holding synced copies, none a grant).
 func (m *Machine) reclaimsByCensus(s Slot) bool {
 	si := &m.slots[s]
-	return si.wasOwner && si.role != RoleOwner && si.role != RoleSealing && (si.granteeVoid || si.grantee == "*")
+	return si.wasOwner && si.role != RoleOwner && si.role != RoleSealing && (si.granteeVoid || si.grantee == "*" || m.forgot[si.grantee])
 }
 
 // yieldGrant gives up the grant, release or voided grant slot s holds
-// from owner, which restarted not knowing which node holds it and asks
-// every member (reclaimsByCensus): once all answered, it takes the next
-// epoch itself, and nothing we hold from its earlier run may act beside
-// that. Its copy holds every write it acknowledged.
+// from owner, which restarted and takes its epoch back by asking every
+// member (reclaimsByCensus): once all answered, it takes a later epoch
+// itself, and nothing we hold from its earlier run may act beside that.
+// Its copy holds every write it acknowledged.
 func (m *Machine) yieldGrant(s Slot, owner string) {
 	si := &m.slots[s]
 	if si.role == RoleOwner || si.role == RoleSealing {

@@ -257,10 +257,15 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 	if m.reject(s, ev.Epoch, ev.From) {
 		return
 	}
-	if m.disowned && ev.WasOwner && ev.Grantee == m.cfg.Self && si.role != RoleOwner && si.role != RoleSealing {
+	ours := si.epoch == ev.Epoch && si.leader == ev.From && (si.synced || si.grantor || si.void != nil)
+	if m.disowned && ev.WasOwner && ev.Grantee == m.cfg.Self && si.role != RoleOwner && si.role != RoleSealing && !ours {
 		// A restarted owner asks us, its grantee, for its epoch back, but
 		// the run it granted was forgotten and what it did is lost with
 		// it (it may have promoted): say we cannot vouch (census.go).
+		// Unless this run followed it at the epoch: then the grant may be
+		// ours, and saying we cannot vouch let the owner take its epoch
+		// back by census while we promoted on that grant (sim seed 1717
+		// with -simwipefault 2: our run had come back empty long before).
 		if ev.Epoch > si.epoch {
 			m.stepDown(s, ev.Epoch, "")
 		}
@@ -274,9 +279,11 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		}
 		return
 	}
-	if ev.Census && ev.WasOwner && ev.Grantee == "*" && ev.Epoch == si.epoch {
-		// The owner of our epoch restarted not knowing which of its
-		// suspects holds its grant: it asks every member (reclaimCensus).
+	if ev.Census && ev.WasOwner && ev.Epoch == si.epoch {
+		// The owner of our epoch restarted and takes it back by asking
+		// every member (reclaimCensus): it knows no one grantee, or its
+		// grantee cannot vouch. A voided grant of it we hold would keep
+		// the census from completing (sim seed 1373, -simstrict).
 		m.yieldGrant(s, ev.From)
 	}
 	if ev.Census && m.censusAnswer(ev) {

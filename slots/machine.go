@@ -26,6 +26,12 @@ type Machine struct {
 	dead     map[string]bool // declared dead and not seen since
 	left     map[string]bool // of dead: left the cluster (see MemberDead)
 	forgot   map[string]bool // of left: forgotten by an operator (MemberDead.Forgot)
+	// forgotRun: names an operator forgot a run of, kept when the name
+	// returns (revive): an epoch we heard that run own is a forgotten
+	// owner's to the census (census.go) even once its next run is back,
+	// disowned; a slot whose census had not completed by then stayed with
+	// nobody for good (sim seed 1943, -simstrict).
+	forgotRun map[string]bool
 	// genesis is the bootstrap table, if this node bootstrapped in this
 	// run: its owner of a slot took epoch 1 (census.go).
 	genesis    ring.Table
@@ -273,7 +279,7 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{
-		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), forgot: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
+		cfg: cfg, dead: make(map[string]bool), left: make(map[string]bool), forgot: make(map[string]bool), forgotRun: make(map[string]bool), members: make(map[string]bool), heard: make(map[string]time.Time),
 		evBroken: true, slots: make([]slotInfo, cfg.NumSlots), moving: make(map[Slot]time.Time), moveAsked: make(map[Slot]time.Time),
 		inc: max(cfg.Incarnation, 1), pairRecv: make(map[pairKey]time.Time), peers: make(map[string]*peer),
 		busy: make([]uint64, (cfg.NumSlots+63)/64), idleOwned: make([]uint64, (cfg.NumSlots+63)/64),
@@ -335,9 +341,9 @@ func (m *Machine) Step(ev Event) []Effect {
 			m.left[ev.Name] = true
 		}
 		if ev.Forgot && ev.Name != m.cfg.Self {
-			m.left[ev.Name], m.forgot[ev.Name] = true, true
+			m.left[ev.Name], m.forgot[ev.Name], m.forgotRun[ev.Name] = true, true, true
 			m.endHandovers(ev.Name, false)
-			m.dropVoids(ev.Name)
+			m.dropForgotten(ev.Name)
 		}
 		if !m.dead[ev.Name] && ev.Name != m.cfg.Self {
 			m.dead[ev.Name] = true

@@ -70,18 +70,31 @@ type quietAnswer struct {
 	at, last time.Time
 }
 
-// dropVoids forgets the voided grants we hold from owner, which an
-// operator forgot: its firing is over, and the census takes its slots
-// (census.go) with the longest copy a live member holds, ours among them.
-// A member holding a voided grant never answers a census (it may yet
-// restore the grant and promote), so a slot whose one live copy was such
-// a member's stayed with nobody for good once the forget made restoring
-// its only way out (sim seed 431, strict "all nodes up": the restore's
-// consents never came). A grant held intact still takes the usual way.
-func (m *Machine) dropVoids(owner string) {
+// dropForgotten applies the forget of node name to what we hold on its
+// account: the voided grants it gave us, and the releases of our grant it
+// gave us or that name it. Its firing is over, and the census takes its
+// slots (census.go) with the longest copy a live member holds, ours among
+// them; but a member holding a voided grant or a release never answers a
+// census (it may yet restore the grant and promote, or hand the epoch to
+// the release's importer), and neither need happen now: the restore's
+// consents need not come (sim seed 431 with -simstrict), a forgotten
+// importer never offers (527), and a live one offers only when its table
+// owner holds the release and asks it (2155: a draining node held it).
+// The slot stayed with nobody for good. An importer the forgotten owner
+// handed the epoch to holds that handover, and answers no census either.
+// A grant held intact still takes the usual way.
+func (m *Machine) dropForgotten(name string) {
 	for s := range m.slots {
-		if si := &m.slots[s]; si.void != nil && si.void.leader == owner {
-			si.void = nil
+		si := &m.slots[s]
+		release := si.releasedTo != "" && (si.releasedTo == name || si.leader == name)
+		if si.void != nil && si.void.leader == name || release && si.role != RoleOwner && si.role != RoleSealing {
+			if si.void != nil && si.void.leader == name {
+				si.void = nil
+			}
+			if release {
+				si.releasedTo = ""
+			}
+			m.noteGrant(Slot(s))
 			m.advance(Slot(s))
 		}
 	}
