@@ -70,6 +70,15 @@ import "slices"
 // unseen by every live member (handed from one to another).
 const censusJump = 8
 
+// reclaimJump is how far above its epoch a restarted owner takes it back
+// by census (reclaimCensus): above what a forgotten grantee may have
+// promoted to (epoch+1) and a few epochs handed on unseen, and below
+// censusJump, so that a census run after this owner is forgotten in turn,
+// from the epoch the live members saw before, takes a different epoch.
+// With the same jump both took epoch+8 (sim seed 26908: the owner took it
+// and crashed before anyone heard, and was forgotten).
+const reclaimJump = censusJump / 2
+
 // epochOwner returns the node that owned slot s's epoch as far as this
 // node knows, or "".
 func (m *Machine) epochOwner(s Slot) string {
@@ -390,7 +399,7 @@ func (m *Machine) disown(s Slot) {
 // (Disowned) and may have promoted. Our copy holds every write we
 // acknowledged; what the forgotten run did afterwards is on its follower if
 // anywhere, and a live member that knows a higher epoch rejects the census.
-// Once every live member answered at our epoch we take censusJump past it.
+// Once every live member answered at our epoch we take reclaimJump past it.
 // Only where the answer is complete (every node counted dead forgotten,
 // a quorate view); else the slot waits, unavailable.
 func (m *Machine) reclaimCensus(s Slot) {
@@ -417,7 +426,7 @@ func (m *Machine) reclaimStep(s Slot) {
 		return
 	}
 	if m.censusComplete(s) {
-		m.becomeOwner(s, si.epoch+censusJump, nil, "")
+		m.becomeOwner(s, si.epoch+reclaimJump, nil, "")
 		return
 	}
 	m.censusRound(s, true)

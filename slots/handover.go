@@ -69,7 +69,7 @@ func (m *Machine) importStep(s Slot) {
 			if leaderUp && si.handedTo != si.leader {
 				cands = []string{si.leader, tableFollower}
 			}
-			for _, c := range append(cands, m.askable()...) {
+			for _, c := range append(cands, m.names...) {
 				if m.alive(c) && !slices.Contains(si.tried, c) {
 					if c == si.leader && !si.leaderFollows && !m.admitMove(s) {
 						return // the owner would seal: wait for a place
@@ -120,12 +120,17 @@ func (m *Machine) importStep(s Slot) {
 	}
 }
 
-// askable returns the nodes an importer asks for a slot, one after
-// another: the table's members, then any other node heard from that is
-// alive. A draining node is outside the table but may hold the epoch: one
-// that crashed while draining and came back (its restarted owner's copy
-// the only complete one) was never asked, and the slot stayed with nobody
-// for good (sim seed 774 without the forget).
+// askable returns the nodes an importer without a copy asks for one, one
+// after another: the table's members, then any other node heard from that
+// is alive. A draining node is outside the table but may hold the epoch:
+// one that crashed while draining and came back (its restarted owner's
+// copy the only complete one, which it hands over at the table owner's
+// request: onSnapshotRequest) was never asked, and the slot stayed with
+// nobody for good (sim seed 774 without the forget). Only requests for a
+// copy go to such nodes, not offers: a draining node holding a dead
+// owner's grant handed the epoch to an importer that asked it so, while
+// the owner's own handover to it was under way, which it took too: two
+// owners of one epoch (sim seeds 29132, 21879 on a first version).
 func (m *Machine) askable() []string {
 	names := m.names
 	for n := range m.heard {
@@ -297,6 +302,15 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// hands its own copy to the table owner.
 		if !si.synced {
 			m.handOver(s, ev.From, si.seq, false)
+			return
+		}
+		if !m.inTable(m.cfg.Self) {
+			// We drain: we never promote, and table owners offer to the
+			// table's members only. Give the epoch back as to the table
+			// owner; the restarted owner takes it and the table owner
+			// moves it on (sim seed 17 without the forget: we held the
+			// grant for good).
+			m.handOver(s, ev.From, si.seq, true)
 			return
 		}
 		si.grantor, si.leaderGone, si.leaderPast = true, true, false

@@ -106,7 +106,17 @@ func (m *Machine) advanceSlot(s Slot) {
 			m.repeatHandover(s)
 			m.setPending(s)
 		}
-		if owner != self && m.ticking && m.reclaimsByCensus(s) {
+		if owner != self && m.ticking && si.wasOwner && si.restored && si.grantee == "" && !m.inTable(self) && m.quorate() &&
+			si.role != RoleOwner && si.role != RoleSealing {
+			// We owned the epoch, gave no grant, restarted, and drain:
+			// nobody else can act on the epoch, and table owners ask only
+			// the table's members for it. Take it back; the table owner
+			// then moves it the usual way (sim seeds 17, 700 without the
+			// forget: the slot stayed with nobody for good).
+			if m.becomeOwner(s, si.epoch+1, nil, ""); si.role == RoleOwner {
+				break
+			}
+		} else if owner != self && m.ticking && m.reclaimsByCensus(s) {
 			// We owned the epoch, restarted, and the table moved the slot
 			// away, but no one node may hold our grant: take the epoch
 			// back once every member said it holds none (reclaimStep).
