@@ -109,8 +109,9 @@ func (m *Machine) advanceSlot(s Slot) {
 		if owner != self && m.ticking && si.wasOwner && si.restored && si.grantee == "" && !m.inTable(self) && m.quorate() &&
 			si.role != RoleOwner && si.role != RoleSealing {
 			// We owned the epoch, gave no grant, restarted, and drain:
-			// nobody else can act on the epoch, and table owners ask only
-			// the table's members for it. Take it back; the table owner
+			// nobody else can act on the epoch, and a table owner holding a
+			// copy offers to the table's members only (askable). Take it
+			// back; the table owner
 			// then moves it the usual way (sim seeds 17, 700 without the
 			// forget: the slot stayed with nobody for good).
 			if m.becomeOwner(s, si.epoch+1, nil, ""); si.role == RoleOwner {
