@@ -101,7 +101,7 @@ func (m *Machine) epochOwner(s Slot) string {
 func (m *Machine) censusFor(s Slot) string {
 	si := &m.slots[s]
 	if len(m.forgotRun) == 0 && !si.censusLost && !m.disowned || si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" ||
-		si.void != nil || si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.restored && !si.synced && si.seq > 0 {
+		si.void != nil || si.wasOwner || si.takeFrom != "" || m.handsOver(s) || si.restored && !si.synced && si.seq > 0 {
 		return ""
 	}
 	o := m.epochOwner(s)
@@ -161,6 +161,9 @@ func (m *Machine) endHandovers(name string, lost bool) {
 			si.censusOwner, si.censusLost = name, lost
 		}
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedDropped = "", 0, 0, nil
+		if next {
+			m.persist(Slot(s)) // the record was (SlotState.HandedBare)
+		}
 	}
 }
 
@@ -314,7 +317,7 @@ func (m *Machine) censusTake(s Slot) {
 func (m *Machine) censusAnswer(ev HandoverOffer) bool {
 	s, si := ev.Slot, &m.slots[ev.Slot]
 	if si.role == RoleOwner || si.role == RoleSealing || si.grantor || si.releasedTo != "" || si.void != nil ||
-		si.wasOwner || si.takeFrom != "" || si.handedTo != "" || si.heldOffer != "" {
+		si.wasOwner || si.takeFrom != "" || m.handsOver(s) || si.heldOffer != "" {
 		return false
 	}
 	switch {
@@ -335,6 +338,16 @@ func (m *Machine) censusAnswer(ev HandoverOffer) bool {
 		// answer: the census waits, as the slot did before.
 	}
 	return true
+}
+
+// handsOver reports whether slot s holds a handover of its epoch: the
+// importer may still take it (epoch is handedEpoch+1). A record of an
+// older one can stay in memory once the epoch moved on (stepDown outside
+// the slot's position keeps it), and it held a member out of a restarted
+// owner's census for good (sim seed 23697 without the forget).
+func (m *Machine) handsOver(s Slot) bool {
+	si := &m.slots[s]
+	return si.handedTo != "" && si.epoch == si.handedEpoch+1
 }
 
 // onCensusNoReplica counts a census answer that From holds nothing longer

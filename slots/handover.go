@@ -65,6 +65,19 @@ func (m *Machine) importStep(s Slot) {
 				}
 				return
 			}
+			if b := si.beatFrom; b != "" && b != si.leader && m.alive(b) && !slices.Contains(si.tried, b) {
+				// The owner of our epoch heartbeats us (only owners do)
+				// while our copy follows another node, a follower that
+				// cannot hand over (one fetched after a restart): offer to
+				// the owner. A draining owner waits for just that, and it
+				// is outside the table, which the candidates below are
+				// (sim seed 8094 without the forget).
+				if m.admitMove(s) {
+					si.tried = append(si.tried, b)
+					m.offer(s, b)
+				}
+				return
+			}
 			cands := []string{tableFollower}
 			if leaderUp && si.handedTo != si.leader {
 				cands = []string{si.leader, tableFollower}
@@ -261,6 +274,13 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 	}
 	if m.reject(s, ev.Epoch, ev.From) {
 		return
+	}
+	if ev.WasOwner && si.handedTo == ev.From && ev.Epoch == si.handedEpoch+1 && ev.Epoch == si.epoch {
+		// The importer we handed the slot to says it owned the epoch: it
+		// took our handover. Kept, the record (a restart reads it back)
+		// held us out of its census for good (sim seed 14966 without the
+		// forget: it restarted too, with its grantee unknown).
+		m.handoverTaken(s)
 	}
 	ours := si.epoch == ev.Epoch && si.leader == ev.From && (si.synced || si.grantor || si.void != nil)
 	if m.disowned && ev.WasOwner && ev.Grantee == m.cfg.Self && si.role != RoleOwner && si.role != RoleSealing && !ours {

@@ -2,6 +2,7 @@ package slots
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -424,4 +425,69 @@ func TestCopylessHandbackSurvivesRestart(t *testing.T) {
 func ownerName(t ring.Table, s Slot) string {
 	m, _ := t.Owner(uint16(s))
 	return m.Name
+}
+
+// A restarted owner's grantee, itself restarted (its copy is stale), gives
+// the epoch back without a copy; the handover is lost and the grantee
+// restarts once more before the owner's next offer. It must still know
+// that epoch+1 is the owner's to take and repeat the handover, so it
+// persists even a handover without a copy (SlotState.HandedBare). Before,
+// it came back at epoch+1 with no record, rejected the owner's offer with
+// that epoch, the owner stepped down, and nobody could take the slot: it
+// stayed unfired with every node up and no data lost (sim seed 2167
+// without the forget).
+func TestBareHandbackSurvivesRestart(t *testing.T) {
+	const numSlots = 64
+	c := bootstrapped(t, numSlots)
+	c.run(time.Second)
+	s := Slot(numSlots)
+	for i := range Slot(numSlots) {
+		if st := c.m["n1"].State(i); st.Role == RoleOwner && st.Grantee == "n2" {
+			s = i
+			break
+		}
+	}
+	if s == numSlots {
+		t.Fatalf("setup: no slot that n1 owns with grantee n2:\n%s", c.states())
+	}
+	e := c.m["n1"].State(s).Epoch
+	c.crash("n1")
+	c.crash("n2")
+	c.restart("n2") // its copy is stale now: it hands the epoch back without one
+	c.restart("n1") // owner of epoch e, grantee n2
+	for _, n := range c.names {
+		c.refresh(n)
+	}
+	for i := 0; i < 100 && c.m["n2"].State(s).Epoch == e; i++ {
+		c.tick(c.now.Add(100 * time.Millisecond))
+		c.queue = slices.DeleteFunc(c.queue, func(msg message) bool {
+			ev, ok := msg.ev.(HandoverDone)
+			return ok && msg.to == "n1" && ev.Slot == s // lost
+		})
+		c.deliver(1)
+	}
+	if si := &c.m["n2"].slots[s]; si.epoch != e+1 || si.handedTo != "n1" || si.handedCopy {
+		t.Fatalf("setup: n2 did not hand epoch %d back to n1 without a copy: %s", e, c.m["n2"].Debug(s))
+	}
+	if st := c.m["n2"].State(s); st.Handed != "n1" || !st.HandedBare {
+		t.Errorf("n2 did not persist its handover of slot %d to n1 without a copy: %v", s, st)
+	}
+	if c.m["n1"].State(s).Epoch != e {
+		t.Fatalf("setup: n1 left epoch %d: %v", e, c.m["n1"].State(s))
+	}
+	c.crash("n2")
+	c.restart("n2")
+	for _, n := range c.names {
+		c.refresh(n)
+	}
+	c.run(15 * time.Second)
+	if f := c.firing(s); len(f) != 1 || f[0] != "n1" {
+		t.Errorf("slot %d fired by %v after n2 restarted again, want n1 (with its own copy)\nn1: %s\nn2: %s\n%s",
+			s, f, c.m["n1"].Debug(s), c.m["n2"].Debug(s), c.states())
+	}
+	for i := range Slot(numSlots) {
+		if f := c.firing(i); len(f) != 1 {
+			t.Errorf("slot %d fired by %v with every node up, want one node", i, f)
+		}
+	}
 }

@@ -741,6 +741,16 @@ func (m *Machine) onAck(ev ReplAck) {
 		if ev.Inc == m.inc {
 			si.suspects[i].gen, si.suspects[i].peer = ev.Gen, m.peerOf(ev.From)
 		}
+		if d := m.droppedIndex(s, ev.From); d >= 0 && !ev.Sent.Before(si.dropped[d].grantSent) {
+			// It holds the grant we gave it since it was dropped (it came
+			// back, and we granted it again): the suspect counts that
+			// grant now, as the case below does when it is no suspect
+			// yet. Kept, the dropped entry waited for promises of its
+			// older grant that never came, and the slot never fired
+			// again (sim seed 28063 without the forget).
+			si.dropped = slices.Delete(si.dropped, d, d+1)
+			m.persistGrantee(s)
+		}
 	case ev.Released != "" && i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
 		// It gave the grant up for a release to the importer: still a
 		// suspect (it may hand the slot over), but not in the importer's way.

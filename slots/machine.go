@@ -238,8 +238,8 @@ type slotInfo struct {
 	takeDropped []string
 
 	// After handing the slot over at handedEpoch. handedCopy: we kept the
-	// final copy; only then is the handover persisted (SlotState.Handed),
-	// while epoch is handedEpoch+1.
+	// final copy. The handover is persisted (SlotState.Handed, HandedBare
+	// without the copy) while epoch is handedEpoch+1.
 	handedTo string
 	// handedDropped: the dropped suspects the handover carried (repeated
 	// with it, persisted with it).
@@ -307,10 +307,10 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		if st.Role == RoleOwner || st.Role == RoleSealing || st.WasOwner {
 			si.wasOwner, si.grantee = true, st.Grantee
 		}
-		if st.Handed != "" && st.Epoch > 0 && st.Role != RoleNone && st.Handed != cfg.Self {
+		if st.Handed != "" && st.Epoch > 0 && (st.Role != RoleNone || st.HandedBare) && st.Handed != cfg.Self {
 			// A handover the importer may not have taken yet: we repeat
-			// it and serve it the final copy we kept.
-			si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = st.Handed, st.Epoch-1, st.HandedSeq, true
+			// it and serve it the final copy we kept, if we kept one.
+			si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = st.Handed, st.Epoch-1, st.HandedSeq, !st.HandedBare
 			if st.HandedDropped != "" {
 				si.handedDropped = strings.Split(st.HandedDropped, ",")
 			}
@@ -527,8 +527,9 @@ func (m *Machine) State(s Slot) SlotState {
 	si := &m.slots[s]
 	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee,
 		WasOwner: si.wasOwner && si.role != RoleOwner && si.role != RoleSealing}
-	if si.handedTo != "" && si.handedCopy && si.epoch == si.handedEpoch+1 {
+	if si.handedTo != "" && si.epoch == si.handedEpoch+1 {
 		st.Handed, st.HandedSeq, st.HandedDropped = si.handedTo, si.handedSeq, strings.Join(si.handedDropped, ",")
+		st.HandedBare = !si.handedCopy
 	}
 	return st
 }
@@ -1022,7 +1023,7 @@ func (m *Machine) makeStale(s Slot) {
 	si = m.reset(s, r, si.epoch)
 	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
 	si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false
-	if !si.handedCopy || si.epoch != si.handedEpoch+1 {
+	if si.epoch != si.handedEpoch+1 {
 		si.handedTo, si.handedDropped = "", nil // not persisted (see State)
 	}
 }

@@ -164,13 +164,22 @@ func TestSimulation(t *testing.T) {
 // it; onSnapshotRequest) and 2349 and 1159 (a node that had handed its
 // epoch over with a copy and crashed stopped repeating the handover once
 // the importer, which never got it, said NoReplica to its copy request;
-// onNoReplica).
+// onNoReplica), 2167 and 22994 (a holder that handed its epoch on without
+// a copy restarted before the importer took it and forgot it had:
+// SlotState.HandedBare), 8094 (a table owner whose copy followed another
+// follower never offered to the owner heartbeating it, which drained:
+// importStep's beatFrom) and 14966, 5634, 20186 (a holder kept its record
+// of a handover the importer had taken, since restarted and asking the
+// members for its epoch back, and never answered it: onOffer), 23697 (a
+// record of a handover of an older epoch did the same: handsOver) and
+// 28063 (an owner kept a returned follower's older, dropped grant beside
+// the one it gave it again, and never fired again: onAck).
 func TestSimulationRestarts(t *testing.T) {
 	seeds := *simRestarts
 	if testing.Short() {
 		seeds = min(seeds, 50)
 	}
-	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2349, 12334}
+	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2167, 2349, 5634, 8094, 12334, 14966, 20186, 22994, 23697, 28063}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}

@@ -80,12 +80,18 @@ type SlotState struct {
 	// node restarted: the handover again if the first was lost, and the
 	// final copy if its own lacks writes, which then nobody else holds.
 	// Without the record a restarted holder could serve neither and the
-	// slot stayed with nobody (sim seed 9825). A handover without a copy
-	// is not recorded: the importer takes it with its own copy or not at
-	// all, and repeating it after a restart only kept an importer that
-	// had none waiting for one.
+	// slot stayed with nobody (sim seed 9825).
 	Handed    string
 	HandedSeq uint64
+	// HandedBare marks a handover without a copy (Handed is set): this
+	// node only gave up acting on Epoch-1, and the importer takes Epoch
+	// with its own copy. It is recorded all the same: a restarted holder
+	// that forgot it kept Epoch, which nobody may take but the importer,
+	// without repeating the handover. The importer, which never got it,
+	// stepped down to Epoch at our rejection of its offer, or the table
+	// moved on and the slot's next owner followed Epoch and asked for a
+	// copy of it for good (sim seeds 2167 and 22994 without the forget).
+	HandedBare bool
 	// HandedDropped names the dropped suspects the handover to Handed
 	// carries (SendHandover.Dropped), comma-separated (node names hold no
 	// comma), repeated with it after a restart.
@@ -103,7 +109,8 @@ type SlotState struct {
 
 // String renders the state as "owner@3#17" (role@epoch#seq), followed by
 // ">grantee" when Grantee is set and by "^importer#seq" when Handed is
-// (then "!a,b" when HandedDropped is), with "+" after the role when
+// (then "-" when HandedBare is, and "!a,b" when HandedDropped is), with
+// "+" after the role when
 // WasOwner is set.
 func (s SlotState) String() string {
 	str := s.Role.String()
@@ -116,6 +123,9 @@ func (s SlotState) String() string {
 	}
 	if s.Handed != "" {
 		str += "^" + s.Handed + "#" + strconv.FormatUint(s.HandedSeq, 10)
+		if s.HandedBare {
+			str += "-"
+		}
 		if s.HandedDropped != "" {
 			str += "!" + s.HandedDropped
 		}
@@ -207,11 +217,12 @@ func parseState(s string) (SlotState, error) {
 	if isHanded {
 		handed, dropped, _ := strings.Cut(handed, "!")
 		name, hseq, ok := strings.Cut(handed, "#")
+		hseq, bare := strings.CutSuffix(hseq, "-")
 		hq, err := strconv.ParseUint(hseq, 10, 64)
 		if !ok || name == "" || err != nil {
-			return SlotState{}, fmt.Errorf("slots: bad handover %q, want ^importer#seq[!dropped,…]", handed)
+			return SlotState{}, fmt.Errorf("slots: bad handover %q, want ^importer#seq[-][!dropped,…]", handed)
 		}
-		st.Handed, st.HandedSeq, st.HandedDropped = name, hq, dropped
+		st.Handed, st.HandedSeq, st.HandedBare, st.HandedDropped = name, hq, bare, dropped
 	}
 	return st, nil
 }

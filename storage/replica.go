@@ -324,7 +324,8 @@ func keyTaskID(k []byte) []byte {
 
 // SlotMeta is one node's replication state of a slot: where its data is
 // (Epoch, Seq) and what the ownership state machine persisted (Role,
-// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq, WasOwner; opaque to storage).
+// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq, WasOwner, HandedBare; opaque
+// to storage).
 // Fields added later are omitted when empty, so a meta written before they
 // existed decodes with them empty, which is what they meant then.
 type SlotMeta struct {
@@ -352,6 +353,9 @@ type SlotMeta struct {
 	// WasOwner is slots.SlotState.WasOwner: this node holds the one
 	// complete copy of OwnEpoch, not as owner.
 	WasOwner bool `msgpack:"w,omitempty"`
+	// HandedBare is slots.SlotState.HandedBare: the handover to Handed
+	// kept no copy.
+	HandedBare bool `msgpack:"hb,omitempty"`
 }
 
 // maxMetaDropped bounds SlotMeta.HandedDropped (a few names in

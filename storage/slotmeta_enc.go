@@ -23,7 +23,10 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	if m.WasOwner {
 		n++
 	}
-	dst = append(dst, 0x80|byte(n)) // fixmap: at most 10 fields
+	if m.HandedBare {
+		n++
+	}
+	dst = append(dst, 0x80|byte(n)) // fixmap: at most 11 fields
 	dst = appendMetaUint64(dst, "e", m.Epoch)
 	dst = appendMetaUint64(dst, "s", m.Seq)
 	dst = append(appendMetaStr(dst, "r"), 0xcc, m.Role)
@@ -47,6 +50,9 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	}
 	if m.WasOwner {
 		dst = append(appendMetaStr(dst, "w"), 0xc3)
+	}
+	if m.HandedBare {
+		dst = append(appendMetaStr(dst, "hb"), 0xc3)
 	}
 	return dst
 }
