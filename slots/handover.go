@@ -660,6 +660,13 @@ func (m *Machine) tryTake(s Slot) {
 		m.takeOver(s, si.epoch+1, si.takeFrom, si.synced && si.seq == si.takeSeq)
 	case si.epoch == si.takeEpoch+1 && si.synced && si.leader == si.takeFrom && si.seq >= si.takeSeq:
 		m.takeOver(s, si.epoch, si.takeFrom, true) // the final copy arrived
+	case si.epoch == si.takeEpoch+1 && si.takeOwn && si.seq >= si.takeSeq:
+		// Our own copy, complete when a third node's word of the epoch
+		// handed to us moved us to it (slotInfo.takeOwn).
+		if m.now.Before(si.takeAfter) {
+			return
+		}
+		m.takeOver(s, si.epoch, si.takeFrom, si.seq == si.takeSeq)
 	case si.epoch <= si.takeEpoch+1:
 		if !m.alive(si.takeFrom) && m.isTableOwner(s, m.cfg.Self) {
 			// Only the holder is known to hold the final copy: while it

@@ -236,6 +236,15 @@ type slotInfo struct {
 	// takeDropped: the holder's dropped suspects (HandoverDone.Dropped),
 	// which become ours when we take the epoch.
 	takeDropped []string
+	// takeOwn: our own copy held every write the take needs (synced at
+	// takeEpoch, up to takeSeq) when another node's word moved us to
+	// takeEpoch+1 before we took it (stepDown): the data is unchanged, so
+	// we take the epoch with it once takeAfter (the end of a grant we held
+	// of our old owner, plus Margin) has passed. Without it the take
+	// waited for the holder's final copy, which a holder that handed over
+	// without one never has (sim seed 23059 without the forget).
+	takeOwn   bool
+	takeAfter time.Time
 
 	// After handing the slot over at handedEpoch. handedCopy: we kept the
 	// final copy. The handover is persisted (SlotState.Handed, HandedBare
@@ -990,6 +999,10 @@ func (m *Machine) persist(s Slot) {
 func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	m.stopFiring(s)
 	old := m.slots[s]
+	var oldUntil time.Time
+	if old.takeFrom != "" && old.grantor && old.leader != old.takeFrom {
+		oldUntil = m.grantedUntil(s)
+	}
 	si := &m.slots[s]
 	m.busy[s/64] |= 1 << (s % 64) // not idle: see tickSlots
 	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail,
@@ -997,7 +1010,14 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	if e == old.epoch || e == old.takeEpoch+1 {
 		// A handover in progress survives installing the final copy.
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = old.takeFrom, old.takeEpoch, old.takeSeq, old.takeDropped
-		si.takeLost = old.takeLost
+		si.takeLost, si.takeOwn, si.takeAfter = old.takeLost, old.takeOwn, old.takeAfter
+		if old.takeFrom != "" && e == old.takeEpoch+1 && old.epoch == old.takeEpoch && old.synced && old.seq >= old.takeSeq &&
+			r != RoleNone && r != RoleOwner && r != RoleSealing {
+			si.takeOwn = true
+			if !oldUntil.IsZero() {
+				si.takeAfter = oldUntil.Add(m.cfg.Margin)
+			}
+		}
 	}
 	if e == old.epoch {
 		si.grantee, si.wasOwner = old.grantee, old.wasOwner || old.role == RoleOwner || old.role == RoleSealing

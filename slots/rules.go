@@ -182,7 +182,7 @@ func (m *Machine) drop(s Slot) {
 	si := &m.slots[s]
 	holding := si.role != RoleNone || si.synced
 	si = m.reset(s, RoleNone, si.epoch)
-	si.wasOwner, si.handedCopy = false, false // the copy is gone
+	si.wasOwner, si.handedCopy, si.takeOwn = false, false, false // the copy is gone
 	if holding {
 		m.emit(DropSlot{Slot: s})
 		m.persist(s)

@@ -173,13 +173,16 @@ func TestSimulation(t *testing.T) {
 // members for its epoch back, and never answered it: onOffer), 23697 (a
 // record of a handover of an older epoch did the same: handsOver) and
 // 28063 (an owner kept a returned follower's older, dropped grant beside
-// the one it gave it again, and never fired again: onAck).
+// the one it gave it again, and never fired again: onAck), 23059 (a
+// follower handed its owner's epoch without a copy heard of the handed
+// epoch from a third node first, stepped up to it and then waited for a
+// final copy the holder never had: slotInfo.takeOwn).
 func TestSimulationRestarts(t *testing.T) {
 	seeds := *simRestarts
 	if testing.Short() {
 		seeds = min(seeds, 50)
 	}
-	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2167, 2349, 5634, 8094, 12334, 14966, 20186, 22994, 23697, 28063}
+	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2167, 2349, 5634, 8094, 12334, 14966, 20186, 22994, 23059, 23697, 28063}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}
