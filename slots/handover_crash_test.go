@@ -375,17 +375,7 @@ func TestCopylessHandbackSurvivesRestart(t *testing.T) {
 	c := bootstrapped(t, numSlots)
 	c.run(time.Second)
 	four := c.assign([]ring.Member{{Name: "n1"}, {Name: "n2"}, {Name: "n3"}, {Name: "n4"}})
-	s := Slot(numSlots)
-	for i := range Slot(numSlots) {
-		st := c.m["n1"].State(i)
-		if st.Role == RoleOwner && st.Grantee == "n2" && ownerName(four, i) == "n4" {
-			s = i
-			break
-		}
-	}
-	if s == numSlots {
-		t.Fatalf("setup: no slot that n1 owns with grantee n2 and the 4-node table gives n4:\n%s", c.states())
-	}
+	s := grantedSlot(t, c, func(i Slot) bool { return ownerName(four, i) == "n4" }, " and the 4-node table gives n4")
 	e := c.m["n1"].State(s).Epoch
 	c.crash("n1")
 	c.crash("n2")
@@ -401,22 +391,42 @@ func TestCopylessHandbackSurvivesRestart(t *testing.T) {
 	if st := c.m["n1"].State(s); st.Epoch != e+1 || st.Role == RoleOwner || !c.m["n1"].slots[s].wasOwner || st.Grantee != "" {
 		t.Fatalf("setup: n1 did not take epoch %d back as the copy's holder (want wasOwner, no grantee): %v\n%s", e+1, st, c.m["n1"].Debug(s))
 	}
-	c.crash("n1")
-	c.restart("n1")
-	for _, n := range c.names {
-		c.refresh(n)
+	restartSettled(t, c, "n1", s, "n4", "n1's copy")
+}
+
+// grantedSlot returns a slot that n1 owns with grantee n2 and for which
+// also holds (nil: any); the test fails without one (what says which).
+func grantedSlot(t *testing.T, c *cluster, also func(Slot) bool, what string) Slot {
+	t.Helper()
+	for i := range Slot(c.numSlots) {
+		if st := c.m["n1"].State(i); st.Role == RoleOwner && st.Grantee == "n2" && (also == nil || also(i)) {
+			return i
+		}
+	}
+	t.Fatalf("setup: no slot that n1 owns with grantee n2%s:\n%s", what, c.states())
+	return 0
+}
+
+// restartSettled crashes and restarts node n, gives every node its view of
+// that and runs 15 s: then slot s must fire on want (holding what) alone,
+// and every slot on one node.
+func restartSettled(t *testing.T, c *cluster, n string, s Slot, want, what string) {
+	t.Helper()
+	c.crash(n)
+	c.restart(n)
+	for _, o := range c.names {
+		c.refresh(o)
 	}
 	c.run(15 * time.Second)
-	if f := c.firing(s); len(f) != 1 || f[0] != "n4" {
-		t.Errorf("slot %d fired by %v after n1 restarted again, want n4 (with n1's copy)\nn1: %s\nn4: %s\n%s",
-			s, f, c.m["n1"].Debug(s), c.m["n4"].Debug(s), c.states())
+	if f := c.firing(s); len(f) != 1 || f[0] != want {
+		t.Errorf("slot %d fired by %v after %s restarted again, want %s (with %s)\n%s: %s\n%s: %s\n%s",
+			s, f, n, want, what, n, c.m[n].Debug(s), want, c.m[want].Debug(s), c.states())
 	}
-	// Every node is up: every slot fires, on one node.
-	for i := range Slot(numSlots) {
+	for i := range Slot(c.numSlots) {
 		if f := c.firing(i); len(f) != 1 {
 			t.Errorf("slot %d fired by %v with every node up, want one node", i, f)
-			for _, n := range c.names {
-				t.Logf("  %s: %s", n, c.m[n].Debug(i))
+			for _, o := range c.names {
+				t.Logf("  %s: %s", o, c.m[o].Debug(i))
 			}
 		}
 	}
@@ -440,16 +450,7 @@ func TestBareHandbackSurvivesRestart(t *testing.T) {
 	const numSlots = 64
 	c := bootstrapped(t, numSlots)
 	c.run(time.Second)
-	s := Slot(numSlots)
-	for i := range Slot(numSlots) {
-		if st := c.m["n1"].State(i); st.Role == RoleOwner && st.Grantee == "n2" {
-			s = i
-			break
-		}
-	}
-	if s == numSlots {
-		t.Fatalf("setup: no slot that n1 owns with grantee n2:\n%s", c.states())
-	}
+	s := grantedSlot(t, c, nil, "")
 	e := c.m["n1"].State(s).Epoch
 	c.crash("n1")
 	c.crash("n2")
@@ -475,19 +476,5 @@ func TestBareHandbackSurvivesRestart(t *testing.T) {
 	if c.m["n1"].State(s).Epoch != e {
 		t.Fatalf("setup: n1 left epoch %d: %v", e, c.m["n1"].State(s))
 	}
-	c.crash("n2")
-	c.restart("n2")
-	for _, n := range c.names {
-		c.refresh(n)
-	}
-	c.run(15 * time.Second)
-	if f := c.firing(s); len(f) != 1 || f[0] != "n1" {
-		t.Errorf("slot %d fired by %v after n2 restarted again, want n1 (with its own copy)\nn1: %s\nn2: %s\n%s",
-			s, f, c.m["n1"].Debug(s), c.m["n2"].Debug(s), c.states())
-	}
-	for i := range Slot(numSlots) {
-		if f := c.firing(i); len(f) != 1 {
-			t.Errorf("slot %d fired by %v with every node up, want one node", i, f)
-		}
-	}
+	restartSettled(t, c, "n2", s, "n1", "its own copy")
 }
