@@ -341,7 +341,8 @@ func (m *Machine) censusAnswer(ev HandoverOffer) bool {
 }
 
 // handsOver reports whether slot s holds a handover of its epoch: the
-// importer may still take it (epoch is handedEpoch+1). A record of an
+// importer may still take it (epoch is handedEpoch+1), and State persists
+// it. A record of an
 // older one can stay in memory once the epoch moved on (stepDown outside
 // the slot's position keeps it), and it held a member out of a restarted
 // owner's census for good (sim seed 23697 without the forget).

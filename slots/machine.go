@@ -536,7 +536,7 @@ func (m *Machine) State(s Slot) SlotState {
 	si := &m.slots[s]
 	st := SlotState{Role: si.role, Epoch: si.epoch, Seq: si.seq, Grantee: si.grantee,
 		WasOwner: si.wasOwner && si.role != RoleOwner && si.role != RoleSealing}
-	if si.handedTo != "" && si.epoch == si.handedEpoch+1 {
+	if m.handsOver(s) {
 		st.Handed, st.HandedSeq, st.HandedDropped = si.handedTo, si.handedSeq, strings.Join(si.handedDropped, ",")
 		st.HandedBare = !si.handedCopy
 	}
@@ -1043,7 +1043,7 @@ func (m *Machine) makeStale(s Slot) {
 	si = m.reset(s, r, si.epoch)
 	si.beatFrom, si.beatSeen, si.offerFirst = "", time.Time{}, time.Time{}
 	si.takeFrom, si.leaderOwns, si.leaderGone, si.leaderFollows = "", false, false, false
-	if si.epoch != si.handedEpoch+1 {
+	if !m.handsOver(s) {
 		si.handedTo, si.handedDropped = "", nil // not persisted (see State)
 	}
 }

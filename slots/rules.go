@@ -330,7 +330,7 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 // the importer): the importer got it. A restart need not keep it either.
 func (m *Machine) handoverTaken(s Slot) {
 	si := &m.slots[s]
-	recorded := si.epoch == si.handedEpoch+1 // see State
+	recorded := m.handsOver(s) // see State
 	si.handedTo, si.handedCopy, si.handedDropped = "", false, nil
 	if recorded {
 		m.persist(s)
