@@ -138,7 +138,7 @@ func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotStat
 			continue
 		}
 		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee,
-			Handed: m.Handed, HandedSeq: m.HandedSeq, HandedDropped: m.HandedDropped, HandedBare: m.HandedBare, WasOwner: m.WasOwner}
+			Handed: m.Handed, HandedSeq: m.HandedSeq, HandedDropped: m.HandedDropped, HandedBare: m.HandedBare, HandedTook: m.HandedTook, WasOwner: m.WasOwner}
 	}
 	return out
 }

@@ -13,8 +13,9 @@ import (
 // restarted before its importer fetched the final copy serves it, see
 // slots.SlotState.Handed); metas written before that record existed read
 // back without one, a copy held as a past owner's (WasOwner) stays one, a
-// handover without a copy (HandedBare) stays one even with no role, and
-// metas with neither a role nor an epoch are none.
+// handover without a copy (HandedBare) stays one even with no role, the
+// importer that took a handover (HandedTook) is read back, and metas with
+// neither a role nor an epoch are none.
 func TestSlotStates(t *testing.T) {
 	metas := map[uint16]storage.SlotMeta{
 		1: {Epoch: 4, Seq: 17, Role: uint8(slots.RoleOwner), OwnEpoch: 4, OwnSeq: 17, Grantee: "n2"},
@@ -22,12 +23,14 @@ func TestSlotStates(t *testing.T) {
 		3: {Epoch: 1, Seq: 5},
 		4: {Epoch: 1, Seq: 9, Role: uint8(slots.RoleFollower), OwnEpoch: 2, OwnSeq: 9, WasOwner: true},
 		5: {Epoch: 1, Seq: 3, OwnEpoch: 2, Handed: "n1", HandedBare: true},
+		6: {Epoch: 1, Seq: 3, OwnEpoch: 2, HandedTook: "n3"},
 	}
 	want := map[slots.Slot]slots.SlotState{
 		1: {Role: slots.RoleOwner, Epoch: 4, Seq: 17, Grantee: "n2"},
 		2: {Role: slots.RoleFollower, Epoch: 3, Seq: 1, Handed: "n4", HandedSeq: 1},
 		4: {Role: slots.RoleFollower, Epoch: 2, Seq: 9, WasOwner: true},
 		5: {Role: slots.RoleNone, Epoch: 2, Handed: "n1", HandedBare: true},
+		6: {Role: slots.RoleNone, Epoch: 2, HandedTook: "n3"},
 	}
 	if got := slotStates(metas); !reflect.DeepEqual(got, want) {
 		t.Errorf("slotStates = %v, want %v", got, want)

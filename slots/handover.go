@@ -587,7 +587,9 @@ func (m *Machine) onHandover(ev HandoverDone) {
 	// is that node's (sim seed 5760: the handover of a holder that then
 	// crashed reached us only after we, its grantee, had handed its epoch
 	// to the table owner; taking it too made two owners of epoch+1).
-	handedOn := si.handedTo != "" && si.handedTo != ev.From && si.handedEpoch == ev.Epoch
+	// Nor if that node took it already (tookBy).
+	handedOn := si.handedTo != "" && si.handedTo != ev.From && si.handedEpoch == ev.Epoch ||
+		si.tookBy != "" && si.tookBy != ev.From && si.epoch == ev.Epoch+1
 	if !(ev.Epoch+1 == si.epoch && si.role != RoleOwner && si.role != RoleSealing && !si.wasOwner &&
 		(!si.leaderOwns || si.leader == ev.From) && !handedOn) && m.reject(s, ev.Epoch, ev.From) {
 		return

@@ -256,6 +256,15 @@ type slotInfo struct {
 	handedEpoch   Epoch
 	handedSeq     uint64
 	handedCopy    bool
+	// tookBy: the importer that got our handover of epoch-1 (handoverTaken
+	// ended the record), persisted (SlotState.HandedTook) while epoch
+	// stays. A handover of epoch-1 from another node is not ours to take:
+	// that importer took epoch, or hands it on. Without it a node that
+	// had handed on the epoch a dead holder's grant let it hand over (the
+	// holder's own handover to it never arrived), restarted and took that
+	// epoch a second time when the holder repeated its handover (sim seed
+	// 3301 with -simsteps 400).
+	tookBy string
 
 	// The census (census.go): the forgotten owner of epoch, whether a
 	// round was asked and who answered NoReplica since; censusEmpty: we
@@ -310,6 +319,9 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		}
 		si := &m.slots[s]
 		si.epoch, si.seq, si.restored = st.Epoch, st.Seq, st.Epoch > 0
+		if st.Epoch > 0 && st.HandedTook != cfg.Self {
+			si.tookBy = st.HandedTook
+		}
 		if st.Role != RoleNone || st.WasOwner {
 			si.role = RoleFollower
 		}
@@ -540,6 +552,7 @@ func (m *Machine) State(s Slot) SlotState {
 		st.Handed, st.HandedSeq, st.HandedDropped = si.handedTo, si.handedSeq, strings.Join(si.handedDropped, ",")
 		st.HandedBare = !si.handedCopy
 	}
+	st.HandedTook = si.tookBy
 	return st
 }
 
@@ -1025,7 +1038,7 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 		si.beatFrom, si.beatSeen, si.offerFirst = old.beatFrom, old.beatSeen, old.offerFirst
 		si.offerTo, si.offerAt = old.offerTo, old.offerAt
 		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy = old.handedTo, old.handedEpoch, old.handedSeq, old.handedCopy
-		si.handedDropped, si.restored = old.handedDropped, old.restored
+		si.handedDropped, si.restored, si.tookBy = old.handedDropped, old.restored, old.tookBy
 		si.censusOwner, si.censusLost = old.censusOwner, old.censusLost
 	}
 	return si

@@ -84,6 +84,7 @@ func TestStatesRoundTrip(t *testing.T) {
 		"sealing@2#1>*:[4] unavailable@9#0:[9-10]",
 		"follower@3#1^n2#1:[0] follower@3#4^n2#0:[1-2] none@5#0>n3^n1#2:[4]",
 		"follower+@2#0:[0] follower+@4#1>n2:[1]",
+		"none@2#0=n4:[0] follower@3#1^n2#1-=n5:[1]",
 	} {
 		m, err := ParseStates(text)
 		if err != nil {

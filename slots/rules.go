@@ -327,10 +327,15 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 }
 
 // handoverTaken forgets the handover of s (and that its copy is kept for
-// the importer): the importer got it. A restart need not keep it either.
+// the importer): the importer got it. A restart need not keep it either,
+// only the importer's name (slotInfo.tookBy): a handover of the same
+// epoch from another node is never ours to take.
 func (m *Machine) handoverTaken(s Slot) {
 	si := &m.slots[s]
 	recorded := m.handsOver(s) // see State
+	if recorded {
+		si.tookBy = si.handedTo
+	}
 	si.handedTo, si.handedCopy, si.handedDropped = "", false, nil
 	if recorded {
 		m.persist(s)

@@ -192,6 +192,19 @@ func TestSimulationRestarts(t *testing.T) {
 			simulate(t, seed, simOpts{})
 		})
 	}
+	// Longer fault phases (-simsteps 400). 3301 took one epoch twice: a
+	// holder sealed and handed its epoch to its grantee, which never got
+	// the handover (a partition), saw the holder die and, as its grantee,
+	// handed the epoch to the table owner, which took the next one. Once
+	// the grantee had restarted, the record of that gone, the holder
+	// repeated its handover and the grantee took that epoch too
+	// (slotInfo.tookBy, SlotState.HandedTook).
+	for _, seed := range []uint64{3301} {
+		t.Run(fmt.Sprintf("seed=%d,steps=400", seed), func(t *testing.T) {
+			t.Parallel()
+			simulate(t, seed, simOpts{steps: 400})
+		})
+	}
 }
 
 // TestSimulationForgotten runs seeds whose forgotten nodes come back with
@@ -276,10 +289,14 @@ func TestSimulationWipedRestarts(t *testing.T) {
 type simOpts struct {
 	wipeFault      int
 	forget, strict bool
+	steps          int // fault-phase steps (0: -simsteps)
 }
 
 func simulate(t *testing.T, seed uint64, o simOpts) {
 	steps, wipeFault, forget := *simSteps, o.wipeFault, o.forget
+	if o.steps > 0 {
+		steps = o.steps
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x51075))
 	c := newCluster(t, 8)
 	c.vote = *voteAll

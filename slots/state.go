@@ -96,6 +96,14 @@ type SlotState struct {
 	// carries (SendHandover.Dropped), comma-separated (node names hold no
 	// comma), repeated with it after a restart.
 	HandedDropped string
+	// HandedTook is, once the record of a handover at Epoch-1 ended
+	// because its importer took Epoch (Handed is empty then), that
+	// importer: a handover of Epoch-1 from any other node is refused
+	// after a restart too. Without it a node that handed Epoch-1 on, and
+	// saw the node it handed it to take Epoch, took Epoch a second time
+	// after a restart from the one holder whose own handover to it had
+	// never arrived (sim seed 3301 with -simsteps 400).
+	HandedTook string
 	// WasOwner is set on a node that holds the one complete copy of Epoch
 	// that nobody else can act on without it, not as owner (Role says
 	// follower): a restarted owner that has not taken its epoch back yet,
@@ -108,10 +116,10 @@ type SlotState struct {
 }
 
 // String renders the state as "owner@3#17" (role@epoch#seq), followed by
-// ">grantee" when Grantee is set and by "^importer#seq" when Handed is
-// (then "-" when HandedBare is, and "!a,b" when HandedDropped is), with
-// "+" after the role when
-// WasOwner is set.
+// ">grantee" when Grantee is set, by "^importer#seq" when Handed is
+// (then "-" when HandedBare is, and "!a,b" when HandedDropped is) and by
+// "=importer" when HandedTook is, with "+" after the role when WasOwner
+// is set.
 func (s SlotState) String() string {
 	str := s.Role.String()
 	if s.WasOwner {
@@ -129,6 +137,9 @@ func (s SlotState) String() string {
 		if s.HandedDropped != "" {
 			str += "!" + s.HandedDropped
 		}
+	}
+	if s.HandedTook != "" {
+		str += "=" + s.HandedTook
 	}
 	return str
 }
@@ -175,7 +186,7 @@ func ParseStates(text string) (map[Slot]SlotState, error) {
 	for _, f := range strings.Fields(text) {
 		head, rng, ok := strings.Cut(f, ":[")
 		if !ok || !strings.HasSuffix(rng, "]") {
-			return nil, fmt.Errorf("slots: bad run %q, want role[+]@epoch#seq[>grantee][^importer#seq]:[from-to]", f)
+			return nil, fmt.Errorf("slots: bad run %q, want role[+]@epoch#seq[>grantee][^importer#seq][=importer]:[from-to]", f)
 		}
 		st, err := parseState(head)
 		if err != nil {
@@ -196,6 +207,7 @@ func ParseStates(text string) (map[Slot]SlotState, error) {
 }
 
 func parseState(s string) (SlotState, error) {
+	s, took, _ := strings.Cut(s, "=")
 	s, handed, isHanded := strings.Cut(s, "^")
 	s, grantee, _ := strings.Cut(s, ">")
 	role, rest, ok1 := strings.Cut(s, "@")
@@ -213,7 +225,7 @@ func parseState(s string) (SlotState, error) {
 	if err1 != nil || err2 != nil {
 		return SlotState{}, fmt.Errorf("slots: bad state %q: epoch and seq are unsigned integers", s)
 	}
-	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee, WasOwner: wasOwner}
+	st := SlotState{Role: r, Epoch: Epoch(e), Seq: q, Grantee: grantee, WasOwner: wasOwner, HandedTook: took}
 	if isHanded {
 		handed, dropped, _ := strings.Cut(handed, "!")
 		name, hseq, ok := strings.Cut(handed, "#")

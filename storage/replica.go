@@ -324,8 +324,8 @@ func keyTaskID(k []byte) []byte {
 
 // SlotMeta is one node's replication state of a slot: where its data is
 // (Epoch, Seq) and what the ownership state machine persisted (Role,
-// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq, WasOwner, HandedBare; opaque
-// to storage).
+// OwnEpoch, OwnSeq, Grantee, Handed, HandedSeq, WasOwner, HandedBare,
+// HandedTook; opaque to storage).
 // Fields added later are omitted when empty, so a meta written before they
 // existed decodes with them empty, which is what they meant then.
 type SlotMeta struct {
@@ -356,6 +356,9 @@ type SlotMeta struct {
 	// HandedBare is slots.SlotState.HandedBare: the handover to Handed
 	// kept no copy.
 	HandedBare bool `msgpack:"hb,omitempty"`
+	// HandedTook is slots.SlotState.HandedTook: the importer that took
+	// OwnEpoch from this node's handover, the record of it ended.
+	HandedTook string `msgpack:"ht,omitempty"`
 }
 
 // maxMetaDropped bounds SlotMeta.HandedDropped (a few names in
@@ -388,8 +391,8 @@ func DecodeSlotMeta(b []byte) (SlotMeta, error) {
 	if len(m.HandedDropped) > maxMetaDropped {
 		return SlotMeta{}, fmt.Errorf("storage: slot meta hands over %d bytes of dropped nodes, over %d", len(m.HandedDropped), maxMetaDropped)
 	}
-	if len(m.Grantee) > maxMetaName || len(m.Handed) > maxMetaName {
-		return SlotMeta{}, fmt.Errorf("storage: slot meta names a node of %d bytes, over %d", max(len(m.Grantee), len(m.Handed)), maxMetaName)
+	if l := max(len(m.Grantee), len(m.Handed), len(m.HandedTook)); l > maxMetaName {
+		return SlotMeta{}, fmt.Errorf("storage: slot meta names a node of %d bytes, over %d", l, maxMetaName)
 	}
 	return m, nil
 }

@@ -26,7 +26,10 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	if m.HandedBare {
 		n++
 	}
-	dst = append(dst, 0x80|byte(n)) // fixmap: at most 11 fields
+	if m.HandedTook != "" {
+		n++
+	}
+	dst = append(dst, 0x80|byte(n)) // fixmap: at most 12 fields
 	dst = appendMetaUint64(dst, "e", m.Epoch)
 	dst = appendMetaUint64(dst, "s", m.Seq)
 	dst = append(appendMetaStr(dst, "r"), 0xcc, m.Role)
@@ -53,6 +56,9 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	}
 	if m.HandedBare {
 		dst = append(appendMetaStr(dst, "hb"), 0xc3)
+	}
+	if m.HandedTook != "" {
+		dst = appendMetaStr(appendMetaStr(dst, "ht"), m.HandedTook)
 	}
 	return dst
 }
