@@ -321,7 +321,12 @@ func (m *Machine) censusAnswer(ev HandoverOffer) bool {
 		return false
 	}
 	switch {
-	case si.synced && (si.seq > ev.Seq || !ev.Copy):
+	case si.synced && (si.seq > ev.Seq || !ev.Copy) && !(ev.WasOwner && ev.Epoch == si.epoch):
+		// Not to the owner of our epoch: our copy is of its writes, and
+		// its seq is the one it persisted last, which a restart reads
+		// back behind the copy it wrote. The copy sent instead was never
+		// installed by a draining owner, and its census never completed
+		// (sim seed 34062 without the forget).
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
 	case si.synced || !si.restored || si.seq == 0 || si.role == RoleNone || ev.WasOwner && ev.Epoch == si.epoch:
 		// A slot read back as RoleNone holds no copy (drop persists that

@@ -128,6 +128,39 @@ type cluster struct {
 	// pub is what a node has published of each machine's slots, as node's
 	// executor keeps it (checkMoved).
 	pub map[*Machine][]pubState
+	// asks counts each node's requests for a copy and offers, by target
+	// and slot, in the current second of fake time (checkAsks).
+	asks    map[askKey]int
+	asksSec int64
+}
+
+// askKey is one node's asks of one kind to one node for one slot.
+type askKey struct {
+	from, to string
+	slot     Slot
+	kind     byte
+}
+
+// maxAsksPerSecond bounds one node's requests for a copy (or offers) to
+// one node for one slot in a second of fake time. The machines ask again
+// at their retries, a Lease apart, and each member once per round: more is
+// a loop at message rate, each answer bringing the next ask (sim seed 5956
+// with -simsteps 400: a holder without a copy answered NoReplica to the
+// importer's requests for it, each answer brought the next request, and
+// every repeat of the handover added a request to the loop).
+const maxAsksPerSecond = 10
+
+// checkAsks counts one ask and fails the test once a node asks one node
+// for one slot more often than maxAsksPerSecond.
+func (c *cluster) checkAsks(k askKey) {
+	if sec := c.now.Unix(); sec != c.asksSec || c.asks == nil {
+		c.asks, c.asksSec = map[askKey]int{}, sec
+	}
+	c.asks[k]++
+	if c.asks[k] == maxAsksPerSecond+1 {
+		c.t.Errorf("at %v %s asked %s %c for slot %d more than %d times in a second: a loop at message rate",
+			c.now.Sub(base), k.from, k.to, k.kind, k.slot, maxAsksPerSecond)
+	}
 }
 
 // pubState is what node publishes of a slot.
@@ -547,10 +580,12 @@ func (c *cluster) route(from string, e Effect) {
 		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner,
 			Inc: e.Inc, Term: e.Term})
 	case RequestSnapshot:
+		c.checkAsks(askKey{from, e.From, e.Slot, 'R'})
 		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})
 	case SendNoReplica:
 		send(e.To, NoReplica{Slot: e.Slot, Epoch: e.Epoch, From: from, Census: e.Census})
 	case OfferHandover:
+		c.checkAsks(askKey{from, e.To, e.Slot, 'O'})
 		send(e.To, HandoverOffer{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, WasOwner: e.WasOwner, Grantee: e.Grantee, Census: e.Census, Copy: e.Copy})
 	case AskOffer:
 		send(e.To, OfferAsked{Slot: e.Slot, Epoch: e.Epoch, From: from})

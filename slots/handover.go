@@ -627,8 +627,15 @@ func (m *Machine) onHandover(ev HandoverDone) {
 	if ev.From != si.takeFrom || ev.Epoch != si.takeEpoch {
 		si.takeLost = false
 	}
+	if ev.From != si.takeFrom || ev.Epoch != si.takeEpoch || ev.Seq != si.takeSeq {
+		// Act on it now. Not on a repeat of the one we hold (the answer to
+		// our next offer): what we could not do at the first we do at the
+		// retry. Acting at once, an importer short of a majority offered
+		// again, the holder repeated, and so on at message rate (sim seeds
+		// 219, 592, 12334).
+		si.pending = false
+	}
 	si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = ev.From, ev.Epoch, ev.Seq, ev.Dropped
-	si.pending = false // act on it now
 	m.advance(s)
 }
 

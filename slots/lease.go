@@ -130,13 +130,21 @@ type peer struct {
 
 // suspect is a node that may hold a grant from this owner at its epoch.
 type suspect struct {
-	name       string
-	grantSent  time.Time // last grant sent to it (owner's clock)
-	leaseUntil time.Time // it cannot promote before (owner's clock), PairAcks aside (see until)
-	releasedTo string    // it acked a release to this importer (and no grant since)
-	acked      bool      // it acked a grant
-	gen        uint64    // its pair generation when it acked our grant with our Inc; 0 for none
-	peer       *peer     // m.peers[name] once gen was set
+	name      string
+	grantSent time.Time // last grant sent to it (owner's clock)
+	// releaseSent: the last release sent to it (Heartbeat.Release). Only an
+	// ack of a heartbeat sent since says it holds neither: an ack of an
+	// older one, crossing a release on its way, cleared the suspect, the
+	// release arrived after and was acked, ignored, from a non-suspect,
+	// and its holder later handed the epoch over while this owner, sure
+	// nobody held anything of it, fired on (sim seed 14340: one slot fired
+	// by two nodes).
+	releaseSent time.Time
+	leaseUntil  time.Time // it cannot promote before (owner's clock), PairAcks aside (see until)
+	releasedTo  string    // it acked a release to this importer (and no grant since)
+	acked       bool      // it acked a grant
+	gen         uint64    // its pair generation when it acked our grant with our Inc; 0 for none
+	peer        *peer     // m.peers[name] once gen was set
 	// term: the vote term of the grant or release of ours it last acked
 	// (our incarnation); 0: none, or unknown. Acting on it needs consents
 	// for that term (vote.go).
@@ -636,6 +644,7 @@ func (m *Machine) beat(s Slot) {
 		hb := Heartbeat{Slot: s, Epoch: si.epoch, Seq: si.seq, To: to, Sent: m.now, Grant: m.grant(s, to), Inc: m.inc, Term: m.term}
 		if i := m.suspectIndex(s, to); !hb.Grant && rel != "" && to != rel && i >= 0 && !si.suspects[i].lost {
 			hb.Release = rel
+			si.suspects[i].releaseSent = m.now
 		}
 		m.emit(hb)
 	}
@@ -772,7 +781,7 @@ func (m *Machine) onAck(ev ReplAck) {
 		// It came back without our grant: it never can promote now.
 		si.dropped = slices.Delete(si.dropped, m.droppedIndex(s, ev.From), m.droppedIndex(s, ev.From)+1)
 		m.persistGrantee(s)
-	case i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent):
+	case i >= 0 && !ev.Sent.Before(si.suspects[i].grantSent) && !ev.Sent.Before(si.suspects[i].releaseSent):
 		si.suspects = slices.Delete(si.suspects, i, i+1)
 		m.persistGrantee(s)
 	}

@@ -25,7 +25,10 @@ import (
 //   - no two nodes ever take the same epoch of a slot;
 //   - no node's epoch for a slot ever decreases, restarts included;
 //   - no node claims a valid replica it never received by a chain of
-//     snapshots from a bootstrapped copy (never own from nothing).
+//     snapshots from a bootstrapped copy (never own from nothing);
+//   - no node asks one node for a copy of one slot, or offers it one, more
+//     than 10 times in a second of fake time (checkAsks: no loop at
+//     message rate).
 //
 // Then the network heals and pauses end, crashed nodes staying down: every
 // slot must be fired by exactly one node, or (only if a node crashed) be
@@ -100,7 +103,11 @@ func TestSimulation(t *testing.T) {
 	// once, and each counted the other's NoReplica to a snapshot request
 	// as an answer to its census; NoReplica.Census) failed only on a
 	// first version of TestSimulationRestarts' fixes.
-	all := []uint64{1227, 1696, 2305, 2332, 2776, 4448, 5667, 5854, 8429, 9825, 12334, 14850, 16450, 20812, 22062, 25134, 25389,
+	// 14340 (one slot fired by two nodes: an owner cleared a suspect on an
+	// ack of a heartbeat older than the release it had sent it since, and
+	// that release, acked from a non-suspect, was ignored; its holder
+	// handed the epoch over while the owner fired on; suspect.releaseSent).
+	all := []uint64{1227, 1696, 2305, 2332, 2776, 4448, 5667, 5854, 8429, 9825, 12334, 14340, 14850, 16450, 20812, 22062, 25134, 25389,
 		26269, 28545, 30224, 32400, 32510, 34010, 34844, 36823, 37182}
 	if *voteAll {
 		// The seeds the exclusive vote was built or fixed for: 13735 and
@@ -176,13 +183,17 @@ func TestSimulation(t *testing.T) {
 // the one it gave it again, and never fired again: onAck), 23059 (a
 // follower handed its owner's epoch without a copy heard of the handed
 // epoch from a third node first, stepped up to it and then waited for a
-// final copy the holder never had: slotInfo.takeOwn).
+// final copy the holder never had: slotInfo.takeOwn), 34062 (a restarted
+// owner, draining, took its epoch back by census, and the follower of it
+// answered with its copy, longer than the seq the owner had read back,
+// which a draining node never installs: the census never completed;
+// censusAnswer).
 func TestSimulationRestarts(t *testing.T) {
 	seeds := *simRestarts
 	if testing.Short() {
 		seeds = min(seeds, 50)
 	}
-	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2167, 2349, 5634, 8094, 12334, 14966, 20186, 22994, 23059, 23697, 28063}
+	all := []uint64{17, 504, 587, 647, 700, 774, 1159, 2167, 2349, 5634, 8094, 12334, 14966, 20186, 22994, 23059, 23697, 28063, 34062}
 	for i := range seeds {
 		all = append(all, uint64(*simFirst+i))
 	}
