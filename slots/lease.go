@@ -129,17 +129,18 @@ type peer struct {
 }
 
 // suspect is a node that may hold a grant from this owner at its epoch.
+//
+// An ack clears a suspect only if its heartbeat was sent after both the
+// last grant (grantSent) and the last release (releaseSent) sent to it: an
+// ack of an older one, crossing a release on its way, cleared the suspect,
+// the release arrived after and its ack, from a non-suspect, was ignored,
+// and its holder later handed the epoch over while this owner, sure nobody
+// held anything of it, fired on (sim seed 14340: one slot fired by two
+// nodes).
 type suspect struct {
-	name      string
-	grantSent time.Time // last grant sent to it (owner's clock)
-	// releaseSent: the last release sent to it (Heartbeat.Release). Only an
-	// ack of a heartbeat sent since says it holds neither: an ack of an
-	// older one, crossing a release on its way, cleared the suspect, the
-	// release arrived after and was acked, ignored, from a non-suspect,
-	// and its holder later handed the epoch over while this owner, sure
-	// nobody held anything of it, fired on (sim seed 14340: one slot fired
-	// by two nodes).
-	releaseSent time.Time
+	name        string
+	grantSent   time.Time // last grant sent to it (owner's clock)
+	releaseSent time.Time // last release sent to it (Heartbeat.Release; owner's clock)
 	leaseUntil  time.Time // it cannot promote before (owner's clock), PairAcks aside (see until)
 	releasedTo  string    // it acked a release to this importer (and no grant since)
 	acked       bool      // it acked a grant

@@ -27,7 +27,9 @@ func TestDecodeSlotMeta(t *testing.T) {
 			want: SlotMeta{Epoch: 4, Seq: 17, Role: 2, OwnEpoch: 4, OwnSeq: 17, Grantee: "n2"}},
 		{name: "handed", want: SlotMeta{Epoch: 2, Seq: 1, Role: 1, OwnEpoch: 3, OwnSeq: 1, Handed: "n4", HandedSeq: 1}},
 		{name: "empty", want: SlotMeta{}},
-		{name: "names at the bound", want: SlotMeta{Grantee: long[1:], Handed: long[1:]}},
+		{name: "names at the bound", want: SlotMeta{Grantee: long[1:], Handed: long[1:], HandedTook: long[1:]}},
+		{name: "took", want: SlotMeta{Epoch: 1, Seq: 3, OwnEpoch: 2, HandedTook: "n3"}},
+		{name: "taker over the bound", want: SlotMeta{OwnEpoch: 2, HandedTook: long}, bad: true},
 		{name: "grantee over the bound", want: SlotMeta{Grantee: long}, bad: true},
 		{name: "handed over the bound", want: SlotMeta{Role: 1, OwnEpoch: 3, Handed: long}, bad: true},
 	} {
