@@ -145,12 +145,20 @@ func (m *Machine) censusFor(s Slot) string {
 // either (giveUpTake). Repeating the handover instead left the slot with
 // nobody for good (sim seed 8429: the importer crashed as we handed over,
 // and both copies of the slot were on forgotten nodes). A handover with a
-// copy holds the importer's grant at epoch+1 and takes the usual way. A
-// lost run's handover ends only at epoch+1: the name lives on.
+// copy holds the importer's grant at epoch+1 and takes the usual way while
+// we hold that grant (or a voided one we may restore); once a lapse voided
+// it for good (a handover's grant is never restored: voidGrant) the
+// record is all that is left, and it ends the same way: every write the
+// importer may have acknowledged at epoch+1 is on the follower it granted,
+// us or a node that holds its grant now and promotes the usual way, and the
+// census takes the longest copy, ours among them (sim seed 23605: a pause
+// voided a draining holder's grant of the importer, which had crashed
+// before the handover reached it, and the slot waited for it after the
+// forget). A lost run's handover ends only at epoch+1: the name lives on.
 func (m *Machine) endHandovers(name string, lost bool) {
 	for s := range m.slots {
 		si := &m.slots[s]
-		if si.handedTo != name || si.handedCopy || si.role == RoleOwner || si.role == RoleSealing {
+		if si.handedTo != name || si.handedCopy && (si.grantor || si.void != nil) || si.role == RoleOwner || si.role == RoleSealing {
 			continue
 		}
 		next := si.epoch == si.handedEpoch+1
@@ -160,7 +168,7 @@ func (m *Machine) endHandovers(name string, lost bool) {
 		if next {
 			si.censusOwner, si.censusLost = name, lost
 		}
-		si.handedTo, si.handedEpoch, si.handedSeq, si.handedDropped = "", 0, 0, nil
+		si.handedTo, si.handedEpoch, si.handedSeq, si.handedCopy, si.handedDropped = "", 0, 0, false, nil
 		if next {
 			m.persist(Slot(s)) // the record was (SlotState.HandedBare)
 		}
