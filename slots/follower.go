@@ -164,6 +164,15 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 		// it, and it asks for the copy only until then. Nobody else may
 		// hold the writes it lacks: serve it, or the slot waits for good.
 		m.emit(SendSnapshot{Slot: s, Epoch: si.epoch, Seq: si.seq, To: ev.From, Sent: m.now})
+	case si.finalOf != 0 && ev.Epoch == si.finalOf && !si.synced && si.epoch > si.finalOf:
+		// We owned that epoch before a restart and moved on since, our
+		// data unchanged: it holds every write acknowledged at it. The
+		// asker was handed it without a copy it may trust (takeSource).
+		// Answering NoReplica left the slot with nobody for good (sim
+		// seed 8429 without the forget: the holder of a release handed
+		// the epoch to an importer whose copy, read back after a crash,
+		// no longer counted; ours was the only one).
+		m.emit(SendSnapshot{Slot: s, Epoch: si.finalOf, Seq: si.finalSeq, To: ev.From, Sent: m.now})
 	case si.wasOwner && si.grantee == "" && ev.Epoch <= si.epoch && m.isTableOwner(s, ev.From):
 		// We owned the epoch before a restart and nobody holds a grant at
 		// it (our grantee gave it back): our copy is the one complete one,
@@ -227,6 +236,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		}
 	}
 	si = m.reset(s, role, ev.Epoch)
+	si.finalOf, si.finalSeq = 0, 0 // the copy replaces our data
 	if si.leader != ev.From {
 		si.leaderOwns, si.leaderGone, si.leaderFollows = false, false, false
 	}

@@ -709,9 +709,19 @@ func (m *Machine) tryTake(s Slot) {
 // the holder left the slot with nobody for good (sim seed 26269). Once
 // all answered NoReplica nobody holds the epoch: "" (giveUpTake) if our
 // view is quorate, else the holder again.
+//
+// A run whose own copy of the handed epoch was read back from disk (we
+// restarted since we offered) asks the other members the same way once
+// the holder said it has none: the holder of a release hands the epoch
+// over without a copy, on the strength of ours, which no longer counts,
+// and a restarted owner of the epoch still holds the complete one
+// (slotInfo.finalOf). It never gives up: nobody else can act on the
+// epoch while we hold its handover, so it asks the holder and the
+// members again, a round per retry.
 func (m *Machine) takeSource(s Slot) string {
 	si := &m.slots[s]
-	if !m.disowned || si.synced || !slices.Contains(si.tried, si.takeFrom) {
+	readBack := si.restored && si.epoch == si.takeEpoch
+	if !m.disowned && !readBack || si.synced || !slices.Contains(si.tried, si.takeFrom) {
 		return si.takeFrom
 	}
 	for _, c := range m.names {
@@ -719,7 +729,7 @@ func (m *Machine) takeSource(s Slot) string {
 			return c
 		}
 	}
-	if m.quorate() {
+	if m.disowned && m.quorate() {
 		return "" // nobody holds it: giveUpTake
 	}
 	si.tried = nil

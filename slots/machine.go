@@ -256,6 +256,15 @@ type slotInfo struct {
 	handedEpoch   Epoch
 	handedSeq     uint64
 	handedCopy    bool
+	// finalOf: our data is the complete copy of epoch finalOf, up to
+	// finalSeq, which we owned (a restarted owner, wasOwner) before news of
+	// a later epoch moved us on (stepDown). Nobody writes at finalOf any
+	// more, and we wrote every write acknowledged at it: an importer that
+	// was handed finalOf without a copy it may trust asks us for it
+	// (takeSource, onSnapshotRequest). Kept while the data stays (reset),
+	// not persisted; dropped with the data or when a copy replaces it.
+	finalOf  Epoch
+	finalSeq uint64
 	// tookBy: the importer that got our handover of epoch-1 (handoverTaken
 	// ended the record), persisted (SlotState.HandedTook) while epoch
 	// stays. A handover of epoch-1 from another node is not ours to take:
@@ -1019,7 +1028,8 @@ func (m *Machine) reset(s Slot, r Role, e Epoch) *slotInfo {
 	si := &m.slots[s]
 	m.busy[s/64] |= 1 << (s % 64) // not idle: see tickSlots
 	*si = slotInfo{role: r, epoch: e, seq: old.seq, leader: old.leader, underRep: old.underRep, unavail: old.unavail,
-		held: old.held, heldLeader: old.heldLeader, heldEpoch: old.heldEpoch, heldInc: old.heldInc}
+		held: old.held, heldLeader: old.heldLeader, heldEpoch: old.heldEpoch, heldInc: old.heldInc,
+		finalOf: old.finalOf, finalSeq: old.finalSeq}
 	if e == old.epoch || e == old.takeEpoch+1 {
 		// A handover in progress survives installing the final copy.
 		si.takeFrom, si.takeEpoch, si.takeSeq, si.takeDropped = old.takeFrom, old.takeEpoch, old.takeSeq, old.takeDropped

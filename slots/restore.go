@@ -148,12 +148,19 @@ func (m *Machine) restoreGrant(s Slot) bool {
 		si.void = nil // another grant, another epoch, or no copy: nothing to restore
 		return false
 	}
-	if m.alive(v.leader) || !m.takeQuorate() || !m.backed() {
-		return false
-	}
 	x := m.quietSince(v)
 	if h, ok := m.heard[v.leader]; v.from.IsZero() || ok && !h.Before(x) {
-		return false // we heard from it since: it may have acted on the lapse
+		// We heard from it since: it may have acted on the lapse, and
+		// nothing we hear later changes that. The grant is void for good:
+		// kept, it held us out of every census (censusAnswer) while its
+		// owner lived on, and that owner's own census (ownerCensusFor),
+		// its grantee forgotten, never completed (sim seed 23605 after the
+		// forget: our grant had moved on to that grantee since).
+		si.void = nil
+		return false
+	}
+	if m.alive(v.leader) || !m.takeQuorate() || !m.backed() {
+		return false
 	}
 	k := pairKey{v.leader, v.inc}
 	n, g := 0, 0 // quiet answers among our voters, among the grant's

@@ -196,6 +196,7 @@ func (m *Machine) drop(s Slot) {
 	holding := si.role != RoleNone || si.synced
 	si = m.reset(s, RoleNone, si.epoch)
 	si.wasOwner, si.handedCopy, si.takeOwn = false, false, false // the copy is gone
+	si.finalOf, si.finalSeq = 0, 0
 	if holding {
 		m.emit(DropSlot{Slot: s})
 		m.persist(s)
@@ -257,8 +258,15 @@ func (m *Machine) stepDown(s Slot, e Epoch, from string) {
 		si.leader = from
 		return
 	}
+	final, finalSeq := si.epoch, si.seq
+	if !si.wasOwner || si.role == RoleOwner || si.role == RoleSealing || e <= si.epoch {
+		final, finalSeq = si.finalOf, si.finalSeq
+	}
 	si = m.reset(s, RoleFollower, e)
 	si.leader = from
+	// A restarted owner's copy stays the one complete copy of its epoch
+	// (slotInfo.finalOf): the importer of the next may need it.
+	si.finalOf, si.finalSeq = final, finalSeq
 	m.setUnderReplicated(s, false)
 	m.persist(s)
 	m.advance(s)
