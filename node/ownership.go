@@ -137,8 +137,14 @@ func slotStates(metas map[uint16]storage.SlotMeta) map[slots.Slot]slots.SlotStat
 		if m.Role == 0 && m.OwnEpoch == 0 && !m.WasOwner {
 			continue
 		}
-		out[slots.Slot(s)] = slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee,
+		st := slots.SlotState{Role: slots.Role(m.Role), Epoch: slots.Epoch(m.OwnEpoch), Seq: m.OwnSeq, Grantee: m.Grantee,
 			Handed: m.Handed, HandedSeq: m.HandedSeq, HandedDropped: m.HandedDropped, HandedBare: m.HandedBare, HandedTook: m.HandedTook, WasOwner: m.WasOwner}
+		if m.FinalOf != 0 && m.FinalOf == m.Epoch && m.FinalOf < m.OwnEpoch {
+			// Still the data of the epoch we owned (a copy that replaced it
+			// since, its Persist lost to a crash, moved Epoch on).
+			st.FinalOf = slots.Epoch(m.FinalOf)
+		}
+		out[slots.Slot(s)] = st
 	}
 	return out
 }

@@ -317,7 +317,7 @@ func (w *writer) applyPersist(b *storage.Batch, op *persistOp) int {
 		m := w.repl.own(s)
 		m.Role, m.OwnEpoch, m.OwnSeq, m.Grantee = uint8(p.State.Role), uint64(p.State.Epoch), p.State.Seq, p.State.Grantee
 		m.Handed, m.HandedSeq, m.HandedDropped, m.WasOwner = p.State.Handed, p.State.HandedSeq, p.State.HandedDropped, p.State.WasOwner
-		m.HandedBare, m.HandedTook = p.State.HandedBare, p.State.HandedTook
+		m.HandedBare, m.HandedTook, m.FinalOf = p.State.HandedBare, p.State.HandedTook, uint64(p.State.FinalOf)
 		if p.State.Role == slots.RoleOwner && uint64(p.State.Epoch) > m.Epoch {
 			if _, ok := w.repl.bumpPrev[s]; !ok {
 				w.repl.bumpPrev[s] = m

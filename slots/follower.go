@@ -329,9 +329,10 @@ func (m *Machine) onNoReplica(ev NoReplica) {
 		// message rate (sim seed 12334, a handover to our forgotten run,
 		// whose copy it rested on; 5956 with -simsteps 400 and 8429
 		// without the forget, a copyless handover to us after our copy
-		// stopped counting as valid). A disowned run's retry asks the
-		// other members (takeSource). With none holding the epoch the slot
-		// stays with nobody (DESIGN §4, open).
+		// stopped counting as valid). The retry of a disowned run, or of
+		// one whose copy was read back, asks the other members
+		// (takeSource): a restarted owner of the epoch serves its copy
+		// (slotInfo.finalOf).
 		m.advance(ev.Slot)
 		return
 	}

@@ -262,7 +262,8 @@ type slotInfo struct {
 	// more, and we wrote every write acknowledged at it: an importer that
 	// was handed finalOf without a copy it may trust asks us for it
 	// (takeSource, onSnapshotRequest). Kept while the data stays (reset),
-	// not persisted; dropped with the data or when a copy replaces it.
+	// persisted (SlotState.FinalOf); dropped with the data or when a copy
+	// replaces it.
 	finalOf  Epoch
 	finalSeq uint64
 	// tookBy: the importer that got our handover of epoch-1 (handoverTaken
@@ -330,6 +331,9 @@ func New(cfg Config, persisted map[Slot]SlotState) (*Machine, error) {
 		si.epoch, si.seq, si.restored = st.Epoch, st.Seq, st.Epoch > 0
 		if st.Epoch > 0 && st.HandedTook != cfg.Self {
 			si.tookBy = st.HandedTook
+		}
+		if st.FinalOf != 0 && st.FinalOf < st.Epoch {
+			si.finalOf, si.finalSeq = st.FinalOf, st.Seq // the data is as stepDown left it
 		}
 		if st.Role != RoleNone || st.WasOwner {
 			si.role = RoleFollower
@@ -562,6 +566,9 @@ func (m *Machine) State(s Slot) SlotState {
 		st.HandedBare = !si.handedCopy
 	}
 	st.HandedTook = si.tookBy
+	if si.finalOf != 0 && si.finalOf < si.epoch {
+		st.FinalOf = si.finalOf
+	}
 	return st
 }
 

@@ -85,6 +85,7 @@ func TestStatesRoundTrip(t *testing.T) {
 		"follower@3#1^n2#1:[0] follower@3#4^n2#0:[1-2] none@5#0>n3^n1#2:[4]",
 		"follower+@2#0:[0] follower+@4#1>n2:[1]",
 		"none@2#0=n4:[0] follower@3#1^n2#1-=n5:[1]",
+		"follower@2#5%1:[0] none@4#0=n3%2:[1]",
 	} {
 		m, err := ParseStates(text)
 		if err != nil {
@@ -96,7 +97,8 @@ func TestStatesRoundTrip(t *testing.T) {
 		}
 	}
 	for _, text := range []string{"owner@1:[0]", "boss@1#0:[0]", "owner@1#0:[3-1]", "owner@1#0:[0] none@0#0:[0]", "owner@1#0[0]",
-		"follower@3#1^n2:[0]", "follower@3#1^#1:[0]", "follower@3#1^n2#x:[0]", "follower++@2#0:[0]", "+@2#0:[0]"} {
+		"follower@3#1^n2:[0]", "follower@3#1^#1:[0]", "follower@3#1^n2#x:[0]", "follower++@2#0:[0]", "+@2#0:[0]",
+		"follower@2#0%:[0]", "follower@2#0%0:[0]", "follower@2#0%x:[0]"} {
 		if _, err := ParseStates(text); err == nil {
 			t.Errorf("ParseStates(%q) = nil error, want one", text)
 		}
@@ -108,6 +110,43 @@ func TestStatesRoundTrip(t *testing.T) {
 // revokes the grant that heartbeat renewed nor rolls the copy back; when
 // the owner then dies, its follower still promotes. Before, the late
 // snapshot reset the grant and nobody could ever take the slot.
+// TestFinalCopyServed: the mark of a past owner's complete copy of its
+// epoch (SlotState.FinalOf) survives a restart, and the copy is served to
+// whoever asks for that epoch, and for no other; a mark not below the
+// epoch is not read back.
+func TestFinalCopyServed(t *testing.T) {
+	cfg := DefaultLocalConfig("n1")
+	cfg.NumSlots = 4
+	m, err := New(cfg, map[Slot]SlotState{1: {Role: RoleFollower, Epoch: 3, Seq: 5, FinalOf: 2}, 2: {Role: RoleFollower, Epoch: 2, Seq: 1, FinalOf: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.State(1), (SlotState{Role: RoleFollower, Epoch: 3, Seq: 5, FinalOf: 2}); got != want {
+		t.Errorf("State(1) after New = %v, want %v", got, want)
+	}
+	if got := m.State(2); got.FinalOf != 0 {
+		t.Errorf("State(2) after New = %v, want no FinalOf (not below the epoch)", got)
+	}
+	served := func(effs []Effect) (SendSnapshot, bool) {
+		for _, ef := range effs {
+			if ss, ok := ef.(SendSnapshot); ok {
+				return ss, true
+			}
+		}
+		return SendSnapshot{}, false
+	}
+	ss, ok := served(m.Step(SnapshotRequest{Slot: 1, Epoch: 2, From: "n2"}))
+	if !ok || ss.Epoch != 2 || ss.Seq != 5 || ss.To != "n2" {
+		t.Errorf("request for epoch 2 of slot 1: served %+v (%v), want the copy of epoch 2 at seq 5 to n2", ss, ok)
+	}
+	if ss, ok := served(m.Step(SnapshotRequest{Slot: 1, Epoch: 1, From: "n2"})); ok {
+		t.Errorf("request for epoch 1 of slot 1: served %+v, want none", ss)
+	}
+	if ss, ok := served(m.Step(SnapshotRequest{Slot: 2, Epoch: 1, From: "n2"})); ok {
+		t.Errorf("request for epoch 1 of slot 2: served %+v, want none", ss)
+	}
+}
+
 func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
 	c := bootstrapped3(t)
 	for i := 1; i <= 20; i++ {

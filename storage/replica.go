@@ -359,6 +359,10 @@ type SlotMeta struct {
 	// HandedTook is slots.SlotState.HandedTook: the importer that took
 	// OwnEpoch from this node's handover, the record of it ended.
 	HandedTook string `msgpack:"ht,omitempty"`
+	// FinalOf is slots.SlotState.FinalOf: this node owned that epoch and
+	// its data (at Epoch, which equals it) is still that epoch's complete
+	// copy.
+	FinalOf uint64 `msgpack:"fo,omitempty"`
 }
 
 // maxMetaDropped bounds SlotMeta.HandedDropped (a few names in

@@ -29,7 +29,10 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	if m.HandedTook != "" {
 		n++
 	}
-	dst = append(dst, 0x80|byte(n)) // fixmap: at most 12 fields
+	if m.FinalOf != 0 {
+		n++
+	}
+	dst = append(dst, 0x80|byte(n)) // fixmap: at most 13 fields
 	dst = appendMetaUint64(dst, "e", m.Epoch)
 	dst = appendMetaUint64(dst, "s", m.Seq)
 	dst = append(appendMetaStr(dst, "r"), 0xcc, m.Role)
@@ -59,6 +62,9 @@ func appendSlotMeta(dst []byte, m *SlotMeta) []byte {
 	}
 	if m.HandedTook != "" {
 		dst = appendMetaStr(appendMetaStr(dst, "ht"), m.HandedTook)
+	}
+	if m.FinalOf != 0 {
+		dst = appendMetaUint64(dst, "fo", m.FinalOf)
 	}
 	return dst
 }

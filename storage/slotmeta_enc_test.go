@@ -15,8 +15,8 @@ import (
 // byte for byte what msgpack.Marshal writes, for empty, boundary and
 // random values, and decodes back to the meta.
 func TestAppendSlotMetaIsMsgpack(t *testing.T) {
-	if n := reflect.TypeFor[SlotMeta]().NumField(); n != 12 {
-		t.Fatalf("SlotMeta has %d fields, appendSlotMeta encodes 12: teach it the new ones (and this test)", n)
+	if n := reflect.TypeFor[SlotMeta]().NumField(); n != 13 {
+		t.Fatalf("SlotMeta has %d fields, appendSlotMeta encodes 13: teach it the new ones (and this test)", n)
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	u64s := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxUint64}
@@ -32,12 +32,12 @@ func TestAppendSlotMetaIsMsgpack(t *testing.T) {
 	metas := []SlotMeta{{}, {Epoch: 2, Seq: 1, Role: 1, OwnEpoch: 3, OwnSeq: 1, Handed: "n4", HandedSeq: 1},
 		{Epoch: math.MaxUint64, Seq: math.MaxUint64, Role: 255, OwnEpoch: math.MaxUint64, OwnSeq: math.MaxUint64,
 			Grantee: "g", Handed: "h", HandedSeq: math.MaxUint64, HandedDropped: "x,y", WasOwner: true, HandedBare: true,
-			HandedTook: "t"},
+			HandedTook: "t", FinalOf: math.MaxUint64},
 		{Role: 1, OwnEpoch: 2, WasOwner: true}}
 	for range 5000 {
 		metas = append(metas, SlotMeta{Epoch: u(), Seq: u(), Role: uint8(r.IntN(256)), OwnEpoch: u(), OwnSeq: u(),
 			Grantee: s(), Handed: s(), HandedSeq: u(), HandedDropped: s(), WasOwner: r.IntN(2) == 0, HandedBare: r.IntN(2) == 0,
-			HandedTook: s()})
+			HandedTook: s(), FinalOf: u()})
 	}
 	for _, m := range metas {
 		want, err := msgpack.Marshal(&m)

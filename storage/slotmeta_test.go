@@ -29,6 +29,7 @@ func TestDecodeSlotMeta(t *testing.T) {
 		{name: "empty", want: SlotMeta{}},
 		{name: "names at the bound", want: SlotMeta{Grantee: long[1:], Handed: long[1:], HandedTook: long[1:]}},
 		{name: "took", want: SlotMeta{Epoch: 1, Seq: 3, OwnEpoch: 2, HandedTook: "n3"}},
+		{name: "final copy", want: SlotMeta{Epoch: 1, Seq: 3, Role: 1, OwnEpoch: 2, FinalOf: 1}},
 		{name: "taker over the bound", want: SlotMeta{OwnEpoch: 2, HandedTook: long}, bad: true},
 		{name: "grantee over the bound", want: SlotMeta{Grantee: long}, bad: true},
 		{name: "handed over the bound", want: SlotMeta{Role: 1, OwnEpoch: 3, Handed: long}, bad: true},
