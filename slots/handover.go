@@ -407,6 +407,15 @@ func (m *Machine) onOffer(ev HandoverOffer) {
 		// due (sim seeds 18134, 20907: answered at the importer's next
 		// round, 4 s later, it landed on the check after the faults).
 		si.heldOffer = ev.From
+	case m.waitsForImporter(s) && !ev.Census:
+		// We cannot hand it over until the dead importer of our handover
+		// comes back or is forgotten: say so, so that the table owner
+		// moves on to the next member at once and, finding nobody,
+		// reports the slot unavailable (importStep). Silence held each
+		// of its rounds up a retry; at the check after the faults the
+		// slot showed importing, not unavailable (sim seed 23605). Not
+		// to a census: a NoReplica there says we hold nothing longer.
+		m.emit(SendNoReplica{Slot: s, Epoch: si.epoch, To: ev.From})
 	}
 }
 

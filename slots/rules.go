@@ -152,12 +152,12 @@ func (m *Machine) advanceSlot(s Slot) {
 			}
 			m.importStep(s)
 		case follower == self:
-			m.setUnavailable(s, m.waitsForImporter(s))
+			m.setUnavailable(s, false)
 			if si.role != RoleNone || si.synced {
 				si.role = RoleFollower
 			}
 		default:
-			m.setUnavailable(s, m.waitsForImporter(s))
+			m.setUnavailable(s, false)
 			if si.role == RoleImporting || si.role == RoleUnavailable {
 				si.role = RoleFollower
 			}
@@ -181,9 +181,6 @@ func (m *Machine) advanceSlot(s Slot) {
 // not hand the epoch to anyone else (it may have taken it), and we hold no
 // grant of it to act on (a lapse voided it, or we restarted since): nobody
 // can fire the slot until it comes back or is forgotten (endHandovers).
-// We report the slot unavailable meanwhile; the table owner, importing,
-// only finds nobody to hand it over at the end of its round of offers
-// (sim seed 23605: the check after the faults found nobody reporting it).
 func (m *Machine) waitsForImporter(s Slot) bool {
 	si := &m.slots[s]
 	return m.handsOver(s) && !si.leaderOwns && !m.alive(si.handedTo) && !si.grantor && si.void == nil

@@ -50,6 +50,7 @@ var (
 	simDisown    = flag.Bool("simdisown", true, "TestSimulation tells a forgotten node that comes back that it was (slots.Disowned)")
 	simWipeFault = flag.Int("simwipefault", 0, "TestSimulation: 1 in N restarts of the fault phase bring the node back with an empty data dir, not forgotten (0: none)")
 	simTail      = flag.Int("simtail", 0, "TestSimulation: extra 100 ms ticks before the last check")
+	simFired     = flag.Bool("simfiredafterforget", false, "TestSimulation: every slot must fire once the crashed nodes are forgotten, before they return (else that is only logged)")
 	simStrict    = flag.Bool("simstrict", false, "TestSimulation: once every node is back, excuse an unfired slot only after a wipe, not after a forget (open: see DESIGN §4)")
 	simRestarts  = flag.Int("simrestarts", 200, "number of TestSimulationRestarts seeds (50 with -short)")
 	simWipe      = flag.Bool("simwipe", false, "TestSimulation restarts every forgotten node with an empty data dir (by default only on even seeds; on odd ones with its data)")
@@ -57,7 +58,7 @@ var (
 
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		simulate(t, uint64(*simSeed), simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict})
+		simulate(t, uint64(*simSeed), simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict, firedAfterForget: *simFired})
 		return
 	}
 	seeds := *simSeeds
@@ -149,7 +150,7 @@ func TestSimulation(t *testing.T) {
 	for _, seed := range slices.Compact(slices.Sorted(slices.Values(all))) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			simulate(t, seed, simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict})
+			simulate(t, seed, simOpts{wipeFault: *simWipeFault, forget: *simForget, strict: *simStrict, firedAfterForget: *simFired})
 		})
 	}
 	// Seeds whose slots must all fire after the forget, before the
