@@ -11,6 +11,7 @@ func (m *Machine) becomeOwner(s Slot, e Epoch, sus []suspect, holder string) {
 	si := m.reset(s, RoleOwner, e)
 	si.synced, si.leader, si.suspects = true, m.cfg.Self, sus
 	si.takeFrom = ""
+	si.finalOf, si.finalSeq = 0, 0 // we write at e from now on
 	si.follower, si.followerAcked = holder, holder != ""
 	if len(sus) > 0 {
 		si.grantee = sus[0].name

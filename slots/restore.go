@@ -154,8 +154,8 @@ func (m *Machine) restoreGrant(s Slot) bool {
 		// nothing we hear later changes that. The grant is void for good:
 		// kept, it held us out of every census (censusAnswer) while its
 		// owner lived on, and that owner's own census (ownerCensusFor),
-		// its grantee forgotten, never completed (sim seed 23605 after the
-		// forget: our grant had moved on to that grantee since).
+		// its grantee forgotten, never completed (sim seed 427 after the
+		// forget: its grant had moved on to that grantee since).
 		si.void = nil
 		return false
 	}
