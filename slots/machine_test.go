@@ -105,11 +105,6 @@ func TestStatesRoundTrip(t *testing.T) {
 	}
 }
 
-// TestStaleSnapshotKeepsTheGrant: a snapshot that arrives after a newer
-// heartbeat of the same owner (sent earlier, delivered late) neither
-// revokes the grant that heartbeat renewed nor rolls the copy back; when
-// the owner then dies, its follower still promotes. Before, the late
-// snapshot reset the grant and nobody could ever take the slot.
 // TestFinalCopyServed: the mark of a past owner's complete copy of its
 // epoch (SlotState.FinalOf) survives a restart, and the copy is served to
 // whoever asks for that epoch, and for no other; a mark not below the
@@ -147,6 +142,11 @@ func TestFinalCopyServed(t *testing.T) {
 	}
 }
 
+// TestStaleSnapshotKeepsTheGrant: a snapshot that arrives after a newer
+// heartbeat of the same owner (sent earlier, delivered late) neither
+// revokes the grant that heartbeat renewed nor rolls the copy back; when
+// the owner then dies, its follower still promotes. Before, the late
+// snapshot reset the grant and nobody could ever take the slot.
 func TestStaleSnapshotKeepsTheGrant(t *testing.T) {
 	c := bootstrapped3(t)
 	for i := 1; i <= 20; i++ {

@@ -110,8 +110,9 @@ func TestSimulation(t *testing.T) {
 	// handed the epoch over while the owner fired on; suspect.releaseSent).
 	// 23605 (a draining holder's grant of the importer it had handed its
 	// epoch to with a copy, which crashed before the handover reached it,
-	// was voided by a pause: nobody reported the slot unavailable while
-	// the importer was down, waitsForImporter, and after its forget the
+	// was voided by a pause: the holder left the table owner's offers
+	// unanswered, so nobody reported the slot unavailable while the
+	// importer was down, waitsForImporter, and after its forget the
 	// record of that handover kept the census out, endHandovers).
 	all := []uint64{1227, 1696, 2305, 2332, 2776, 4448, 5667, 5854, 8429, 9825, 12334, 14340, 14850, 16450, 20812, 22062, 23605, 25134, 25389,
 		26269, 28545, 30224, 32400, 32510, 34010, 34844, 36823, 37182}
@@ -210,8 +211,9 @@ func TestSimulation(t *testing.T) {
 // back no longer counting, and the restarted owner of the epoch, whose
 // copy was the one complete one, answered its requests NoReplica once a
 // later epoch had moved it on: slotInfo.finalOf, takeSource) and 23605
-// (nobody reported unavailable a slot waiting for the importer a holder
-// had handed it to, crashed: waitsForImporter).
+// (nobody reported unavailable a slot waiting for the crashed importer a
+// holder had handed it to: the holder left the table owner's offers
+// unanswered; waitsForImporter).
 func TestSimulationRestarts(t *testing.T) {
 	seeds := *simRestarts
 	if testing.Short() {
