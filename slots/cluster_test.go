@@ -578,7 +578,7 @@ func (c *cluster) route(from string, e Effect) {
 		send(e.To, PairReplAck{From: from, Sent: e.Sent, Inc: e.Inc, Gen: e.Gen, Promise: e.Promise, Floors: e.Floors})
 	case SendSnapshot:
 		send(e.To, SnapshotComplete{Slot: e.Slot, Epoch: e.Epoch, Seq: e.Seq, From: from, Sent: e.Sent, Grant: e.Grant, Owner: e.Owner,
-			Inc: e.Inc, Term: e.Term})
+			Inc: e.Inc, Term: e.Term, Final: e.Final})
 	case RequestSnapshot:
 		c.checkAsks(askKey{from, e.From, e.Slot, 'R'})
 		send(e.From, SnapshotRequest{Slot: e.Slot, Epoch: e.Epoch, From: from})

@@ -131,6 +131,10 @@ type SendSnapshot struct {
 	// Inc and Term are the sender's incarnation and vote term
 	// (Config.Vote): a grant in the copy is theirs, as on a Heartbeat.
 	Inc, Term uint64
+	// Final: the copy is the complete one of epoch Epoch-1, which the
+	// sender owned (slotInfo.finalOf), for the importer of Epoch; its
+	// data keeps that epoch's position.
+	Final bool
 }
 
 // RequestSnapshot: ask From for a copy; received as SnapshotRequest.
@@ -305,7 +309,7 @@ func (e GiveConsent) String() string {
 }
 func (e PersistConsents) String() string { return fmt.Sprintf("PersistConsents %v", e.Consents) }
 func (e SendSnapshot) String() string {
-	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"))
+	return fmt.Sprintf("SendSnapshot s=%d e=%d q=%d to=%s%s%s", e.Slot, e.Epoch, e.Seq, e.To, mark(e.Grant, " grant"), mark(e.Final, " final"))
 }
 func (e RequestSnapshot) String() string {
 	return fmt.Sprintf("RequestSnapshot s=%d e=%d from=%s", e.Slot, e.Epoch, e.From)

@@ -178,6 +178,9 @@ type SnapshotComplete struct {
 	// the slot at Epoch (nobody but the owner of an epoch seals it).
 	Owner     bool
 	Inc, Term uint64 // see SendSnapshot.Inc
+	// Final: the copy is the complete one of epoch Epoch-1, its owner's
+	// data (SendSnapshot.Final).
+	Final bool
 }
 
 // NoReplica is From's answer to a SnapshotRequest or HandoverOffer when it

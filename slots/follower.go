@@ -173,6 +173,14 @@ func (m *Machine) onSnapshotRequest(ev SnapshotRequest) {
 		// the epoch to an importer whose copy, read back after a crash,
 		// no longer counted; ours was the only one).
 		m.emit(SendSnapshot{Slot: s, Epoch: si.finalOf, Seq: si.finalSeq, To: ev.From, Sent: m.now})
+	case si.finalOf != 0 && ev.Epoch == si.finalOf+1 && !si.synced && si.epoch > si.finalOf:
+		// The same copy for an importer handed the next epoch without
+		// one (a release holder hands over on the strength of the
+		// importer's copy, which it may lose since: sim seed 9126 with
+		// -simsteps 400 and without the forget, where the importer
+		// drained and dropped it). It takes the epoch with it
+		// (onSnapshot: Final).
+		m.emit(SendSnapshot{Slot: s, Epoch: ev.Epoch, Seq: si.finalSeq, To: ev.From, Sent: m.now, Final: true})
 	case si.wasOwner && si.grantee == "" && ev.Epoch <= si.epoch && m.isTableOwner(s, ev.From):
 		// We owned the epoch before a restart and nobody holds a grant at
 		// it (our grantee gave it back): our copy is the one complete one,
@@ -200,7 +208,9 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 		si = &m.slots[s]
 	}
 	owner, _ := m.position(s)
-	take := si.takeFrom == ev.From && ev.Epoch == si.takeEpoch+1
+	// The holder's copy of the epoch it handed us, or the final copy of
+	// the epoch before, served by its restarted owner (Final).
+	take := si.takeFrom != "" && ev.Epoch == si.takeEpoch+1 && (si.takeFrom == ev.From || ev.Final)
 	if !m.inPosition(s) && !take {
 		if ev.Epoch > si.epoch {
 			m.stepDown(s, ev.Epoch, ev.From)
@@ -254,6 +264,7 @@ func (m *Machine) onSnapshot(ev SnapshotComplete) {
 	}
 	if take {
 		si.offerFirst = offerFirst // for takeOver's cover
+		si.takeFinal = ev.Final
 	}
 	if keep {
 		si.grantor, si.grantedUntil, si.seq, si.grantInc = prevGrantor && m.backed() && m.inPosition(s), prevUntil, max(si.seq, prevSeq), prevInc

@@ -678,6 +678,10 @@ func (m *Machine) tryTake(s Slot) {
 		m.takeOver(s, si.epoch+1, si.takeFrom, si.synced && si.seq == si.takeSeq)
 	case si.epoch == si.takeEpoch+1 && si.synced && si.leader == si.takeFrom && si.seq >= si.takeSeq:
 		m.takeOver(s, si.epoch, si.takeFrom, true) // the final copy arrived
+	case si.epoch == si.takeEpoch+1 && si.synced && si.takeFinal && si.seq >= si.takeSeq:
+		// The final copy of the epoch handed on, from the restarted owner
+		// of that epoch (onSnapshotRequest): the holder holds none.
+		m.takeOver(s, si.epoch, si.takeFrom, false)
 	case si.epoch == si.takeEpoch+1 && si.takeOwn && si.seq >= si.takeSeq:
 		// Our own copy, complete when a third node's word of the epoch
 		// handed to us moved us to it (slotInfo.takeOwn).
@@ -730,10 +734,11 @@ func (m *Machine) tryTake(s Slot) {
 func (m *Machine) takeSource(s Slot) string {
 	si := &m.slots[s]
 	readBack := si.restored && si.epoch == si.takeEpoch
-	if !m.disowned && !readBack || si.synced || !slices.Contains(si.tried, si.takeFrom) {
+	bare := si.epoch == si.takeEpoch+1 // no copy of ours, at the epoch handed to us
+	if !m.disowned && !readBack && !bare || si.synced || !slices.Contains(si.tried, si.takeFrom) {
 		return si.takeFrom
 	}
-	for _, c := range m.names {
+	for _, c := range m.askable() {
 		if c != m.cfg.Self && m.alive(c) && !slices.Contains(si.tried, c) {
 			return c
 		}

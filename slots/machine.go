@@ -245,6 +245,11 @@ type slotInfo struct {
 	// without one never has (sim seed 23059 without the forget).
 	takeOwn   bool
 	takeAfter time.Time
+	// takeFinal: our copy (at takeEpoch+1) is the final one of takeEpoch,
+	// served by its restarted owner (SnapshotComplete.Final), not the
+	// holder's: the holder handed over without one. Set by the copy,
+	// lost with it (reset).
+	takeFinal bool
 
 	// After handing the slot over at handedEpoch. handedCopy: we kept the
 	// final copy. The handover is persisted (SlotState.Handed, HandedBare

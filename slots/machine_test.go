@@ -140,6 +140,22 @@ func TestFinalCopyServed(t *testing.T) {
 	if ss, ok := served(m.Step(SnapshotRequest{Slot: 2, Epoch: 1, From: "n2"})); ok {
 		t.Errorf("request for epoch 1 of slot 2: served %+v, want none", ss)
 	}
+	// At the next epoch, for an importer handed it without a copy: the
+	// same data, as the final copy of epoch 2 (sim seed 9126).
+	ss, ok = served(m.Step(SnapshotRequest{Slot: 1, Epoch: 3, From: "n3"}))
+	if !ok || ss.Epoch != 3 || ss.Seq != 5 || ss.To != "n3" || !ss.Final {
+		t.Errorf("request for epoch 3 of slot 1: served %+v (%v), want the final copy of epoch 2 at seq 5 to n3, at epoch 3", ss, ok)
+	}
+	// Outside the table's position the copy stays through news of a
+	// later epoch, and goes when an owner of one speaks.
+	m.Step(EpochSeen{Slot: 1, Epoch: 4, From: "n3"})
+	if got := m.State(1); got.FinalOf != 2 || got.Epoch != 4 {
+		t.Errorf("State(1) after news of epoch 4 = %v, want epoch 4 and the final copy of 2 kept", got)
+	}
+	effs := m.Step(EpochSeen{Slot: 1, Epoch: 4, From: "n3", Owner: true})
+	if got := m.State(1); got.FinalOf != 0 || !slices.ContainsFunc(effs, func(ef Effect) bool { return ef == DropSlot{Slot: 1} }) {
+		t.Errorf("State(1) after n3 owns epoch 4 = %v, effects %v, want the copy dropped", got, effs)
+	}
 }
 
 // TestStaleSnapshotKeepsTheGrant: a snapshot that arrives after a newer

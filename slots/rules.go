@@ -190,7 +190,7 @@ func (m *Machine) waitsForImporter(s Slot) bool {
 // lower epochs are still rejected, and the leader as a hint.
 func (m *Machine) drop(s Slot) {
 	si := &m.slots[s]
-	holding := si.role != RoleNone || si.synced
+	holding := si.role != RoleNone || si.synced || si.finalOf != 0
 	si = m.reset(s, RoleNone, si.epoch)
 	si.wasOwner, si.handedCopy, si.takeOwn = false, false, false // the copy is gone
 	si.finalOf, si.finalSeq = 0, 0
@@ -237,7 +237,26 @@ func (m *Machine) reject(s Slot, e Epoch, from string) bool {
 func (m *Machine) stepDown(s Slot, e Epoch, from string) {
 	m.stopFiring(s) // first: stop at once
 	si := &m.slots[s]
+	final, finalSeq := si.epoch, si.seq
+	if !si.wasOwner || si.role == RoleOwner || si.role == RoleSealing || e <= si.epoch {
+		final, finalSeq = si.finalOf, si.finalSeq
+	}
 	if !m.inPosition(s) {
+		if final != 0 && e > final {
+			// A restarted owner's copy is the one complete copy of its
+			// epoch wherever the table puts the slot: the importer of
+			// the next epoch may have been handed it without a copy
+			// (onSnapshotRequest serves it). Dropped here, the slot had
+			// nobody for good (sim seed 9126 with -simsteps 400 and
+			// without the forget: the owner, restarted and draining,
+			// heard of the next epoch and dropped the only copy). It
+			// goes once an owner of a later epoch speaks (onEpochSeen).
+			si = m.reset(s, RoleNone, e)
+			si.finalOf, si.finalSeq, si.leader = final, finalSeq, from
+			m.setUnderReplicated(s, false)
+			m.persist(s)
+			return
+		}
 		if si.role != RoleNone || si.synced {
 			si.epoch = e
 			m.drop(s)
@@ -255,10 +274,6 @@ func (m *Machine) stepDown(s Slot, e Epoch, from string) {
 		si.leader = from
 		return
 	}
-	final, finalSeq := si.epoch, si.seq
-	if !si.wasOwner || si.role == RoleOwner || si.role == RoleSealing || e <= si.epoch {
-		final, finalSeq = si.finalOf, si.finalSeq
-	}
 	si = m.reset(s, RoleFollower, e)
 	si.leader = from
 	// A restarted owner's copy stays the one complete copy of its epoch
@@ -267,6 +282,19 @@ func (m *Machine) stepDown(s Slot, e Epoch, from string) {
 	m.setUnderReplicated(s, false)
 	m.persist(s)
 	m.advance(s)
+}
+
+// finalTaken drops the final copy of an epoch we owned (slotInfo.finalOf)
+// that we keep outside the table's position (stepDown) once the owner of
+// a later epoch speaks: whoever took the epoch after ours took it with
+// every write acknowledged at ours. It reports whether it dropped it.
+func (m *Machine) finalTaken(s Slot, ev EpochSeen) bool {
+	si := &m.slots[s]
+	if !ev.Owner || si.finalOf == 0 || ev.Epoch <= si.finalOf || si.role != RoleNone || m.inPosition(s) {
+		return false
+	}
+	m.drop(s)
+	return true
 }
 
 func (m *Machine) onEpochSeen(ev EpochSeen) {
@@ -291,6 +319,10 @@ func (m *Machine) onEpochSeen(ev EpochSeen) {
 	}
 	if ev.Epoch > si.epoch {
 		m.stepDown(s, ev.Epoch, ev.From)
+		m.finalTaken(s, ev)
+		return
+	}
+	if m.finalTaken(s, ev) {
 		return
 	}
 	if ev.Owner && ev.From == si.leader {

@@ -91,7 +91,7 @@ func (e *Executor) execute(effs []slots.Effect, touched map[uint16]bool, all, re
 			}
 		case slots.SendSnapshot:
 			touched[uint16(ef.Slot)] = true
-			e.d.Snapshots.SendSnapshot(uint16(ef.Slot), uint64(ef.Epoch), ef.To, ef.Sent, ef.Grant, ef.Owner, ef.Inc, ef.Term)
+			e.d.Snapshots.SendSnapshot(ef)
 		case slots.Seal:
 			touched[uint16(ef.Slot)] = true
 			e.sealing[uint16(ef.Slot)] = true

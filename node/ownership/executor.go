@@ -49,10 +49,11 @@ type SlotData interface {
 
 // Snapshots streams a full copy of a slot to a node.
 type Snapshots interface {
-	// grant: the snapshot carries the lease grant; owner: the sender owns
-	// epoch (slots.SendSnapshot.Owner).
-	// inc, term: the sender's incarnation and vote term (SendSnapshot.Inc).
-	SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool, inc, term uint64)
+	// SendSnapshot queues the copy the machine's effect asks for: its
+	// Epoch is the machine's, the data keeps its own position; Grant,
+	// Owner, Inc, Term and Final travel with it to the receiver's
+	// SnapshotComplete.
+	SendSnapshot(ef slots.SendSnapshot)
 	// FollowerReady says that a slot's replicas can take it over now (the
 	// board's Replicas says safe again): writes that waited may be done.
 	FollowerReady()

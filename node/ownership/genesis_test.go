@@ -125,15 +125,15 @@ func (g *genesisExec) owned() int {
 
 type nopStore struct{}
 
-func (nopStore) PersistStates([]slots.Persist) error                                        { return nil }
-func (nopStore) SetVoters([]string) error                                                   { return nil }
-func (nopStore) SetConsents([]slots.Consent) error                                          { return nil }
-func (nopStore) DropSlots([]uint16, []uint64) error                                         { return nil }
-func (nopStore) IdleSlots(ss []uint16) ([]uint16, error)                                    { return ss, nil }
-func (nopStore) Seq(uint16) uint64                                                          { return 0 }
-func (nopStore) SendSnapshot(uint16, uint64, string, time.Time, bool, bool, uint64, uint64) {}
-func (nopStore) FollowerReady()                                                             {}
-func tableOf(names ...string) ring.Table                                                    { return ring.Assign(ringMembers(names), slots.Count) }
+func (nopStore) PersistStates([]slots.Persist) error     { return nil }
+func (nopStore) SetVoters([]string) error                { return nil }
+func (nopStore) SetConsents([]slots.Consent) error       { return nil }
+func (nopStore) DropSlots([]uint16, []uint64) error      { return nil }
+func (nopStore) IdleSlots(ss []uint16) ([]uint16, error) { return ss, nil }
+func (nopStore) Seq(uint16) uint64                       { return 0 }
+func (nopStore) SendSnapshot(slots.SendSnapshot)         {}
+func (nopStore) FollowerReady()                          {}
+func tableOf(names ...string) ring.Table                 { return ring.Assign(ringMembers(names), slots.Count) }
 func ringMembers(names []string) (out []ring.Member) {
 	for _, n := range names {
 		out = append(out, ring.Member{Name: n})

@@ -212,8 +212,9 @@ func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
 		{Slot: 1, Epoch: 5, Seq: 7},
 		{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5, Owner: true},
 		{Slot: 3, Epoch: 5, Seq: 9},
-		// A follower's copy (a handover's final copy) does not wait.
-		{Slot: 4, Epoch: 6, Seq: 2, Reset: true, Snap: true, SnapEpoch: 6},
+		// A follower's copy (a handover's final copy, or a restarted
+		// owner's of the epoch before: Final) does not wait.
+		{Slot: 4, Epoch: 5, Seq: 2, Reset: true, Snap: true, SnapEpoch: 6, Final: true},
 	}})
 	out, err := Receive(context.Background(), c, own, "n2", body)
 	if err != nil {
@@ -229,8 +230,8 @@ func TestReceiveDefersSnapshotsWhenPressed(t *testing.T) {
 	if len(c.applied) != 3 || c.applied[0].Slot != 1 || c.applied[1].Slot != 3 || c.applied[2].Slot != 4 {
 		t.Errorf("applied %+v, want the live writes of slots 1 and 3 and the follower's copy of 4", c.applied)
 	}
-	if len(own.applied) != 1 || own.applied[0].Slot != 4 {
-		t.Errorf("snapshots reported to the machine: %+v, want slot 4's", own.applied)
+	if len(own.applied) != 1 || own.applied[0].Slot != 4 || own.applied[0].Epoch != 6 || !own.applied[0].Final {
+		t.Errorf("snapshots reported to the machine: %+v, want slot 4's, at epoch 6, final", own.applied)
 	}
 	c.applied = nil
 	body, _ = msgpack.Marshal(Request{From: "n2", Msgs: []Msg{{Slot: 2, Epoch: 5, Seq: 3, Reset: true, Snap: true, SnapEpoch: 5, Owner: true}}})

@@ -44,7 +44,7 @@ func encodeRequest(r *Request) []byte {
 
 func appendMsg(out []byte, m *Msg) []byte {
 	k := 7 // s, e, q, pe, pq, n, d
-	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0, m.SnapInc != 0, m.SnapTerm != 0, len(m.Priors) > 0} {
+	for _, set := range []bool{m.Reset, m.Snap, m.Sent != 0, m.Grant, m.Owner, m.SnapEpoch != 0, m.SnapInc != 0, m.SnapTerm != 0, m.Final, len(m.Priors) > 0} {
 		if set {
 			k++
 		}
@@ -78,6 +78,9 @@ func appendMsg(out []byte, m *Msg) []byte {
 	}
 	if m.SnapTerm != 0 {
 		out = mpUint(mpStr(out, "xm"), m.SnapTerm)
+	}
+	if m.Final {
+		out = mpBool(mpStr(out, "xf"), true)
 	}
 	out = mpInt(mpStr(out, "n"), int64(m.Count))
 	if len(m.Priors) > 0 {
@@ -177,6 +180,8 @@ func (d *mpReader) msg(m *Msg) {
 			m.SnapInc = d.uint()
 		case "xm":
 			m.SnapTerm = d.uint()
+		case "xf":
+			m.Final = d.bool()
 		case "n":
 			v := d.int()
 			if v < math.MinInt32 || v > math.MaxInt32 {

@@ -18,7 +18,7 @@ func repWireCases() ([]Request, []Answer) {
 		{From: "n1", Msgs: []Msg{}},
 		{From: "n1", Msgs: []Msg{{Slot: 7, Epoch: 1, Seq: 1}}},
 		{From: string(make([]byte, 40)), Msgs: []Msg{{Slot: math.MaxUint16, Epoch: 3, Seq: 9, PrevEpoch: 2, PrevSeq: 8,
-			Reset: true, Snap: true, Sent: 1_800_000_000_123_456_789, Grant: true, Owner: true, SnapEpoch: 4, Count: 2, Data: []byte{1, 2, 3}, Priors: []byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 9}}}},
+			Reset: true, Snap: true, Sent: 1_800_000_000_123_456_789, Grant: true, Owner: true, SnapEpoch: 4, SnapInc: 5, SnapTerm: 6, Final: true, Count: 2, Data: []byte{1, 2, 3}, Priors: []byte{1, 2, 0, 0, 0, 0, 0, 0, 0, 9}}}},
 		{From: "n2", Msgs: []Msg{{Sent: -1, Count: -1}, {Sent: math.MinInt64, Count: math.MinInt32}, {Sent: math.MaxInt64, Count: math.MaxInt32}}},
 	}
 	for _, v := range edge {
@@ -32,6 +32,7 @@ func repWireCases() ([]Request, []Answer) {
 			m.Slot, m.Epoch, m.Seq = uint16(r.Uint32()), edge[r.IntN(len(edge))], r.Uint64()>>r.IntN(64)
 			m.PrevEpoch, m.PrevSeq = r.Uint64()>>r.IntN(64), r.Uint64()>>r.IntN(64)
 			m.Reset, m.Snap, m.Grant, m.Owner = r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0, r.IntN(2) == 0
+			m.SnapInc, m.SnapTerm, m.Final = r.Uint64()>>r.IntN(64), r.Uint64()>>r.IntN(64), r.IntN(2) == 0
 			m.Sent, m.SnapEpoch, m.Count = int64(r.Uint64()), r.Uint64()>>r.IntN(64), r.IntN(1000)
 			if n := r.IntN(300); n > 0 {
 				m.Data = make([]byte, n)

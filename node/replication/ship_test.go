@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/chime-scheduler/chime/slots"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -48,21 +49,21 @@ func TestShipOrder(t *testing.T) {
 
 // TestShipperRefreshesQueuedSnapshots: a snapshot asked for again while
 // the first request still waits in the queue is not queued twice; the
-// queued one carries the newest Sent, grant, owner, epoch, incarnation and
-// vote term.
+// queued one carries the newest Sent, grant, owner, epoch, incarnation,
+// vote term and final mark.
 func TestShipperRefreshesQueuedSnapshots(t *testing.T) {
 	s := NewShipper("n1", ShipperDeps{})
 	t0 := time.Unix(100, 0)
-	s.SendSnapshot(4, 2, "n2", t0, false, false, 7, 1)
-	s.SendSnapshot(4, 3, "n2", t0.Add(time.Second), true, true, 8, 2)
-	s.SendSnapshot(4, 3, "n3", t0, false, false, 7, 1) // another target: its own
+	s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 2, To: "n2", Sent: t0, Grant: false, Owner: false, Inc: 7, Term: 1})
+	s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 3, To: "n2", Sent: t0.Add(time.Second), Grant: true, Owner: true, Inc: 8, Term: 2, Final: true})
+	s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 3, To: "n3", Sent: t0, Grant: false, Owner: false, Inc: 7, Term: 1}) // another target: its own
 	if len(s.queue) != 2 {
 		t.Fatalf("queue holds %d snapshots, want 2", len(s.queue))
 	}
 	q := s.queue[0]
-	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 || q.inc != 8 || q.term != 2 {
-		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d inc %d term %d, want the second request's", q.to, q.sent,
-			q.grant, q.owner, q.epoch, q.inc, q.term)
+	if q.to != "n2" || !q.sent.Equal(t0.Add(time.Second)) || !q.grant || !q.owner || q.epoch != 3 || q.inc != 8 || q.term != 2 || !q.final {
+		t.Errorf("queued snapshot = to %s sent %v grant %v owner %v epoch %d inc %d term %d final %v, want the second request's", q.to, q.sent,
+			q.grant, q.owner, q.epoch, q.inc, q.term, q.final)
 	}
 }
 
@@ -247,7 +248,7 @@ func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 		tr := &snapTransport{busy: true}
 		cp := &readCounter{}
 		s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: cp, Log: quiet})
-		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
+		s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 5, To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})
 		s.Enqueue([]Msg{{Slot: 1, Epoch: 5, Seq: 3}}, nil)
 		if !s.round() {
 			t.Fatal("the first round left nothing")
@@ -260,7 +261,7 @@ func TestShipperWaitsOutAPressedReplica(t *testing.T) {
 		}
 		s.Enqueue([]Msg{{Slot: 2, Epoch: 5, Seq: 1}}, nil)
 		// A follower's copy (a handover's final copy) does not wait.
-		s.SendSnapshot(6, 5, "b", time.Now(), false, false, 1, 1)
+		s.SendSnapshot(slots.SendSnapshot{Slot: 6, Epoch: 5, To: "b", Sent: time.Now(), Grant: false, Owner: false, Inc: 1, Term: 1})
 		if !s.round() {
 			t.Fatal("the snapshot was not kept")
 		}
@@ -301,7 +302,7 @@ func (f *hookTransport) Call(ctx context.Context, to, path, ct string, body []by
 func TestShipperSendsASlotsWritesAfterItsSnapshot(t *testing.T) {
 	tr := &snapTransport{}
 	s := NewShipper("a", ShipperDeps{Transport: tr, Ownership: &fakeOwnership{replicas: []string{"b"}}, Copies: fakeCopies{}, Log: quiet})
-	s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
+	s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 5, To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})
 	s.Enqueue([]Msg{{Slot: 4, Epoch: 5, Seq: 3}, {Slot: 1, Epoch: 5, Seq: 3}}, nil)
 	if !s.round() {
 		t.Fatal("the first round left nothing: slot 4's write went with its snapshot")
@@ -330,12 +331,12 @@ func TestShipperSkipsSnapshotsACopyAnswered(t *testing.T) {
 		ask := func(slot uint16, epoch uint64) func() {
 			return func() {
 				time.Sleep(time.Millisecond)
-				s.SendSnapshot(slot, epoch, "b", time.Now(), true, true, 1, 1)
+				s.SendSnapshot(slots.SendSnapshot{Slot: slots.Slot(slot), Epoch: slots.Epoch(epoch), To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})
 				time.Sleep(time.Millisecond)
 			}
 		}
-		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)
-		s.SendSnapshot(6, 5, "b", time.Now(), true, true, 1, 1)
+		s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 5, To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})
+		s.SendSnapshot(slots.SendSnapshot{Slot: 6, Epoch: 5, To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})
 		first := true
 		tr.during = func() { // asked again while the first copies travel
 			if first {
@@ -382,8 +383,8 @@ func TestShipperHoldsSnapshotsForAPressedReplica(t *testing.T) {
 		if s.round() {
 			t.Fatal("the live write was kept")
 		}
-		s.SendSnapshot(4, 5, "b", time.Now(), true, true, 1, 1)   // an owner's copy: held
-		s.SendSnapshot(6, 5, "b", time.Now(), false, false, 1, 1) // a follower's: goes
+		s.SendSnapshot(slots.SendSnapshot{Slot: 4, Epoch: 5, To: "b", Sent: time.Now(), Grant: true, Owner: true, Inc: 1, Term: 1})   // an owner's copy: held
+		s.SendSnapshot(slots.SendSnapshot{Slot: 6, Epoch: 5, To: "b", Sent: time.Now(), Grant: false, Owner: false, Inc: 1, Term: 1}) // a follower's: goes
 		s.Enqueue([]Msg{{Slot: 2, Epoch: 5, Seq: 1}}, nil)
 		if !s.round() {
 			t.Fatal("the owner's snapshot was not kept")

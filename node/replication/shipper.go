@@ -22,6 +22,7 @@ type queued struct {
 	sent  time.Time
 	grant bool
 	owner bool   // the sender owns epoch (SendSnapshot.Owner)
+	final bool   // the final copy of epoch-1 (SendSnapshot.Final)
 	epoch uint64 // a snapshot's machine epoch
 	inc   uint64 // and the sender's incarnation and vote term
 	term  uint64
@@ -110,19 +111,27 @@ func (s *Shipper) Enqueue(msgs []Msg, wait *Wait) {
 
 // SendSnapshot queues a snapshot of slot for node to (the machine's
 // SendSnapshot effect). It never blocks.
-func (s *Shipper) SendSnapshot(slot uint16, epoch uint64, to string, sent time.Time, grant, owner bool, inc, term uint64) {
+func (s *Shipper) SendSnapshot(ef slots.SendSnapshot) {
+	slot, to := uint16(ef.Slot), ef.To
 	k := slotNode{slot, to}
 	now := s.d.Clock.Now()
 	s.mu.Lock()
 	if q, ok := s.unread[k]; ok && !s.closed {
-		q.sent, q.grant, q.owner, q.epoch, q.inc, q.term = sent, grant, owner, epoch, inc, term // the older request is as good as lost
+		q.setSnap(ef) // the older request is as good as lost
 		q.asked = now
 		s.mu.Unlock()
 		return
 	}
 	s.mu.Unlock()
-	q := &queued{msg: Msg{Slot: slot}, to: to, sent: sent, grant: grant, owner: owner, epoch: epoch, inc: inc, term: term, asked: now}
+	q := &queued{msg: Msg{Slot: slot}, to: to, asked: now}
+	q.setSnap(ef)
 	s.add([]*queued{q})
+}
+
+// setSnap takes what the machine's SendSnapshot says of the copy.
+func (q *queued) setSnap(ef slots.SendSnapshot) {
+	q.sent, q.grant, q.owner, q.final = ef.Sent, ef.Grant, ef.Owner, ef.Final
+	q.epoch, q.inc, q.term = uint64(ef.Epoch), ef.Inc, ef.Term
 }
 
 // FollowerReady wakes the shipper: a slot's replicas can take it over
@@ -419,7 +428,7 @@ func (s *Shipper) round() bool {
 				}
 				snap := r.Msg
 				snap.Snap, snap.Sent, snap.Grant, snap.Owner, snap.SnapEpoch = true, q.sent.UnixNano(), q.grant, q.owner, q.epoch
-				snap.SnapInc, snap.SnapTerm = q.inc, q.term
+				snap.SnapInc, snap.SnapTerm, snap.Final = q.inc, q.term, q.final
 				q.msg = snap
 			}
 			keep = append(keep, i)
@@ -694,7 +703,7 @@ func Receive(ctx context.Context, c Copies, o Ownership, from string, body []byt
 	for i, m := range req.Msgs {
 		if m.Snap && a.Results[i] == OK {
 			o.SnapshotApplied(slots.SnapshotComplete{Slot: slots.Slot(m.Slot), Epoch: slots.Epoch(max(m.Epoch, m.SnapEpoch)),
-				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner, Inc: m.SnapInc, Term: m.SnapTerm}, a.Gens[i])
+				Seq: a.Held[i], From: req.From, Sent: time.Unix(0, m.Sent), Grant: m.Grant, Owner: m.Owner, Inc: m.SnapInc, Term: m.SnapTerm, Final: m.Final}, a.Gens[i])
 		}
 	}
 	return encodeAnswer(&Answer{Results: a.Results, Epochs: a.Epochs, Pressed: c.Pressed()}), nil

@@ -76,8 +76,12 @@ type Msg struct {
 	// term (SendSnapshot.Inc, Term): a grant in the snapshot is theirs.
 	SnapInc  uint64 `msgpack:"xi,omitempty"`
 	SnapTerm uint64 `msgpack:"xm,omitempty"`
-	Count    int    `msgpack:"n"`
-	Data     []byte `msgpack:"d"`
+	// Final: the snapshot is the complete copy of epoch SnapEpoch-1,
+	// which the sender owned, for the node SnapEpoch was handed to
+	// (SendSnapshot.Final).
+	Final bool   `msgpack:"xf,omitempty"`
+	Count int    `msgpack:"n"`
+	Data  []byte `msgpack:"d"`
 	// Priors: what each op replaced, as the owner's commit found it
 	// (storage.SlotOps.Priors); empty: the replica reads it.
 	Priors []byte `msgpack:"p,omitempty"`
