@@ -699,11 +699,22 @@ func (m *Machine) tryTake(s Slot) {
 			m.setUnavailable(s, true)
 		}
 		if !si.pending || !m.now.Before(si.retryAt) {
-			src := m.takeSource(s)
+			src, round := m.takeSource(s)
 			if src == "" {
 				m.giveUpTake(s)
 				m.setPending(s)
 				return
+			}
+			if round && m.isTableOwner(s, m.cfg.Self) {
+				// Nobody up holds a copy we may take the epoch with:
+				// the slot waits for a node that is down (the
+				// restarted owner of the epoch, whose copy is the final
+				// one), and says so, as importStep does (sim seed 8429
+				// with -simsteps 400 and without the forget, once the
+				// rounds took in members outside the table). The copy,
+				// once it arrives, ends that.
+				si.role = RoleUnavailable
+				m.setUnavailable(s, true)
 			}
 			m.emit(RequestSnapshot{Slot: s, Epoch: si.epoch, From: src})
 			m.setPending(s)
@@ -730,24 +741,29 @@ func (m *Machine) tryTake(s Slot) {
 // and a restarted owner of the epoch still holds the complete one
 // (slotInfo.finalOf). It never gives up: nobody else can act on the
 // epoch while we hold its handover, so it asks the holder and the
-// members again, a round per retry.
-func (m *Machine) takeSource(s Slot) string {
+// members again, a round per retry. So does an importer handed the epoch
+// without a copy of its own (at takeEpoch+1, unsynced), whose holder has
+// none either: the restarted owner of takeEpoch serves its copy as the
+// final one (SendSnapshot.Final). The members are every node we hear
+// from, not only the table's (askable): a draining owner is out of it.
+// round reports that a whole round found nobody to take with.
+func (m *Machine) takeSource(s Slot) (src string, round bool) {
 	si := &m.slots[s]
 	readBack := si.restored && si.epoch == si.takeEpoch
 	bare := si.epoch == si.takeEpoch+1 // no copy of ours, at the epoch handed to us
 	if !m.disowned && !readBack && !bare || si.synced || !slices.Contains(si.tried, si.takeFrom) {
-		return si.takeFrom
+		return si.takeFrom, false
 	}
 	for _, c := range m.askable() {
 		if c != m.cfg.Self && m.alive(c) && !slices.Contains(si.tried, c) {
-			return c
+			return c, false
 		}
 	}
 	if m.disowned && m.quorate() {
-		return "" // nobody holds it: giveUpTake
+		return "", true // nobody holds it: giveUpTake
 	}
 	si.tried = nil
-	return si.takeFrom
+	return si.takeFrom, true
 }
 
 // takeOver takes epoch e, handed over by holder, which may promote from
