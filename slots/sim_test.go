@@ -159,8 +159,13 @@ func TestSimulation(t *testing.T) {
 	// record of a handover with a copy to the forgotten importer, whose
 	// grant a pause had voided, kept the census out; endHandovers) and
 	// 427 (a member held a voided grant of a live owner, which could never
-	// be restored, and answered none of that owner's census; restoreGrant).
-	for _, seed := range []uint64{427, 23605} {
+	// be restored, and answered none of that owner's census; restoreGrant),
+	// 781 (an owner whose one uncovered suspect was forgotten ran no
+	// census, since a live suspect it still heartbeated was not forgotten;
+	// ownerCensusFor) and 1239 (the same, and then the live suspect held a
+	// release of that owner's grant and answered none of its census: it
+	// yields it now, onOffer). Each forgets one crashed node only.
+	for _, seed := range []uint64{427, 781, 1239, 23605} {
 		t.Run(fmt.Sprintf("seed=%d,fired-after-forget", seed), func(t *testing.T) {
 			t.Parallel()
 			simulate(t, seed, simOpts{forget: true, firedAfterForget: true})
@@ -534,7 +539,7 @@ func simulate(t *testing.T, seed uint64, o simOpts) {
 		for _, n := range c.names {
 			c.refresh(n)
 		}
-		for range settleTicks {
+		for range settleTicks + *simTail {
 			advance()
 		}
 		waiting := 0
