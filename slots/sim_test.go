@@ -49,7 +49,7 @@ var (
 	simForget    = flag.Bool("simforget", true, "TestSimulation forgets the crashed nodes before they restart")
 	simDisown    = flag.Bool("simdisown", true, "TestSimulation tells a forgotten node that comes back that it was (slots.Disowned)")
 	simWipeFault = flag.Int("simwipefault", 0, "TestSimulation: 1 in N restarts of the fault phase bring the node back with an empty data dir, not forgotten (0: none)")
-	simTail      = flag.Int("simtail", 0, "TestSimulation: extra 100 ms ticks before the last check")
+	simTail      = flag.Int("simtail", 0, "TestSimulation: extra 100 ms ticks before the last check and before the after-forget check")
 	simFired     = flag.Bool("simfiredafterforget", false, "TestSimulation: every slot must fire once the crashed nodes are forgotten, before they return (else that is only logged)")
 	simStrict    = flag.Bool("simstrict", false, "TestSimulation: once every node is back, excuse an unfired slot only after a wipe, not after a forget (open: see DESIGN §4)")
 	simRestarts  = flag.Int("simrestarts", 200, "number of TestSimulationRestarts seeds (50 with -short)")
