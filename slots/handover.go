@@ -715,6 +715,18 @@ func (m *Machine) tryTake(s Slot) {
 				m.setPending(s)
 				return
 			}
+			if round && m.forgot[si.takeFrom] && !si.synced {
+				// The holder was forgotten, and nobody up holds a copy
+				// we may take with: its run held the only one, which
+				// the operator declared lost. Nobody else can act on
+				// the epoch: a census takes it (giveUpTake, censusFor)
+				// with the longest copy left (sim seed 884 with
+				// -simfiredafterforget: the holder sealed and died
+				// before its final copy reached us).
+				m.giveUpTake(s)
+				m.setPending(s)
+				return
+			}
 			if round && m.isTableOwner(s, m.cfg.Self) {
 				// Nobody up holds a copy we may take the epoch with:
 				// the slot waits for a node that is down (the
@@ -761,7 +773,8 @@ func (m *Machine) takeSource(s Slot) (src string, round bool) {
 	si := &m.slots[s]
 	readBack := si.restored && si.epoch == si.takeEpoch
 	bare := si.epoch == si.takeEpoch+1 // no copy of ours, at the epoch handed to us
-	if !m.disowned && !readBack && !bare || si.synced || !slices.Contains(si.tried, si.takeFrom) {
+	lost := m.forgot[si.takeFrom] // the holder's run is gone, with its copy
+	if !m.disowned && !readBack && !bare && !lost || si.synced || !lost && !slices.Contains(si.tried, si.takeFrom) {
 		return si.takeFrom, false
 	}
 	for _, c := range m.askable() {
