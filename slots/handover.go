@@ -773,7 +773,7 @@ func (m *Machine) takeSource(s Slot) (src string, round bool) {
 	si := &m.slots[s]
 	readBack := si.restored && si.epoch == si.takeEpoch
 	bare := si.epoch == si.takeEpoch+1 // no copy of ours, at the epoch handed to us
-	lost := m.forgot[si.takeFrom] // the holder's run is gone, with its copy
+	lost := m.forgot[si.takeFrom]      // the holder's run is gone, with its copy
 	if !m.disowned && !readBack && !bare && !lost || si.synced || !lost && !slices.Contains(si.tried, si.takeFrom) {
 		return si.takeFrom, false
 	}
