@@ -167,9 +167,11 @@ func TestSimulation(t *testing.T) {
 	// yields it now, onOffer), 884 (an importer handed an epoch with the
 	// holder's copy, which sealed and crashed before the copy reached it,
 	// waited for the forgotten holder for good; tryTake gives the take up
-	// to a census once a round of members found no copy). Each forgets
-	// one crashed node only.
-	for _, seed := range []uint64{427, 781, 884, 1239, 23605} {
+	// to a census once a round of members found no copy), 18287 (an
+	// owner's census never counted a member that answered with a copy
+	// at its epoch, and asked it again every Lease; onSnapshot). Each
+	// forgets one crashed node only.
+	for _, seed := range []uint64{427, 781, 884, 1239, 18287, 23605} {
 		t.Run(fmt.Sprintf("seed=%d,fired-after-forget", seed), func(t *testing.T) {
 			t.Parallel()
 			simulate(t, seed, simOpts{forget: true, firedAfterForget: true})
