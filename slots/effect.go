@@ -242,7 +242,7 @@ type PersistConsents struct {
 	Consents []Consent
 }
 
-// DropSlot: delete the slot's data (one DeleteRange); the slot metadata
+// DropSlot: delete the slot's data (storage.Batch.DropSlot); the slot metadata
 // stays (the following Persist keeps its epoch).
 type DropSlot struct{ Slot Slot }
 

@@ -29,6 +29,12 @@ type Batch struct {
 	// dueSlots are the slots whose due keys the batch sets, marked after
 	// the commit (dueMarks).
 	dueSlots []dueSet
+	// probe reads the keys of slots DropSlot drops (fewKeys): one
+	// iterator per batch, repositioned; it holds the store open until
+	// closeProbe. probeBounds alternate, as SlotReader's do.
+	probe       *pebble.Iterator
+	probeBounds [2][2][slotPrefixLen]byte
+	probeFlip   int
 }
 
 // appendedExec names one execution AppendExecution added to a batch.
@@ -264,6 +270,7 @@ func (b *Batch) Size() int {
 func (b *Batch) Commit(sync bool) (err error) {
 	b.mustOpen()
 	defer b.Close()
+	b.closeProbe()
 	defer b.bumpDue() // after the commit, before Close
 	if b.err != nil {
 		return b.err
@@ -351,6 +358,7 @@ func (b *Batch) Close() {
 			t.setStored(unknownPrior)
 		}
 	}
+	b.closeProbe()
 	_ = b.pb.Close() // only fails on a double close, which b.pb = nil prevents
 	putCodec(b.c)
 	b.pb, b.c, b.sums, b.keepPriors = nil, nil, sumTracker{}, nil

@@ -30,7 +30,8 @@
 //	node meta  'n' name                                     node-local ("checksums": scheme version; "voters"; "consents")
 //
 // Every key of a slot lies in ['s' slot, 's' slot+1), so a slot is scanned,
-// streamed or dropped (DropSlot: one DeleteRange) as one contiguous range.
+// streamed or dropped (DropSlot: one DeleteRange, or a few point deletes
+// for a slot of few keys) as one contiguous range.
 // The task, due index, history, execution log and flow keys are the slot's data: what is
 // replicated, snapshotted and covered by the checksum. The meta and
 // checksum keys are each node's own and travel with none of them.

@@ -464,15 +464,83 @@ func (s *Store) ScanSlot(slot uint16, fn func(key, value []byte) bool) (err erro
 	return nil
 }
 
-// DropSlot deletes every key of slot in b, meta and checksum included (one
-// range deletion), before a replica is rebuilt from a snapshot in the same
-// batch. It is never captured. The slot's checksum then covers exactly the
-// keys b writes after the drop.
+// DropSlot deletes every key of slot in b, meta and checksum included,
+// before a replica is rebuilt from a snapshot in the same batch. It is
+// never captured. The slot's checksum then covers exactly the keys b
+// writes after the drop.
+//
+// A slot of at most dropByKeys keys (an empty one: a new follower's) is
+// deleted key by key, the rest with one range deletion. A memtable's
+// range deletions are fragmented again by every read after a write, so a
+// failover's thousands of snapshots, one range deletion each, made every
+// fire's read of its task redo thousands of fragments while they lasted.
+// The keys are read where b is built: the caller must be the slot's only
+// writer (the node's writer goroutine is).
 func (b *Batch) DropSlot(slot uint16) {
 	b.mustOpen()
-	var lo, hi [slotPrefixLen]byte
-	_ = b.pb.DeleteRange(appendSlotPrefix(lo[:0], slot), appendSlotEnd(hi[:0], slot), nil)
+	if keys, ok := b.fewKeys(slot); ok {
+		for _, k := range keys {
+			_ = b.pb.Delete(k, nil)
+		}
+		// The meta and checksum keys b itself may have set (untracked).
+		var mk, ck [slotPrefixLen + 1]byte
+		_ = b.pb.Delete(appendMetaKey(mk[:0], slot), nil)
+		_ = b.pb.Delete(appendChecksumKey(ck[:0], slot), nil)
+	} else {
+		var lo, hi [slotPrefixLen]byte
+		_ = b.pb.DeleteRange(appendSlotPrefix(lo[:0], slot), appendSlotEnd(hi[:0], slot), nil)
+	}
 	b.sums.drop(slot)
+}
+
+// dropByKeys is the most keys DropSlot deletes one by one.
+const dropByKeys = 16
+
+// fewKeys returns the committed keys of slot if there are at most
+// dropByKeys of them and b wrote none of its data keys (those are tracked
+// only with checksums on); ok false otherwise.
+func (b *Batch) fewKeys(slot uint16) (keys [][]byte, ok bool) {
+	if b.sums.off {
+		return nil, false
+	}
+	if w := b.sums.slots[slot]; w != nil && (w.dropped || len(w.writes) > 0) {
+		return nil, false
+	}
+	// Pebble may use the bounds until the next SetBounds returns: the two
+	// sets alternate.
+	bd := &b.probeBounds[b.probeFlip]
+	b.probeFlip ^= 1
+	lower, upper := appendSlotPrefix(bd[0][:0], slot), appendSlotEnd(bd[1][:0], slot)
+	if b.probe == nil {
+		if !b.s.enter() {
+			return nil, false // closed: the batch will not commit anyway
+		}
+		it, err := b.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if err != nil {
+			b.s.leave()
+			return nil, false
+		}
+		b.probe = it
+	} else {
+		b.probe.SetBounds(lower, upper)
+	}
+	it := b.probe
+	for valid := it.First(); valid; valid = it.Next() {
+		if len(keys) == dropByKeys {
+			return nil, false
+		}
+		keys = append(keys, slices.Clone(it.Key()))
+	}
+	return keys, it.Error() == nil
+}
+
+// closeProbe closes fewKeys' iterator, if open, and lets the store close.
+func (b *Batch) closeProbe() {
+	if b.probe != nil {
+		_ = b.probe.Close()
+		b.probe = nil
+		b.s.leave()
+	}
 }
 
 // SnapshotSlot returns every data key of slot as set ops: applied after
