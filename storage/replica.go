@@ -506,6 +506,9 @@ func (b *Batch) fewKeys(slot uint16) (keys [][]byte, ok bool) {
 	if w := b.sums.slots[slot]; w != nil && (w.dropped || len(w.writes) > 0) {
 		return nil, false
 	}
+	if b.s.manyKeys(slot) {
+		return nil, false // no need to look: a slot handed away is often large
+	}
 	// Pebble may use the bounds until the next SetBounds returns: the two
 	// sets alternate.
 	bd := &b.probeBounds[b.probeFlip]
@@ -532,6 +535,17 @@ func (b *Batch) fewKeys(slot uint16) (keys [][]byte, ok bool) {
 		keys = append(keys, slices.Clone(it.Key()))
 	}
 	return keys, it.Error() == nil
+}
+
+// manyKeys reports whether slot's maintained checksum, if the store holds
+// it in memory, counts more than dropByKeys data keys. It only spares
+// fewKeys a read: a count that is wrong costs a range deletion or a probe,
+// never a key left behind.
+func (s *Store) manyKeys(slot uint16) bool {
+	s.sums.Lock()
+	defer s.sums.Unlock()
+	c, ok := s.sums.m[slot]
+	return ok && c.Count > dropByKeys
 }
 
 // closeProbe closes fewKeys' iterator, if open, and lets the store close.
