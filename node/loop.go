@@ -21,7 +21,16 @@ import (
 // Invariant: every stored task with wake < frontier is in the wheel, or has
 // an attempt at the dispatcher (its result re-files it), or has a wake
 // change on its way to the loop, or is on its way to the writer (in a
-// fire op, or in the late lane).
+// fire op, in the ready lane or in the late lane).
+//
+// The ready lane: expired entries on time go to the writer only as far as
+// the dispatcher has room for their fires (writer.fireRoom, less what is
+// already on its way). The rest wait in the loop, earliest first, and go
+// as results free room (the writer wakes the loop). Sent at once, a wave
+// of more tasks due together than the dispatcher takes (its MaxQueued)
+// made the writer read every one, defer those beyond the limit by
+// fireRetryDelay and read them all again 50 ms later, until the wave
+// drained (issue 17 item 8).
 //
 // The late lane: an expired entry due more than the dispatcher's LateAfter
 // ago (the overdue tasks of slots this node just took over, a catch-up
@@ -34,6 +43,13 @@ import (
 
 // fireChunk bounds how many expired entries go to the writer in one op.
 const fireChunk = 1024
+
+// probeEvery is how long the ready lane waits, held back for room with
+// none of its entries at the writer, before it sends a few all the same: a
+// guard against a room count that never opens (the writer defers what it
+// cannot start, as before the lane). Results normally open room, and wake
+// the loop, far sooner.
+const probeEvery = time.Second
 
 // lateChunk bounds the entries of one op of the late lane: ~10 ms of the
 // writer's time on this project's 2-core test machine under load.
@@ -73,6 +89,12 @@ type loop struct {
 	// kicks the loop).
 	late    []wheel.Entry
 	lateOut atomic.Bool
+	// ready is the ready lane, earliest expiry first; sent counts its
+	// entries handed to the writer and not yet applied (the writer
+	// subtracts them); nextProbe is when it may probe for room.
+	ready     []wheel.Entry
+	sent      atomic.Int64
+	heldSince int64 // when the ready lane last found no room; 0: it had room
 
 	mu struct {
 		sync.Mutex
@@ -187,22 +209,16 @@ func (l *loop) run() {
 			nextLoad = nowNs + int64(l.cfg.LoadInterval) - nowNs%int64(l.cfg.LoadInterval)
 		}
 		expired = l.wheel.Advance(now, expired[:0])
-		onTime := expired[:0]
 		for _, e := range expired {
 			if l.cfg.Dispatch.Late(e.Due.UnixNano(), nowNs) {
 				l.late = append(l.late, e)
 			} else {
-				onTime = append(onTime, e)
+				l.ready = append(l.ready, e)
 			}
 		}
-		for len(onTime) > 0 {
-			n := min(len(onTime), fireChunk)
-			chunk := make([]wheel.Entry, n)
-			copy(chunk, onTime[:n])
-			onTime = onTime[n:]
-			if !l.writer.send(&fireOp{writeOp: writeOp{kind: opFire, now: nowNs}, fires: chunk}) {
-				return
-			}
+		clear(expired) // the ids live on in the lanes only
+		if !l.sendReady(nowNs) {
+			return
 		}
 		if len(l.late) > 0 && !l.lateOut.Load() {
 			n := min(len(l.late), lateChunk)
@@ -219,12 +235,75 @@ func (l *loop) run() {
 			}
 		}
 		l.metrics.LateLane.Set(float64(len(l.late)))
+		l.metrics.ReadyLane.Set(float64(len(l.ready)))
 		l.metrics.WheelSize.Set(float64(l.wheel.Len()))
 		wait := time.Duration(nextLoad - nowNs)
 		if next, ok := l.wheel.Next(); ok {
 			wait = min(wait, next.Sub(now))
 		}
+		if len(l.ready) > 0 || len(l.late) > 0 {
+			wait = min(wait, fireRetryDelay) // a kick normally comes first
+		}
 		timer.Reset(max(wait, 0))
+	}
+}
+
+// room is how many more fires the loop may send the writer now.
+func (l *loop) room() int {
+	return l.writer.fireRoom() - int(l.sent.Load())
+}
+
+// sendReady hands the ready lane's entries to the writer as far as there is
+// room, in ops of at most fireChunk. With less than a chunk's worth
+// (roomKickAt) it asks the writer for a kick when that opens, and probes
+// with a few after probeEvery if none of its entries are at the writer.
+// false: the writer stopped.
+func (l *loop) sendReady(nowNs int64) bool {
+	if len(l.ready) == 0 {
+		return true
+	}
+	room := l.room()
+	if room < min(l.writer.roomKickAt(), len(l.ready)) {
+		// Not a chunk's worth: wait for the writer's kick.
+		l.writer.roomWanted.Store(true)
+		if l.heldSince == 0 {
+			l.heldSince = nowNs
+		}
+		if l.sent.Load() > 0 || nowNs-l.heldSince < int64(probeEvery) {
+			return true
+		}
+		room = l.writer.roomKickAt()
+	}
+	l.heldSince = 0
+	for len(l.ready) > 0 && room > 0 {
+		n := min(len(l.ready), fireChunk, room)
+		chunk := make([]wheel.Entry, n)
+		copy(chunk, l.ready[:n])
+		clear(l.ready[:n])
+		l.ready = l.ready[n:]
+		room -= n
+		l.sent.Add(int64(n))
+		op := &fireOp{writeOp: writeOp{kind: opFire, now: nowNs}, fires: chunk, applied: func() { l.readyApplied(n) }}
+		if !l.writer.send(op) {
+			return false
+		}
+	}
+	if len(l.ready) == 0 {
+		l.ready = nil // a wave's array goes
+	} else {
+		l.writer.roomWanted.Store(true)
+	}
+	return true
+}
+
+// readyApplied is the writer's word that n entries of the ready lane were
+// applied: those it did not start (stale, held, deferred) leave room.
+// Writer goroutine.
+func (l *loop) readyApplied(n int) {
+	l.sent.Add(-int64(n))
+	w := l.writer
+	if w.roomWanted.Load() && l.room() >= w.roomKickAt() && w.roomWanted.CompareAndSwap(true, false) {
+		l.wake()
 	}
 }
 

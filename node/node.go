@@ -217,13 +217,15 @@ func (n *Node) Start() error {
 		replicate = func(m []replication.Msg, w *replication.Wait) { ship.Enqueue(m, w) }
 	}
 	wr = newWriter(&n.cfg, writerDeps{
-		store:    st,
-		notify:   func(ch []wakeChange) { lp.notify(ch) },
-		dispatch: func(j *dispatch.Job) bool { return n.disp.Submit(j) },
-		queued:   func() int { return n.disp.Queued() },
-		metrics:  n.metrics,
-		hosts:    n.hosts,
-		ids:      n.ids,
+		store:      st,
+		notify:     func(ch []wakeChange) { lp.notify(ch) },
+		dispatch:   func(j *dispatch.Job) bool { return n.disp.Submit(j) },
+		queued:     func() int { return n.disp.Queued() },
+		inWorkers:  func() int { return n.disp.Running() },
+		roomOpened: func() { lp.wake() },
+		metrics:    n.metrics,
+		hosts:      n.hosts,
+		ids:        n.ids,
 		rebuildIDs: func() {
 			select {
 			case n.rebuildIDs <- struct{}{}:

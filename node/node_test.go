@@ -523,3 +523,47 @@ func TestRefusedFireIsNotRunning(t *testing.T) {
 		}
 	})
 }
+
+// TestWaveWaitsInTheReadyLane: more tasks due at one instant than the
+// dispatcher takes (MaxQueued + Concurrency) wait in the loop's ready lane
+// and go as results free room. None is started and then deferred (which
+// read its record again every fireRetryDelay until the wave drained), each
+// fires once, none early, and the lane empties.
+func TestWaveWaitsInTheReadyLane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tn := startNode(t, func(c *Config) {
+			c.Dispatch.Concurrency = 2
+			c.Dispatch.PerHost = 2
+			c.Dispatch.MaxQueued = 4
+		})
+		rcv := newReceiver(t)
+		rcv.setRespond(func(hit, int) int { time.Sleep(20 * time.Millisecond); return 200 })
+		const n = 120
+		due := time.Now().Add(3 * time.Second).UTC()
+		for i := range n {
+			body := map[string]any{"id": fmt.Sprintf("w%d", i), "callback_url": rcv.url("/w"), "due_at": due.Format(time.RFC3339Nano)}
+			if code := tn.do(t, "POST", "/v1/tasks", body, nil); code != 201 {
+				t.Fatalf("create %d: %d", i, code)
+			}
+		}
+		rcv.waitHits(t, 60*time.Second, func(hs []hit) bool { return len(hs) >= n })
+		time.Sleep(2 * time.Second) // room for a duplicate to show
+		hs := rcv.hits()
+		seen := map[string]int{}
+		for _, h := range hs {
+			seen[h.TaskID]++
+			if h.At.Before(due) {
+				t.Errorf("%s fired at %v, before its due time %v", h.TaskID, h.At, due)
+			}
+		}
+		if len(seen) != n || len(hs) != n {
+			t.Errorf("%d hits of %d distinct tasks, want each of %d once", len(hs), len(seen), n)
+		}
+		if d := testutil.ToFloat64(tn.metrics.FireDeferred); d != 0 {
+			t.Errorf("%v fire starts deferred, want none: the wave should wait in the ready lane", d)
+		}
+		if l := testutil.ToFloat64(tn.metrics.ReadyLane); l != 0 {
+			t.Errorf("ready lane holds %v after the wave, want 0", l)
+		}
+	})
+}

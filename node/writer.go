@@ -62,10 +62,14 @@ type syncGroup struct {
 
 // writerDeps is what the writer calls outside itself.
 type writerDeps struct {
-	store      *storage.Store
-	notify     func([]wakeChange)       // the loop's inbox; never blocks
-	dispatch   func(*dispatch.Job) bool // the dispatcher's submit; never blocks
-	queued     func() int               // dispatcher backlog
+	store     *storage.Store
+	notify    func([]wakeChange)       // the loop's inbox; never blocks
+	dispatch  func(*dispatch.Job) bool // the dispatcher's submit; never blocks
+	queued    func() int               // dispatcher backlog
+	inWorkers func() int               // callbacks in a dispatcher worker now (nil: not known)
+	// roomOpened tells the loop that fires it holds back for room at the
+	// dispatcher may go (fireRoom); never blocks. nil: nobody waits.
+	roomOpened func()
 	metrics    *metrics.Metrics
 	hosts      *dispatch.HostStats
 	ids        *idfilter.Filter            // which ids may exist; creates of others skip a read
@@ -107,6 +111,16 @@ type writer struct {
 	rnd     *rand.Rand
 	pending map[string]*storage.Task // records written by the current group; nil = deleted
 	running map[string]runningFire   // tasks with an attempt at the dispatcher
+	// busy is len(running), for the loop (fireRoom); roomWanted is set by
+	// the loop when it holds fires back for room.
+	busy       atomic.Int64
+	roomWanted atomic.Bool
+	// refused holds the attempts the dispatcher refused, for the writer
+	// to drop from running (undispatched may run on the syncer).
+	refused struct {
+		sync.Mutex
+		fires []runningRef
+	}
 	// quarantined holds the tasks whose record does not decode
 	// (storage.ErrCorrupt): they are not fired (nor read again to fire)
 	// until a write replaces the record.
@@ -276,6 +290,7 @@ func (w *writer) group(first request) {
 	}
 	g := &syncGroup{}
 	w.acks.prune()
+	w.dropRefused()
 	n, onlyDone, lingered := 0, false, false
 	if first != nil {
 		n = w.apply(b, g, first)

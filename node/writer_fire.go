@@ -28,9 +28,11 @@ func (w *writer) undispatched(j *dispatch.Job) {
 		return
 	}
 	w.metrics.FireDeferred.Inc()
-	if rf, ok := w.running[j.TaskID]; ok && rf.seq == j.Seq {
-		delete(w.running, j.TaskID)
-	}
+	// Forgotten by the writer (dropRefused): this may run on the syncer,
+	// beside the writer's own use of w.running.
+	w.refused.Lock()
+	w.refused.fires = append(w.refused.fires, runningRef{id: j.TaskID, seq: j.Seq})
+	w.refused.Unlock()
 	if j.Started != nil && j.Started.Load() == 0 {
 		// Never sent: its start in a flow's rate window counts from now.
 		// Its in-flight mark is the writer's to drop (flowAllow, when the
@@ -38,6 +40,26 @@ func (w *writer) undispatched(j *dispatch.Job) {
 		j.Started.Store(w.now().UnixNano())
 	}
 	w.notify([]wakeChange{{ID: j.TaskID, At: w.now().UnixNano() + int64(fireRetryDelay)}})
+}
+
+// runningRef names one attempt in w.running.
+type runningRef struct {
+	id  string
+	seq uint64
+}
+
+// dropRefused forgets the attempts the dispatcher refused (undispatched)
+// since the last call. Writer goroutine.
+func (w *writer) dropRefused() {
+	w.refused.Lock()
+	fires := w.refused.fires
+	w.refused.fires = nil
+	w.refused.Unlock()
+	for _, r := range fires {
+		if rf, ok := w.running[r.id]; ok && rf.seq == r.seq {
+			w.stopRunning(r.id)
+		}
+	}
 }
 
 // fireRetryDelay is how long an expired entry waits when the dispatcher's
@@ -49,9 +71,48 @@ const fireRetryDelay = 50 * time.Millisecond
 // decode; beyond it such a task is read (and skipped) again at each fire.
 const maxQuarantined = 10000
 
+// fireLimit is how many fires may be at the dispatcher at once (queued or
+// running); a fire start beyond it is deferred (fireRetryDelay).
+func (w *writer) fireLimit() int {
+	return w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
+}
+
+// fireRoom is how many more fires the dispatcher can take now: below the
+// writer's limit and its own queue's (MaxQueued; fewer than Concurrency
+// run while one host's limit binds). Of the fires running here only those
+// in a worker are out of that queue; the others are queued, or on their
+// way to it (their group has not submitted them yet), or finished with
+// their result on its way, so room errs low. Any goroutine; the loop holds
+// expired entries back while it is not positive (loop.go, the ready lane)
+// instead of sending them to be deferred.
+func (w *writer) fireRoom() int {
+	busy := int(w.busy.Load())
+	room := w.fireLimit() - busy
+	if w.inWorkers != nil {
+		room = min(room, w.cfg.Dispatch.MaxQueued-(busy-w.inWorkers()))
+	}
+	return room
+}
+
+// roomKickAt is how much room must open before a waiting loop is woken: a
+// chunk's worth, so that it does not send its held entries one at a time.
+func (w *writer) roomKickAt() int {
+	return max(1, min(fireChunk/8, w.fireLimit()/4))
+}
+
+// stopRunning forgets id's attempt at the dispatcher, and wakes the loop
+// if it waits for that room. Writer goroutine.
+func (w *writer) stopRunning(id string) {
+	delete(w.running, id)
+	w.busy.Store(int64(len(w.running)))
+	if w.roomOpened != nil && w.roomWanted.Load() && w.fireRoom() >= w.roomKickAt() && w.roomWanted.CompareAndSwap(true, false) {
+		w.roomOpened()
+	}
+}
+
 func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 	n := 0
-	limit := w.cfg.Dispatch.MaxQueued + w.cfg.Dispatch.Concurrency
+	limit := w.fireLimit()
 	var kicks []*flow.State // flows whose held fires came up: kicked at the end
 	defer func() {
 		for _, fs := range kicks {
@@ -184,6 +245,7 @@ func (w *writer) applyFire(b *storage.Batch, g *syncGroup, op *fireOp) int {
 			w.metrics.StartLag.WithLabelValues("writer").Observe(float64(w.now().UnixNano()-op.now) / 1e9)
 		}
 		w.running[t.ID] = runningFire{seq: t.Inflight.Seq, flow: fs}
+		w.busy.Store(int64(len(w.running)))
 		w.put(b, g, t, prev, op.now)
 		j := firing.JobFor(t)
 		j.Epoch, _ = w.holds(t.Slot) // X-Chime-Slot-Epoch in a cluster; 0 (no header) standalone
@@ -207,7 +269,7 @@ func (w *writer) applyDone(b *storage.Batch, g *syncGroup, op *doneOp) int {
 	id := r.Job.TaskID
 	t, err := w.get(id)
 	if rf, ok := w.running[id]; ok && rf.seq == r.Job.Seq {
-		delete(w.running, id)
+		w.stopRunning(id)
 		if rf.flow != nil {
 			g.wakes = w.flows.Done(g.wakes, rf.flow, id, r.Job.Seq, op.now)
 		}

@@ -36,6 +36,7 @@ type Metrics struct {
 	Callback       prometheus.Histogram
 	WheelSize      prometheus.Gauge
 	LateLane       prometheus.Gauge
+	ReadyLane      prometheus.Gauge
 	Loaded         prometheus.Counter
 	GroupTasks     prometheus.Histogram
 	Commit         prometheus.Histogram
@@ -136,6 +137,8 @@ func New(g Gauges) *Metrics {
 			Name: "chime_wheel_tasks", Help: "Tasks in the in-memory timing wheel."}),
 		LateLane: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "chime_late_lane_tasks", Help: "Expired tasks due more than the late threshold ago, waiting in the loop's late lane for the writer."}),
+		ReadyLane: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "chime_ready_lane_tasks", Help: "Expired tasks on time waiting in the loop's ready lane for room at the dispatcher."}),
 		Loaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "chime_loader_tasks_total", Help: "Tasks moved from the due index into the wheel."}),
 		StartLag: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -206,7 +209,7 @@ func New(g Gauges) *Metrics {
 	m.FiresFailure = m.Fires.WithLabelValues("failure")
 	m.FiresGone = m.Fires.WithLabelValues("gone")
 	reg.MustRegister(m.Created, m.Fires, m.Retries, m.FireDeferred, m.FireHeld, m.FireUnacked, m.MisfireSkipped, m.Expired, m.ChainRefused,
-		m.Lateness, m.Callback, m.WheelSize, m.LateLane, m.Loaded, m.GroupTasks, m.Commit, m.Fsyncs, m.StartLag,
+		m.Lateness, m.Callback, m.WheelSize, m.LateLane, m.ReadyLane, m.Loaded, m.GroupTasks, m.Commit, m.Fsyncs, m.StartLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "chime_store_disk_bytes", Help: "Disk space used by the Pebble store."}, g.StoreBytes),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
