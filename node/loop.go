@@ -90,8 +90,8 @@ type loop struct {
 	late    []wheel.Entry
 	lateOut atomic.Bool
 	// ready is the ready lane, earliest expiry first; sent counts its
-	// entries handed to the writer and not yet applied (the writer
-	// subtracts them); nextProbe is when it may probe for room.
+	// entries handed to the writer and not yet applied (readyApplied
+	// subtracts them, on the writer goroutine).
 	ready     []wheel.Entry
 	sent      atomic.Int64
 	heldSince int64 // when the ready lane last found no room; 0: it had room
