@@ -36,16 +36,7 @@ func TestLoopLateLane(t *testing.T) {
 	defer l.close()
 	<-l.loaded // the first scan (of an empty store) set the frontier
 
-	next := func() *fireOp {
-		t.Helper()
-		select {
-		case r := <-w.internal:
-			return r.(*fireOp)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no op from the loop")
-			return nil
-		}
-	}
+	next := func() *fireOp { t.Helper(); return nextFireOp(t, w) }
 	// late: an op of the late lane (its entries all "late-"), not of the
 	// ready lane (entries on time).
 	late := func(op *fireOp) bool {
@@ -126,16 +117,7 @@ func TestLoopReadyLane(t *testing.T) {
 	defer l.close()
 	<-l.loaded
 
-	next := func() *fireOp {
-		t.Helper()
-		select {
-		case r := <-w.internal:
-			return r.(*fireOp)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no op from the loop")
-			return nil
-		}
-	}
+	next := func() *fireOp { t.Helper(); return nextFireOp(t, w) }
 	quiet := func(d time.Duration) {
 		t.Helper()
 		select {
@@ -167,12 +149,16 @@ func TestLoopReadyLane(t *testing.T) {
 		t.Fatalf("second op: %d entries from %s, want 12 from w-12", len(op.fires), op.fires[0].ID)
 	}
 
-	// The writer started all 12: no room until a result frees some.
-	for _, e := range op.fires {
-		w.running[e.ID] = runningFire{seq: 1}
+	// started plays the writer starting every fire of op.
+	started := func(op *fireOp) {
+		for _, e := range op.fires {
+			w.running[e.ID] = runningFire{seq: 1}
+		}
+		w.busy.Store(int64(len(w.running)))
+		op.applied()
 	}
-	w.busy.Store(int64(len(w.running)))
-	op.applied()
+	// The writer started all 12: no room until a result frees some.
+	started(op)
 	quiet(200 * time.Millisecond)
 	w.stopRunning("w-12")
 	w.stopRunning("w-13")
@@ -181,16 +167,25 @@ func TestLoopReadyLane(t *testing.T) {
 	if op = next(); len(op.fires) != 3 || op.fires[0].ID != "w-24" {
 		t.Fatalf("op after 3 results: %d entries from %s, want 3 from w-24", len(op.fires), op.fires[0].ID)
 	}
-	for _, e := range op.fires {
-		w.running[e.ID] = runningFire{seq: 1}
-	}
-	w.busy.Store(int64(len(w.running)))
-	op.applied()
+	started(op)
 
 	// Full, and nothing at the writer: after probeEvery a few go anyway.
 	start := time.Now()
 	op = next()
 	if d := time.Since(start); d < probeEvery/2 || len(op.fires) != w.roomKickAt() || op.fires[0].ID != "w-27" {
 		t.Fatalf("probe: %d entries from %s after %v, want %d from w-27 after about %v", len(op.fires), op.fires[0].ID, d, w.roomKickAt(), probeEvery)
+	}
+}
+
+// nextFireOp takes the loop's next op from the writer's queue (the tests'
+// writer does not run).
+func nextFireOp(t *testing.T, w *writer) *fireOp {
+	t.Helper()
+	select {
+	case r := <-w.internal:
+		return r.(*fireOp)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no op from the loop")
+		return nil
 	}
 }
