@@ -220,7 +220,6 @@ func (n *Node) Start() error {
 		store:      st,
 		notify:     func(ch []wakeChange) { lp.notify(ch) },
 		dispatch:   func(j *dispatch.Job) bool { return n.disp.Submit(j) },
-		queued:     func() int { return n.disp.Queued() },
 		inWorkers:  func() int { return n.disp.Running() },
 		roomOpened: func() { lp.wake() },
 		metrics:    n.metrics,

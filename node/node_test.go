@@ -433,11 +433,7 @@ func TestCallbackEndpoint(t *testing.T) {
 
 func TestOverloadAnswers429AndLosesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tn := startNode(t, func(c *Config) {
-			c.Dispatch.Concurrency = 1
-			c.Dispatch.PerHost = 1
-			c.Dispatch.MaxQueued = 4
-		})
+		tn := startNode(t, smallDispatcher(1, 4))
 		rcv := newReceiver(t)
 		release := make(chan struct{})
 		rcv.setRespond(func(hit, int) int { <-release; return 200 })
@@ -531,11 +527,7 @@ func TestRefusedFireIsNotRunning(t *testing.T) {
 // fires once, none early, and the lane empties.
 func TestWaveWaitsInTheReadyLane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tn := startNode(t, func(c *Config) {
-			c.Dispatch.Concurrency = 2
-			c.Dispatch.PerHost = 2
-			c.Dispatch.MaxQueued = 4
-		})
+		tn := startNode(t, smallDispatcher(2, 4))
 		rcv := newReceiver(t)
 		rcv.setRespond(func(hit, int) int { time.Sleep(20 * time.Millisecond); return 200 })
 		const n = 120
@@ -566,4 +558,14 @@ func TestWaveWaitsInTheReadyLane(t *testing.T) {
 			t.Errorf("ready lane holds %v after the wave, want 0", l)
 		}
 	})
+}
+
+// smallDispatcher configures a node's dispatcher with workers callbacks at
+// once (to any host) and queued waiting, for tests that fill it.
+func smallDispatcher(workers, queued int) func(*Config) {
+	return func(c *Config) {
+		c.Dispatch.Concurrency = workers
+		c.Dispatch.PerHost = workers
+		c.Dispatch.MaxQueued = queued
+	}
 }

@@ -65,7 +65,6 @@ type writerDeps struct {
 	store     *storage.Store
 	notify    func([]wakeChange)       // the loop's inbox; never blocks
 	dispatch  func(*dispatch.Job) bool // the dispatcher's submit; never blocks
-	queued    func() int               // dispatcher backlog
 	inWorkers func() int               // callbacks in a dispatcher worker now (nil: not known)
 	// roomOpened tells the loop that fires it holds back for room at the
 	// dispatcher may go (fireRoom); never blocks. nil: nobody waits.
